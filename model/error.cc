@@ -1,0 +1,77 @@
+#include "model/error.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace stepcast {
+
+std::string InputIssue::str() const {
+  std::string out;
+  if (!file.empty()) {
+    out += file;
+    if (line > 0) {
+      out += fmt::format(":{}", line);
+      if (column > 0) out += fmt::format(":{}", column);
+    }
+    out += ": ";
+  }
+  if (!key.empty()) out += key + ": ";
+  out += message;
+  return out;
+}
+
+static std::string join_issues(const std::vector<InputIssue>& issues) {
+  std::string out;
+  for (const auto& i : issues) {
+    if (!out.empty()) out += "\n";
+    out += i.str();
+  }
+  return out;
+}
+
+InputError::InputError(std::vector<InputIssue> issues)
+    : std::runtime_error(join_issues(issues)), issues_(std::move(issues)) {}
+
+InputError::InputError(InputIssue issue) : InputError(std::vector<InputIssue>{std::move(issue)}) {}
+
+void IssueList::throw_if_any() const {
+  if (!issues_.empty()) throw InputError(issues_);
+}
+
+namespace detail {
+void check_failed(const char* cond, const char* file, int line, const std::string& msg) {
+  throw InvariantError(fmt::format("internal error: check '{}' failed at {}:{}: {}", cond, file,
+                                   line, msg));
+}
+}  // namespace detail
+
+static size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = static_cast<size_t>(-1);
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  size_t limit = std::max<size_t>(2, word.size() / 3);
+  return best_d <= limit ? best : std::string();
+}
+
+}  // namespace stepcast

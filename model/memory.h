@@ -1,0 +1,32 @@
+// Memory terms (bytes per GPU), from published formulas (see ../shared/reference/
+// MODEL_FACTS.md): training state per parameter by precision and ZeRO stage; activation
+// bytes per layer per microbatch under tp / sp / recompute (Korthikanti et al. 2022,
+// Table 2), adjusted for flash attention, which stores no score matrix.
+#pragma once
+
+#include <cstdint>
+
+#include "model/arch.h"
+#include "model/workload.h"
+
+namespace stepcast {
+
+enum class Recompute { kNone, kSelective, kFull };
+
+struct StateBytesPerParam {
+  double weights = 0;    // compute-precision copy (bf16/fp16: 2)
+  double grads = 0;      // fp32 main grads (Megatron: 4)
+  double optimizer = 0;  // fp32 master + Adam m, v (12), SGD momentum (8)
+};
+
+// Megatron mixed precision: 2 + 4 + 12 = 18 bytes per param without sharding; ZeRO stage z
+// over d ranks divides: z>=1 the optimizer, z>=2 the grads, z==3 the weights by d.
+StateBytesPerParam state_bytes_per_param(DType dtype, bool adam, int zero_stage, int dp);
+
+// Stored activation bytes of one transformer layer for one microbatch on one rank.
+// flash_attention: the 5*a*s^2*b score terms are not stored (they are recomputed in the
+// backward kernel), so "no recompute" and "selective" coincide for attention.
+double layer_activation_bytes(const ModelArch& arch, const ShardSpec& shard, Recompute rc,
+                              bool flash_attention);
+
+}  // namespace stepcast

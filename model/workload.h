@@ -1,0 +1,112 @@
+// The workload: per layer, the ops of forward, backward-input-gradient and
+// backward-weight-gradient (kept apart for zero-bubble schedules), each with FLOPs, bytes
+// moved and real GEMM / attention shapes, for one microbatch on one rank under a
+// tp / cp / sp / ep split. Knows no hardware and no time.
+//
+// Where tensor-parallel partial results must be reduced, or tokens exchanged between expert
+// ranks, the model says so with a CommPoint (bytes per rank, in the order the ops run); the
+// lowering turns each into the collective the plan calls for (allreduce, or reduce-scatter +
+// allgather under sequence parallel; all-to-all over the ep group).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/arch.h"
+
+namespace stepcast {
+
+enum class DType { kBf16, kFp16, kFp8, kFp32 };
+int dtype_bytes(DType t);
+const char* dtype_name(DType t);  // "bf16", ...
+
+enum class OpKind { kGemm, kAttention, kMemoryBound };
+
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0;  // C[m,n] = A[m,k] * B[k,n]
+  std::int64_t batch = 1;            // batched GEMM count (e.g. experts)
+  DType dtype = DType::kBf16;
+  std::string layout = "NN";         // NN, NT, TN (for the executor)
+};
+
+struct AttentionShape {
+  std::int64_t batch = 0, heads = 0, kv_heads = 0;  // heads on this rank
+  std::int64_t seq_q = 0, seq_kv = 0, head_dim = 0;
+  bool causal = true;
+  bool backward = false;  // pass: fwd | bwd
+  DType dtype = DType::kBf16;
+};
+
+struct Op {
+  std::string name;  // "qkv", "attn", "proj", "fc1", "act", "fc2", "ln1", "router", ...
+  OpKind kind = OpKind::kMemoryBound;
+  GemmShape gemm;          // kind == kGemm
+  AttentionShape attn;     // kind == kAttention
+  double flops = 0;        // floating point operations of this op on this rank
+  double bytes_read = 0;   // HBM traffic estimate
+  double bytes_written = 0;
+};
+
+// Where a collective goes between ops. bytes: the full (unsharded-by-sp) activation tensor
+// on this rank that the collective reduces or gathers; for all-to-all, bytes this rank sends.
+enum class CommPointKind {
+  kTpReduce,      // partial sums after a row-parallel GEMM: allreduce, or RS under sp
+  kTpGather,      // before a column-parallel GEMM under sp: allgather (no-op without sp)
+  kEpDispatch,    // all-to-all tokens to experts
+  kEpCombine,     // all-to-all tokens back
+};
+
+struct CommPoint {
+  CommPointKind kind;
+  double bytes = 0;
+  std::string name;  // "attn.out", "mlp.out", "moe.dispatch", ...
+};
+
+// One entry of an ordered op sequence: either an op or a communication point.
+struct Step {
+  bool is_comm = false;
+  Op op;           // !is_comm
+  CommPoint comm;  // is_comm
+  bool recompute_selective = false;  // re-run under selective recompute (attention core)
+};
+
+// How one layer's microbatch is split on one rank.
+struct ShardSpec {
+  std::int64_t microbatch = 1;   // sequences
+  std::int64_t seq_len = 0;      // full sequence length
+  int tp = 1;
+  int cp = 1;                    // sequence split across cp ranks (seq per rank = s/cp)
+  int ep = 1;
+  bool sequence_parallel = false;
+  DType dtype = DType::kBf16;    // compute dtype of GEMMs (fp8 allowed); others bf16
+};
+
+// One transformer layer on one rank, in execution order. Attention appears in `fwd` as one
+// op over the rank's local sequence (s/cp queries against s keys, causal); the lowering
+// splits it into cp chunks for ring attention using attention_op().
+struct LayerOps {
+  std::vector<Step> fwd;
+  std::vector<Step> bwd_input;   // activation gradients, reverse order
+  std::vector<Step> bwd_weight;  // weight gradients (GEMMs only); ZB-H1 delays these
+  double param_count = 0;        // parameters of this layer held on this rank
+  double grad_bytes_fp32 = 0;    // main-grad bytes for this layer on this rank
+};
+
+LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard);
+
+// Attention core for a (seq_q, seq_kv) block: FLOPs 4*b*heads*sq*skv*d (fwd, halved when
+// causal and sq == skv), bwd 2.5x fwd (FlashAttention-2: 5 matmuls vs 2).
+Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_q,
+                std::int64_t seq_kv, bool causal, bool backward);
+
+// Embedding lookup (first stage), and logits + softmax cross-entropy loss (last stage):
+// vocab-parallel over tp as in Megatron.
+LayerOps embedding_ops(const ModelArch& arch, const ShardSpec& shard);
+LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard);
+
+// Optimizer update of `params` parameters (the local shard): memory-bound op; Adam reads
+// fp32 master, m, v, grad and writes master, m, v and the bf16 copy.
+Op optimizer_op(double params, bool adam);
+
+}  // namespace stepcast

@@ -1,0 +1,63 @@
+// Hardware profiles (hw_profiles/*.yaml) and the cluster a scenario runs on.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "model/workload.h"
+#include "sim/cost/params.h"
+
+namespace stepcast {
+
+struct GpuSpec {
+  std::string name;
+  double memory_bytes = 0;
+  double hbm_bytes_per_s = 0;
+  int sms = 0;
+  std::map<DType, double> peak_flop_per_s;  // dense, per dtype (bf16, fp16, fp8, fp32)
+};
+
+struct NodeSpec {
+  int gpus = 8;
+  double nvlink_bytes_per_s = 0;  // per direction per GPU (line rate)
+  bool nvswitch = true;
+  bool nvls = false;              // NVSwitch with multicast (Hopper+)
+  int nics = 8;
+  double nic_bytes_per_s = 0;     // per NIC per direction (line rate)
+};
+
+struct FabricSpec {
+  std::string topology = "rail-optimized";
+  double oversubscription = 1.0;  // above a pod (1: full bisection)
+  int pod_gpus = 0;               // 0: one pod
+  double latency_s = 0;           // per network hop (optional)
+};
+
+struct HwProfile {
+  std::string name;
+  std::string file;  // where it was loaded from
+  GpuSpec gpu;
+  NodeSpec node;
+  FabricSpec fabric;
+  ComputeParams compute;
+  CollectiveParams collectives;
+};
+
+// Loads a profile by name (a file in `profiles_dir`, without .yaml) or by path, applies
+// `overrides` (a YAML mapping of dotted paths -> values, validated like the file itself;
+// an unknown path is an error) and validates everything. Throws InputError listing every
+// problem. `overrides_file` names the scenario file for messages about overrides.
+HwProfile load_profile(const std::string& name_or_path, const std::string& profiles_dir,
+                       const YAML::Node& overrides = YAML::Node(),
+                       const std::string& overrides_file = "");
+
+std::vector<std::string> builtin_profile_names(const std::string& profiles_dir);
+
+// The directory holding the shipped profiles: $STEPCAST_PROFILES if set, else the
+// compiled-in source path (hw_profiles/).
+std::string default_profiles_dir();
+
+}  // namespace stepcast

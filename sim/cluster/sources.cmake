@@ -1,0 +1,1 @@
+# Sources of sim/cluster, listed by name (appended to STAGE_SOURCES).

@@ -1,0 +1,43 @@
+// Cost models: pure functions from a task (and the cluster) to a duration. The engine asks
+// these; they know nothing of the engine. Checkable by hand.
+#pragma once
+
+#include <string>
+
+#include "model/units.h"
+#include "sim/cluster/profile.h"
+#include "sim/program/program.h"
+
+namespace stepcast {
+
+// Shape of a communicator as the network sees it.
+struct GroupShape {
+  int ranks = 1;          // n
+  int nodes = 1;          // N (distinct nodes the ranks live on)
+  int ranks_per_node = 1; // ppn (max over nodes)
+  int pods = 1;           // distinct pods (oversubscription applies when > 1)
+};
+
+GroupShape group_shape(const std::vector<int>& ranks, int gpus_per_node, int pod_gpus);
+
+struct CollectiveChoice {
+  double time_s = 0;
+  CollAlgo algo = CollAlgo::kRing;
+  CollProto proto = CollProto::kSimple;
+  bool calibrated = false;  // came from a calibration table
+};
+
+// Compute: roofline with shape-dependent efficiency + launch overhead (sim/cost/compute.cc).
+double compute_time_s(const Task& t, const HwProfile& hw);
+double gemm_efficiency(const GemmShape& g, const HwProfile& hw);
+
+// Collectives: per algorithm and protocol, as NCCL composes them, cheapest chosen
+// (sim/cost/collective.cc). `bytes` is S as nccl-tests counts it (see NETWORK.md).
+CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw);
+// Point-to-point send/recv of `bytes` between two ranks (same node or not).
+double p2p_time_s(double bytes, bool same_node, const HwProfile& hw);
+
+const char* algo_name(CollAlgo a);
+const char* proto_name(CollProto p);
+
+}  // namespace stepcast

@@ -1,0 +1,70 @@
+// Parameters of the cost models, as read from a hardware profile's `compute:` and
+// `collectives:` sections. Owned by sim/cost: the profile loader (sim/cluster) hands those
+// two YAML sections to parse_compute_params / parse_collective_params.
+// Every number carries its source in the profile YAML comments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "model/workload.h"
+#include "sim/scenario/yaml_util.h"
+
+namespace stepcast {
+
+// A measured GEMM point (calibration table); overrides the parametric curve near it.
+struct GemmPoint {
+  std::int64_t m = 0, n = 0, k = 0;
+  DType dtype = DType::kBf16;
+  double flop_per_s = 0;
+};
+
+struct ComputeParams {
+  // GEMM efficiency vs shape (fraction of the dtype's datasheet peak):
+  //   eff(m,n,k) = gemm_max_eff * m/(m+gemm_half_m) * n/(n+gemm_half_n) * k/(k+gemm_half_k)
+  // fitted to the measured tables in ../shared/validation/measured/.
+  double gemm_max_eff = 0.8;
+  double gemm_half_m = 64, gemm_half_n = 64, gemm_half_k = 64;
+  double fp8_max_eff = 0.7;  // fp8 GEMM efficiency ceiling (of the fp8 peak)
+  // Attention (flash) efficiency of the bf16 peak, forward and backward, and the sequence
+  // length at which it reaches half of it.
+  double attn_fwd_eff = 0.6, attn_bwd_eff = 0.5, attn_half_seq = 256;
+  double membound_eff = 0.85;       // fraction of HBM bandwidth memory-bound kernels reach
+  double launch_overhead_s = 4e-6;  // per kernel
+  int comm_sms = 16;                // SMs a communication kernel holds (SM interference)
+  std::vector<GemmPoint> gemm_table;
+  std::string source;
+};
+
+enum class CollAlgo { kRing, kTree, kNvls, kNvlsTree, kPat, kDirect };
+enum class CollProto { kLL, kLL128, kSimple };
+
+// A calibrated collective entry: for op on a group shape (ranks, nodes) and sizes in
+// [min_bytes, max_bytes], time = latency_s + bytes * busbw_factor / busbw.
+struct CollectiveCalib {
+  std::string op;  // allreduce | reduce_scatter | allgather | all_to_all | broadcast | send_recv
+  int ranks = 0, nodes = 0;
+  double min_bytes = 0, max_bytes = 0;
+  double latency_s = 0, busbw_bytes_per_s = 0;
+  std::string source;
+};
+
+struct CollectiveParams {
+  std::string nccl_version = "2.21";  // version whose constants the model uses
+  // Effective (bus) bandwidths the algorithms reach, measured (NETWORK.md):
+  double intra_ring_busbw = 0;   // one-node ring allreduce busbw (A100 230 GB/s, H100 370)
+  double nvls_busbw = 0;         // one-node NVLS allreduce busbw (H100 480); 0: no NVLS
+  double nic_busbw = 0;          // per NIC effective (HDR 24 GB/s, NDR 48 GB/s)
+  double p2p_intra_bw = 0;       // send/recv over NVLink, bytes/s
+  std::vector<CollectiveCalib> calibrated;
+};
+
+void parse_compute_params(YamlReader& r, const YAML::Node& node, const std::string& path,
+                          ComputeParams& out);
+void parse_collective_params(YamlReader& r, const YAML::Node& node, const std::string& path,
+                             CollectiveParams& out);
+
+}  // namespace stepcast

@@ -1,0 +1,1 @@
+# Sources of sim/cost, listed by name (appended to STAGE_SOURCES).

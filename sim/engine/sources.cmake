@@ -1,0 +1,1 @@
+# Sources of sim/engine, listed by name (appended to STAGE_SOURCES).

@@ -1,0 +1,1 @@
+# Sources of sim/network, listed by name (appended to STAGE_SOURCES).

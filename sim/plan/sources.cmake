@@ -1,0 +1,1 @@
+# Sources of sim/plan, listed by name (appended to STAGE_SOURCES).

@@ -1,0 +1,108 @@
+// The Program: the lowered plan both the engine and the GPU executor consume (DESIGN.md,
+// "The Program"). Plain data: per simulated rank, tasks with real shapes and sizes, each on a
+// stream, in issue order, with same-rank dependencies; cross-rank order comes from matched
+// send/recv tags and from collectives over named groups.
+//
+// Task ids are dense per rank (tasks[i].id == i). A task's deps are ids on the same rank.
+// Folded programs hold one simulated rank per class of symmetric ranks; `stands_for` lists
+// the global ranks each represents, and groups always list their full global membership.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/workload.h"
+
+namespace stepcast {
+
+inline constexpr const char* kProgramSchema = "stepcast.program/1";
+
+enum class StreamKind : std::uint8_t { kCompute, kTp, kCp, kEp, kPpSend, kPpRecv, kDp, kCount };
+inline constexpr int kStreamCount = static_cast<int>(StreamKind::kCount);
+const char* stream_name(StreamKind s);  // "compute", "tp", "cp", "ep", "pp_send", "pp_recv", "dp"
+
+enum class TaskKind : std::uint8_t {
+  kGemm, kAttention, kMemoryBound, kCollective, kSend, kRecv, kAlloc, kFree
+};
+const char* task_kind_name(TaskKind k);
+
+enum class Phase : std::uint8_t { kFwd, kBwdInput, kBwdWeight, kRecompute, kOptimizer, kOther };
+const char* phase_name(Phase p);  // "fwd", "bwd_input", "bwd_weight", "recompute", "optimizer", "other"
+
+// What a task's time counts as in the breakdown (DESIGN.md: breakdown_s).
+enum class Category : std::uint8_t {
+  kCompute, kRecompute, kTpComm, kCpComm, kEpComm, kPpComm, kDpComm, kOptimizer, kCount
+};
+inline constexpr int kCategoryCount = static_cast<int>(Category::kCount);
+const char* category_name(Category c);  // "compute", "recompute", "tp_comm", ...
+
+enum class CollOp : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast };
+const char* coll_op_name(CollOp op);  // "allreduce", "reduce_scatter", "allgather", "all_to_all", "broadcast"
+
+enum class GroupKind : std::uint8_t { kTp, kCp, kEp, kPp, kDp, kDpCp, kEdp, kWorld };
+const char* group_kind_name(GroupKind k);
+
+struct Group {
+  int id = 0;
+  GroupKind kind = GroupKind::kDp;
+  std::vector<int> ranks;  // global ranks, in ring order
+};
+
+struct Task {
+  int id = 0;
+  TaskKind kind = TaskKind::kMemoryBound;
+  StreamKind stream = StreamKind::kCompute;
+  Phase phase = Phase::kFwd;
+  Category category = Category::kCompute;
+  int layer = -1;        // global layer index, -1 when none
+  int microbatch = -1;   // -1 when none
+  int chunk = -1;        // virtual pipeline chunk, -1 when none
+  std::string label;     // "fwd.L12.attn.mb3"
+
+  // kGemm / kAttention / kMemoryBound
+  GemmShape gemm;
+  AttentionShape attn;
+  double flops = 0;
+  double bytes_read = 0, bytes_written = 0;
+  // kCollective
+  CollOp coll = CollOp::kAllReduce;
+  int group = -1;        // index into Program::groups
+  // kCollective (buffer bytes per rank as nccl-tests counts S), kSend/kRecv, kAlloc/kFree
+  double bytes = 0;
+  DType dtype = DType::kBf16;
+  // kSend / kRecv
+  int peer = -1;         // global rank
+  std::int64_t tag = 0;  // matches one send with one recv
+  // kAlloc / kFree: `bytes` and what it is ("weights", "grads", "optimizer", "act.L3.mb1")
+  std::string what;
+
+  std::vector<int> deps;  // same-rank task ids that must finish first
+};
+
+struct RankProgram {
+  int rank = 0;                 // global rank simulated
+  std::vector<int> stands_for;  // global ranks it represents (includes `rank`)
+  std::vector<Task> tasks;
+};
+
+struct Program {
+  std::string schema = kProgramSchema;
+  int world_size = 0;
+  bool folded = true;
+  std::vector<Group> groups;
+  std::vector<RankProgram> ranks;
+  // Context for reports (not needed to execute).
+  std::string scenario_name;
+  int gpus_per_node = 8;
+};
+
+// Adds a task to a rank, setting its id; returns the id.
+int add_task(RankProgram& rp, Task t);
+
+// Structural checks: dense ids, deps in range and acyclic (Boost.Graph; a cycle is reported
+// naming the tasks on it), every send has its recv with equal bytes, every collective's group
+// exists, allocs and frees balance per `what`. Throws InvariantError with a clear message.
+void validate_program(const Program& p);
+
+}  // namespace stepcast

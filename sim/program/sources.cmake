@@ -1,0 +1,1 @@
+# Sources of sim/program, listed by name (appended to STAGE_SOURCES).

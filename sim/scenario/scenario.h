@@ -1,0 +1,78 @@
+// A scenario: model + cluster + training settings + parallel plan (DESIGN.md, Scenario
+// YAML). Loading validates every key and every cross-key rule; see scenario.cc.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "model/arch.h"
+#include "model/memory.h"
+#include "model/workload.h"
+#include "sim/cluster/profile.h"
+
+namespace stepcast {
+
+enum class Schedule { kGpipe, k1F1B, kInterleaved, kZbH1 };
+enum class CpKind { kRing, kAllGather };
+enum class NetworkMode { kAnalytical, kFlow };
+enum class Optimizer { kAdam, kSgd };
+
+const char* schedule_name(Schedule s);
+const char* recompute_name(Recompute r);
+
+struct TrainingSpec {
+  std::int64_t seq_len = 0;
+  std::int64_t global_batch = 0;  // sequences per step
+  DType dtype = DType::kBf16;
+  Optimizer optimizer = Optimizer::kAdam;
+};
+
+struct ParallelSpec {
+  int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1;
+  std::int64_t microbatch = 1;
+  std::vector<int> pipeline_layers;  // pp*vpp entries when given; else even split
+  Schedule schedule = Schedule::k1F1B;
+  int zero = 0;                      // 0 | 1 | 2 | 3
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::kNone;
+  bool overlap_grad_reduce = true;
+  bool overlap_param_gather = true;
+  double bucket_bytes = 40e6;        // bucket_mb * 1e6
+  CpKind cp_kind = CpKind::kRing;    // parallel.cp_kind: ring | allgather
+
+};
+
+struct SweepAxis {
+  std::string key;                  // dotted, e.g. "parallel.tp"
+  std::vector<YAML::Node> values;
+};
+
+struct Scenario {
+  std::string file;                 // path it came from ("" for in-memory)
+  std::string name;
+  ModelArch model;
+  HwProfile profile;                // with overrides applied
+  int gpus = 0;
+  int nodes = 0;
+  TrainingSpec training;
+  ParallelSpec parallel;
+  NetworkMode network = NetworkMode::kAnalytical;
+  std::vector<SweepAxis> sweep;
+  YAML::Node source;                // the parsed document (for sweeps and reports)
+
+  std::int64_t microbatches() const { return training.global_batch / (parallel.dp * parallel.microbatch); }
+};
+
+// Loads and validates. Throws InputError with every problem (file:line:col, key path).
+Scenario load_scenario(const std::string& path);
+// From an already-parsed document (sweeps re-load with one dotted key replaced).
+Scenario load_scenario_node(const YAML::Node& root, const std::string& file);
+
+// Returns a deep copy of `root` with the dotted key set to `value` (creating maps as needed).
+YAML::Node with_dotted_key(const YAML::Node& root, const std::string& dotted_key,
+                           const YAML::Node& value);
+
+}  // namespace stepcast

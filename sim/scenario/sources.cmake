@@ -1,0 +1,2 @@
+# Sources of sim/scenario, listed by name (appended to STAGE_SOURCES).
+list(APPEND STAGE_SOURCES scenario/yaml_util.cc)

@@ -1,0 +1,192 @@
+#include "sim/scenario/yaml_util.h"
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace stepcast {
+
+std::string join_path(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+static InputIssue issue_at(const std::string& file, const YAML::Mark& m, const std::string& key,
+                           const std::string& message) {
+  InputIssue i;
+  i.file = file;
+  if (!m.is_null()) {
+    i.line = m.line + 1;
+    i.column = m.column + 1;
+  }
+  i.key = key;
+  i.message = message;
+  return i;
+}
+
+YAML::Node load_yaml_text(const std::string& text, const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(issue_at(file, e.mark, "", "YAML syntax error: " + e.msg));
+  }
+  if (!root || root.IsNull()) {
+    throw InputError(InputIssue{file, 0, 0, "", "the file is empty (expected a YAML mapping)"});
+  }
+  if (!root.IsMap()) {
+    throw InputError(issue_at(file, root.Mark(), "",
+                              "expected a YAML mapping at the top level"));
+  }
+  return root;
+}
+
+YAML::Node load_yaml_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open the file"});
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return load_yaml_text(ss.str(), path);
+}
+
+void YamlReader::error(const YAML::Node& at, const std::string& path,
+                       const std::string& message) {
+  issues_.add(issue_at(file_, at ? at.Mark() : YAML::Mark::null_mark(), path, message));
+}
+
+bool YamlReader::expect_map(const YAML::Node& node, const std::string& path,
+                            const std::vector<std::string>& known) {
+  if (!node || !node.IsMap()) {
+    error(node, path, "expected a mapping");
+    return false;
+  }
+  std::set<std::string> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node& k = it->first;
+    if (!k.IsScalar()) {
+      error(k, path, "keys must be plain names");
+      continue;
+    }
+    std::string key = k.Scalar();
+    std::string kp = join_path(path, key);
+    if (!seen.insert(key).second) {
+      error(k, kp, "duplicate key");
+      continue;
+    }
+    bool ok = false;
+    for (const auto& c : known) ok = ok || c == key;
+    if (!ok) {
+      std::string hint = closest_match(key, known);
+      error(k, kp,
+            hint.empty() ? "unknown key" : fmt::format("unknown key (did you mean '{}'?)", hint));
+    }
+  }
+  return true;
+}
+
+bool YamlReader::require(const YAML::Node& map, const std::string& path, const std::string& key) {
+  if (map && map.IsMap() && map[key]) return true;
+  error(map, join_path(path, key), "missing required key");
+  return false;
+}
+
+static std::string show(const YAML::Node& n) {
+  if (n.IsScalar()) return "\"" + n.Scalar() + "\"";
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+std::optional<std::int64_t> YamlReader::get_int(const YAML::Node& map, const std::string& path,
+                                                const std::string& key, std::int64_t min,
+                                                std::int64_t max) {
+  YAML::Node n = map[key];
+  if (!n) return std::nullopt;
+  std::string kp = join_path(path, key);
+  std::int64_t v = 0;
+  if (!n.IsScalar() || !YAML::convert<std::int64_t>::decode(n, v)) {
+    error(n, kp, fmt::format("expected an integer, got {}", show(n)));
+    return std::nullopt;
+  }
+  if (v < min || v > max) {
+    error(n, kp, fmt::format("expected an integer in [{}, {}], got {}", min, max, v));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<double> YamlReader::get_double(const YAML::Node& map, const std::string& path,
+                                             const std::string& key, double min, double max) {
+  YAML::Node n = map[key];
+  if (!n) return std::nullopt;
+  std::string kp = join_path(path, key);
+  double v = 0;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v)) {
+    error(n, kp, fmt::format("expected a number, got {}", show(n)));
+    return std::nullopt;
+  }
+  if (v < min || v > max) {
+    error(n, kp, fmt::format("expected a number in [{}, {}], got {}", min, max, v));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<bool> YamlReader::get_bool(const YAML::Node& map, const std::string& path,
+                                         const std::string& key) {
+  YAML::Node n = map[key];
+  if (!n) return std::nullopt;
+  bool v = false;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) {
+    error(n, join_path(path, key), fmt::format("expected true or false, got {}", show(n)));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<std::string> YamlReader::get_string(const YAML::Node& map, const std::string& path,
+                                                  const std::string& key) {
+  YAML::Node n = map[key];
+  if (!n) return std::nullopt;
+  if (!n.IsScalar()) {
+    error(n, join_path(path, key), fmt::format("expected a string, got {}", show(n)));
+    return std::nullopt;
+  }
+  return n.Scalar();
+}
+
+std::optional<std::string> YamlReader::get_enum(const YAML::Node& map, const std::string& path,
+                                                const std::string& key,
+                                                const std::vector<std::string>& allowed) {
+  auto s = get_string(map, path, key);
+  if (!s) return std::nullopt;
+  for (const auto& a : allowed)
+    if (a == *s) return s;
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  std::string hint = closest_match(*s, allowed);
+  error(map[key], join_path(path, key),
+        fmt::format("unknown value \"{}\" (known: {}){}", *s, list,
+                    hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint)));
+  return std::nullopt;
+}
+
+std::optional<double> YamlReader::get_quantity(const YAML::Node& map, const std::string& path,
+                                               const std::string& key, Dimension dim) {
+  YAML::Node n = map[key];
+  if (!n) return std::nullopt;
+  if (!n.IsScalar()) {
+    error(n, join_path(path, key), fmt::format("expected {}, got {}", dimension_name(dim), show(n)));
+    return std::nullopt;
+  }
+  try {
+    return parse_quantity(n.Scalar(), dim);
+  } catch (const std::invalid_argument& e) {
+    error(n, join_path(path, key), e.what());
+    return std::nullopt;
+  }
+}
+
+}  // namespace stepcast
