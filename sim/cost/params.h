@@ -2,6 +2,25 @@
 // `collectives:` sections. Owned by sim/cost: the profile loader (sim/cluster) hands those
 // two YAML sections to parse_compute_params / parse_collective_params.
 // Every number carries its source in the profile YAML comments.
+//
+// YAML keys (profile sections; every key optional, defaults below; units strict):
+//   compute:
+//     gemm: {max_efficiency: 0.80, half_m: 64, half_n: 64, half_k: 64,
+//            fp8_max_efficiency: 0.70}
+//     attention: {fwd_efficiency: 0.60, bwd_efficiency: 0.50, half_seq: 256}
+//     memory_bound_efficiency: 0.85
+//     launch_overhead: 4 us
+//     comm_sms: 16
+//     gemm_table: [{m: 8192, n: 8192, k: 8192, dtype: bf16, throughput: 780 TFLOP/s}]
+//     source: "where the numbers come from"
+//   collectives:
+//     nccl_version: "2.21"
+//     intra_ring_busbw: 370 GB/s
+//     nvls_busbw: 480 GB/s          # omit or 0 GB/s: no NVLS
+//     nic_busbw: 48 GB/s
+//     p2p_intra_bw: 150 GB/s
+//     calibrated: [{op: allreduce, ranks: 8, nodes: 1, min_size: 1 MB, max_size: 4 GB,
+//                   latency: 20 us, busbw: 360 GB/s, source: "..."}]
 #pragma once
 
 #include <cstdint>

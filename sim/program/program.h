@@ -82,6 +82,7 @@ struct Task {
 
 struct RankProgram {
   int rank = 0;                 // global rank simulated
+  int pp_stage = 0;             // pipeline stage of this rank
   std::vector<int> stands_for;  // global ranks it represents (includes `rank`)
   std::vector<Task> tasks;
 };
