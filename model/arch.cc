@@ -1,1 +1,184 @@
+// Built-in architectures. Sizes are the published configurations (Hugging Face config.json
+// of each release, GPT-3 paper Table 2.1, Megatron-LM papers); see README.md for sources.
 #include "model/arch.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace stepcast {
+
+bool ModelArch::is_moe_layer(int layer) const {
+  if (!moe.has_value()) return false;
+  if (layer < moe->first_dense_layers) return false;
+  const int every = std::max(1, moe->every);
+  return (layer + 1) % every == 0;
+}
+
+std::vector<std::string> validate_arch(const ModelArch& a) {
+  std::vector<std::string> out;
+  auto need_positive = [&](const char* key, std::int64_t v) {
+    if (v <= 0) out.push_back(fmt::format("{}: expected a positive integer, got {}", key, v));
+  };
+  need_positive("layers", a.layers);
+  need_positive("hidden", a.hidden);
+  need_positive("ffn_hidden", a.ffn_hidden);
+  need_positive("heads", a.heads);
+  need_positive("kv_heads", a.kv_heads);
+  need_positive("vocab", a.vocab);
+  if (a.head_dim < 0) out.push_back(fmt::format("head_dim: expected >= 0, got {}", a.head_dim));
+  if (a.heads > 0 && a.kv_heads > 0 && a.heads % a.kv_heads != 0) {
+    out.push_back(fmt::format("kv_heads: {} does not divide heads ({})", a.kv_heads, a.heads));
+  }
+  if (a.heads > 0 && a.hidden > 0 && a.head_dim == 0 && a.hidden % a.heads != 0) {
+    out.push_back(fmt::format("heads: {} does not divide hidden ({}); give head_dim", a.heads,
+                              a.hidden));
+  }
+  if (a.moe.has_value()) {
+    const MoeSpec& m = *a.moe;
+    need_positive("moe.experts", m.experts);
+    need_positive("moe.top_k", m.top_k);
+    need_positive("moe.ffn_hidden", m.ffn_hidden);
+    need_positive("moe.every", m.every);
+    if (m.experts > 0 && m.top_k > m.experts) {
+      out.push_back(fmt::format("moe.top_k: {} exceeds moe.experts ({})", m.top_k, m.experts));
+    }
+    if (!(m.capacity_factor > 0)) {
+      out.push_back(fmt::format("moe.capacity_factor: expected a positive number, got {}",
+                                m.capacity_factor));
+    }
+    if (m.shared_experts < 0) {
+      out.push_back(fmt::format("moe.shared_experts: expected >= 0, got {}", m.shared_experts));
+    }
+    if (m.first_dense_layers < 0 || m.first_dense_layers > a.layers) {
+      out.push_back(fmt::format("moe.first_dense_layers: expected 0..{}, got {}", a.layers,
+                                m.first_dense_layers));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+ModelArch gpt(std::string name, int layers, std::int64_t hidden, int heads, std::int64_t vocab,
+              std::int64_t positions) {
+  ModelArch a;
+  a.name = std::move(name);
+  a.layers = layers;
+  a.hidden = hidden;
+  a.ffn_hidden = 4 * hidden;
+  a.heads = heads;
+  a.kv_heads = heads;
+  a.vocab = vocab;
+  a.activation = Activation::kGelu;
+  a.norm = Norm::kLayerNorm;
+  a.tied_embeddings = true;
+  a.max_positions = positions;
+  a.dropout = true;
+  return a;
+}
+
+ModelArch llama(std::string name, int layers, std::int64_t hidden, std::int64_t ffn, int heads,
+                int kv_heads, std::int64_t vocab) {
+  ModelArch a;
+  a.name = std::move(name);
+  a.layers = layers;
+  a.hidden = hidden;
+  a.ffn_hidden = ffn;
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.vocab = vocab;
+  a.activation = Activation::kSwiglu;
+  a.norm = Norm::kRmsNorm;
+  a.tied_embeddings = false;
+  a.max_positions = 0;  // rotary
+  a.dropout = false;
+  return a;
+}
+
+ModelArch mixtral(std::string name, int layers, std::int64_t hidden, std::int64_t ffn,
+                  int heads, int kv_heads, std::int64_t vocab) {
+  ModelArch a = llama(std::move(name), layers, hidden, ffn, heads, kv_heads, vocab);
+  MoeSpec m;
+  m.experts = 8;
+  m.top_k = 2;
+  m.ffn_hidden = ffn;
+  a.moe = m;
+  return a;
+}
+
+// DeepSeek-V3 (arXiv 2412.19437, config.json): 61 layers, hidden 7168, 128 heads, MLA with
+// q_lora_rank 1536, kv_lora_rank 512, qk_nope 128 + qk_rope 64, v_head_dim 128; first 3
+// layers dense (ffn 18432), then 256 routed experts (ffn 2048) top-8 + 1 shared; vocab
+// 129280; untied embeddings. The multi-token-prediction module is not part of the 671B.
+ModelArch deepseek_v3_like() {
+  ModelArch a = llama("deepseek-v3-like", 61, 7168, 18432, 128, 128, 129280);
+  a.head_dim = 128;     // value head size
+  a.qk_head_dim = 192;  // 128 nope + 64 rope
+  // MLA projections per layer: q_a 7168x1536 + q_b 1536x(128*192) + kv_a 7168x(512+64)
+  // + kv_b 512x(128*(128+128)) = 69,664,768 parameters = 7168 x 9718.9. Approximated by
+  // one [7168, 9728] GEMM (9728 = 76*128 divides by any power-of-two tp up to 512):
+  // +0.09% on these projections, +3.9M parameters over the model.
+  a.qkv_features = 9728;
+  MoeSpec m;
+  m.experts = 256;
+  m.top_k = 8;
+  m.ffn_hidden = 2048;
+  m.every = 1;
+  m.capacity_factor = 1.0;
+  m.shared_experts = 1;
+  m.first_dense_layers = 3;
+  a.moe = m;
+  a.approximation =
+      "multi-head latent attention approximated as standard attention: the low-rank "
+      "q/kv projections (q_a, q_b, kv_a, kv_b: 69.66M parameters per layer) become one "
+      "fused QKV GEMM [7168, 9728] of the same parameter count (+0.09%) and FLOPs per "
+      "token; the attention core runs 128 heads with q/k head size 192 and v head size 128 "
+      "(FLOPs exact); the KV cache compression, q/kv-a norms (2048 params/layer), router "
+      "bias and the multi-token-prediction module are not modelled";
+  return a;
+}
+
+const std::vector<ModelArch>& builtins() {
+  static const std::vector<ModelArch> all = [] {
+    std::vector<ModelArch> v;
+    // GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, 96 heads,
+    // context 2048, GPT-2 BPE vocabulary 50257, learned positions, tied embeddings.
+    v.push_back(gpt("gpt3-175b", 96, 12288, 96, 50257, 2048));
+    // Korthikanti et al. 2022, Table 3 (Megatron GPT, vocab padded to 51200, s 2048).
+    v.push_back(gpt("gpt-22b", 48, 6144, 64, 51200, 2048));
+    v.push_back(gpt("gpt-530b", 105, 20480, 128, 51200, 2048));
+    v.push_back(gpt("gpt-1t", 128, 25600, 160, 51200, 2048));
+    // Llama 2 (Touvron et al. 2023; HF config.json).
+    v.push_back(llama("llama2-7b", 32, 4096, 11008, 32, 32, 32000));
+    v.push_back(llama("llama2-13b", 40, 5120, 13824, 40, 40, 32000));
+    v.push_back(llama("llama2-70b", 80, 8192, 28672, 64, 8, 32000));
+    // Llama 3 / 3.1 (Dubey et al. 2024, Table 3; HF config.json).
+    v.push_back(llama("llama3-8b", 32, 4096, 14336, 32, 8, 128256));
+    v.push_back(llama("llama3-70b", 80, 8192, 28672, 64, 8, 128256));
+    v.push_back(llama("llama3-405b", 126, 16384, 53248, 128, 8, 128256));
+    // Mixtral (Jiang et al. 2024; HF config.json): 8 experts, top-2, every layer.
+    v.push_back(mixtral("mixtral-8x7b", 32, 4096, 14336, 32, 8, 32000));
+    v.push_back(mixtral("mixtral-8x22b", 56, 6144, 16384, 48, 8, 32768));
+    v.push_back(deepseek_v3_like());
+    return v;
+  }();
+  return all;
+}
+
+}  // namespace
+
+const ModelArch* find_builtin_model(const std::string& name) {
+  for (const ModelArch& a : builtins()) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> builtin_model_names() {
+  std::vector<std::string> names;
+  for (const ModelArch& a : builtins()) names.push_back(a.name);
+  return names;
+}
+
+}  // namespace stepcast

@@ -39,10 +39,39 @@ struct ModelArch {
   std::int64_t max_positions = 0;
   std::optional<MoeSpec> moe;
   std::string approximation;     // how the model is approximated, if it is (MLA, ...)
+  // Dropout after attention softmax, attention output and MLP output (GPT-3 / Megatron
+  // GPT: true; Llama, Mixtral, DeepSeek train without: false). Decides whether the 1-byte
+  // dropout masks of Korthikanti et al. 2022 (section 4.1) are stored.
+  bool dropout = true;
+  // Query/key head size when it differs from the value head size (DeepSeek MLA: 128 nope +
+  // 64 rope = 192 vs 128 for values). 0: dim_per_head().
+  std::int64_t qk_head_dim = 0;
+  // Output features of the fused QKV projection when it is not (heads + 2 kv_heads) x head
+  // size: an approximation of low-rank projections (MLA) by one GEMM [h, qkv_features] with
+  // the same parameter count and FLOPs per token. 0: the standard fused QKV.
+  std::int64_t qkv_features = 0;
 
   std::int64_t dim_per_head() const { return head_dim > 0 ? head_dim : hidden / heads; }
+  std::int64_t dim_qk() const { return qk_head_dim > 0 ? qk_head_dim : dim_per_head(); }
+  // Fused QKV output features of the whole (unsplit) layer.
+  std::int64_t qkv_out_features() const {
+    return qkv_features > 0 ? qkv_features
+                            : heads * dim_qk() + kv_heads * (dim_qk() + dim_per_head());
+  }
   bool is_moe_layer(int layer) const;  // layer index 0-based
+  // SwiGLU's fc1 holds gate and up projections: twice the output features of GeLU's.
+  bool gated_mlp() const { return activation == Activation::kSwiglu; }
+  // GPT-style layers (LayerNorm) carry biases on every linear layer; Llama-style (RMSNorm)
+  // carry none. Narayanan et al. 2021 eq. 2's 13h term per layer counts those biases.
+  bool has_bias() const { return norm == Norm::kLayerNorm; }
+  // Parameters of one norm: LayerNorm gain + bias, RMSNorm gain only.
+  std::int64_t norm_params() const { return norm == Norm::kLayerNorm ? 2 * hidden : hidden; }
 };
+
+// Structural checks of an architecture (positive sizes, heads divisible by kv_heads, MoE
+// sizes). Returns one message per problem, empty when the arch is sound; the scenario
+// loader turns them into InputErrors with the file position of the model key.
+std::vector<std::string> validate_arch(const ModelArch& arch);
 
 // Built-in architectures (gpt3-175b, llama2-7b, llama2-13b, llama2-70b, llama3-8b,
 // llama3-70b, llama3-405b, mixtral-8x7b, mixtral-8x22b, deepseek-v3-like, ...).

@@ -1,1 +1,126 @@
+// Memory terms. Training state: Megatron mixed precision and the ZeRO paper (Rajbhandari
+// et al. 2020, section 3.1 and Fig. 1). Activations: Korthikanti et al. 2022, section 4 and
+// Table 2, generalised tensor by tensor (see layer_activation_bytes below and README.md).
 #include "model/memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/error.h"
+
+namespace stepcast {
+
+StateBytesPerParam state_bytes_per_param(DType dtype, bool adam, int zero_stage, int dp,
+                                         int grad_bytes) {
+  STEPCAST_CHECK(zero_stage >= 0 && zero_stage <= 3,
+                 "zero stage must be 0..3, got " + std::to_string(zero_stage));
+  STEPCAST_CHECK(dp >= 1, "dp must be >= 1, got " + std::to_string(dp));
+  STEPCAST_CHECK(grad_bytes > 0, "grad_bytes must be positive");
+  StateBytesPerParam s;
+  const bool fp32 = dtype == DType::kFp32;
+  // fp8 training keeps 16-bit weights (Transformer Engine casts per GEMM).
+  s.weights = dtype_bytes(activation_dtype(dtype));
+  s.grads = grad_bytes;
+  // fp32 master copy (absent when the weights are already fp32) + Adam m, v or momentum.
+  s.optimizer = (fp32 ? 0.0 : 4.0) + (adam ? 8.0 : 4.0);
+  const double n = dp;
+  if (zero_stage >= 1) s.optimizer /= n;
+  if (zero_stage >= 2) s.grads /= n;
+  if (zero_stage >= 3) s.weights /= n;
+  return s;
+}
+
+namespace {
+double d(std::int64_t v) { return static_cast<double>(v); }
+}  // namespace
+
+// Stored tensors of one layer per microbatch on one rank (Korthikanti 2022, section 4.1),
+// with T = b*s/cp tokens through the GEMMs, Tn = T/tp under sequence parallel (else T),
+// e = bytes per activation element, one byte per dropout-mask element:
+//   ln1 input              Tn*h*e      QKV input (ln1 output)   Tn*h*e
+//   Q                      T*(a/t)*dqk*e   K  T*(kv/t)*dqk*e    V  T*(kv/t)*dv*e
+//   scores (no flash, no selective recompute): (a/t)*T*s_kv*(e [softmax out]
+//                          + dropout ? 1 [mask] + e [dropout out] : 0)
+//   proj input             T*(a/t)*dv*e    attn dropout mask    Tn*h*1
+//   ln2 input              Tn*h*e      fc1 input (ln2 output)   Tn*h*e
+//   act input              T*f1/t*e  (GeLU f1 = ffn; SwiGLU f1 = 2 ffn: gate and up)
+//   fc2 input              T*ffn/t*e   mlp dropout mask         Tn*h*1
+// For GPT (MHA, ffn = 4h, e = 2, dropout) that is sbh(10 + 24/t + 5as/(ht)) without sp
+// and (sbh/t)(34 + 5as/h) with sp — Table 2. GQA shrinks K and V by kv/a; SwiGLU stores
+// 3*ffn instead of 2*ffn per token in the MLP; Llama-style models have no dropout masks.
+// MoE layers replace the MLP by: router input (shared with the shared experts) at the
+// routed token count, fp32 router probabilities, and per expert slot the fc1 input, act
+// input, fc2 input and the expert output (needed for the routing-weight gradient).
+// Full recompute keeps the layer input only (2sbh; sharded by sp).
+double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec& shard,
+                              Recompute rc, bool flash_attention) {
+  STEPCAST_CHECK(shard.tp >= 1 && shard.cp >= 1 && shard.ep >= 1 && shard.microbatch >= 1 &&
+                     shard.seq_len > 0,
+                 "layer_activation_bytes: bad shard");
+  STEPCAST_CHECK(layer >= 0 && layer < arch.layers, "layer_activation_bytes: bad layer");
+  STEPCAST_CHECK(arch.heads % shard.tp == 0, "heads not divisible by tp");
+  const double e = dtype_bytes(activation_dtype(shard.dtype));
+  const double t = shard.tp;
+  const bool sp = shard.sequence_parallel && shard.tp > 1;
+  const double tokens = d(shard.microbatch) * d(shard.seq_len) / shard.cp;
+  const double tn = sp ? tokens / t : tokens;
+  const double h = d(arch.hidden);
+  const double mask = arch.dropout ? 1.0 : 0.0;
+  if (rc == Recompute::kFull) return tn * h * e;
+
+  const double heads = d(arch.heads) / t;
+  const double kv = arch.kv_heads >= shard.tp ? d(arch.kv_heads) / t : 1.0;
+  const double dqk = d(arch.dim_qk());
+  const double dv = d(arch.dim_per_head());
+  const double gate = arch.gated_mlp() ? 2.0 : 1.0;
+
+  double bytes = 0;
+  // Attention block.
+  bytes += 2 * tn * h * e;                                   // ln1 input, QKV input
+  bytes += tokens * (heads * dqk + kv * (dqk + dv)) * e;     // Q, K, V
+  if (rc == Recompute::kNone && !flash_attention) {
+    const double per_score = e + mask * (1.0 + e);
+    bytes += heads * tokens * d(shard.seq_len) * per_score;
+  }
+  bytes += tokens * heads * dv * e;                          // proj input
+  bytes += tn * h * mask;                                    // attention dropout mask
+  // MLP block.
+  bytes += tn * h * e;                                       // ln2 input
+  bytes += tn * h * mask;                                    // mlp dropout mask
+  if (!arch.is_moe_layer(layer)) {
+    const double ffn = d(arch.ffn_hidden) / t;
+    bytes += tn * h * e;                                     // fc1 input
+    bytes += tokens * ffn * (gate + 1.0) * e;                // act input, fc2 input
+    return bytes;
+  }
+  // MoE block, split as in layer_ops (workload.cc): expert tp = tp when ep == 1, else 1
+  // with each tp rank routing its 1/tp of the tokens.
+  const MoeSpec& m = *arch.moe;
+  const bool expert_tp = shard.ep == 1;
+  const double etp = expert_tp ? t : 1.0;
+  const double routed_tokens = expert_tp ? tokens : tokens / t;
+  bytes += (expert_tp ? tn : routed_tokens) * h * e;         // router / shared fc1 input
+  bytes += routed_tokens * m.experts * 4.0;                  // fp32 router probabilities
+  const double slots = m.capacity_factor * routed_tokens * m.top_k;
+  const double ffn_e = d(m.ffn_hidden) / etp;
+  bytes += slots * (2.0 * h + ffn_e * (gate + 1.0)) * e;     // fc1 input, expert output, act input, fc2 input
+  const double ffn_s = m.shared_experts * d(m.ffn_hidden) / etp;
+  bytes += routed_tokens * ffn_s * (gate + 1.0) * e;         // shared act input, fc2 input
+  return bytes;
+}
+
+double layer_activation_bytes(const ModelArch& arch, const ShardSpec& shard, Recompute rc,
+                              bool flash_attention) {
+  // The largest over the layers (dense and MoE layers differ).
+  double most = 0;
+  bool seen_dense = false, seen_moe = false;
+  for (int l = 0; l < arch.layers && !(seen_dense && seen_moe); ++l) {
+    const bool moe = arch.is_moe_layer(l);
+    if (moe ? seen_moe : seen_dense) continue;
+    (moe ? seen_moe : seen_dense) = true;
+    most = std::max(most, layer_activation_bytes(arch, l, shard, rc, flash_attention));
+  }
+  return most;
+}
+
+}  // namespace stepcast

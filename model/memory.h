@@ -21,12 +21,22 @@ struct StateBytesPerParam {
 
 // Megatron mixed precision: 2 + 4 + 12 = 18 bytes per param without sharding; ZeRO stage z
 // over d ranks divides: z>=1 the optimizer, z>=2 the grads, z==3 the weights by d.
-StateBytesPerParam state_bytes_per_param(DType dtype, bool adam, int zero_stage, int dp);
+// grad_bytes: bytes of one gradient (Megatron fp32 main grads: 4; the ZeRO paper's fp16
+// gradients: 2). With fp32 compute the weights are the master copy (optimizer 8 / 4 B).
+StateBytesPerParam state_bytes_per_param(DType dtype, bool adam, int zero_stage, int dp,
+                                         int grad_bytes = 4);
+inline double total_bytes(const StateBytesPerParam& s) {
+  return s.weights + s.grads + s.optimizer;
+}
 
 // Stored activation bytes of one transformer layer for one microbatch on one rank.
 // flash_attention: the 5*a*s^2*b score terms are not stored (they are recomputed in the
 // backward kernel), so "no recompute" and "selective" coincide for attention.
+// For a model whose layers differ (MoE every k layers, leading dense layers) this is the
+// largest over its layers; the overload below takes the layer index (0-based).
 double layer_activation_bytes(const ModelArch& arch, const ShardSpec& shard, Recompute rc,
                               bool flash_attention);
+double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec& shard,
+                              Recompute rc, bool flash_attention);
 
 }  // namespace stepcast

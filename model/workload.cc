@@ -1,1 +1,474 @@
+// Per-layer ops under a Megatron split (Shoeybi et al. 2019; Korthikanti et al. 2022):
+//  - QKV and fc1 (SwiGLU: gate + up fused) are column-parallel, proj and fc2 row-parallel;
+//    heads/tp query heads and kv_heads/tp KV heads per rank (one replicated KV head per rank
+//    when kv_heads < tp).
+//  - Forward: a TpGather (allgather under sequence parallel) after each norm and before the
+//    column-parallel GEMM — the norm runs on the sequence shard, as in Korthikanti Fig. 5 —
+//    and a TpReduce (allreduce, or reduce-scatter under sp) after each row-parallel GEMM.
+//    Backward mirrors it: a TpGather of the output gradient before the row-parallel
+//    input-gradient GEMM (sp only), a TpReduce after the column-parallel input-gradient GEMM.
+//    Comm points are emitted only where the tp group has more than one rank.
+//  - GEMM FLOPs are 2mnk per batch entry; backward input and weight gradients are each one
+//    GEMM of the same FLOPs (bwd = 2x fwd). Memory-bound ops carry flops = 0: their cost is
+//    their bytes, and model FLOPs (MFU) count matmuls only, as Korthikanti eq. 7 does.
+//  - MoE: with ep == 1 the experts are split over tp like the dense MLP (expert tp = tp);
+//    with ep > 1 the experts are NOT split over tp (expert tp = 1, Megatron's default
+//    --expert-tensor-parallel-size 1): each tp rank routes its own 1/tp of the tokens (the
+//    sequence-parallel shard; without sp its slice of the replicated tokens, re-assembled
+//    by the "mlp.out" TpReduce), and the shared experts run unsplit on those tokens.
 #include "model/workload.h"
+
+#include <cmath>
+
+#include "model/error.h"
+
+namespace stepcast {
+
+int dtype_bytes(DType t) {
+  switch (t) {
+    case DType::kBf16: return 2;
+    case DType::kFp16: return 2;
+    case DType::kFp8: return 1;
+    case DType::kFp32: return 4;
+  }
+  return 2;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kBf16: return "bf16";
+    case DType::kFp16: return "fp16";
+    case DType::kFp8: return "fp8";
+    case DType::kFp32: return "fp32";
+  }
+  return "bf16";
+}
+
+DType activation_dtype(DType compute) {
+  return compute == DType::kFp8 ? DType::kBf16 : compute;
+}
+
+namespace {
+
+using I = std::int64_t;
+double d(I v) { return static_cast<double>(v); }
+
+// Per-rank sizes of one layer under a shard.
+struct Local {
+  I b = 1, s = 0;
+  int tp = 1, cp = 1, ep = 1;
+  bool sp = false;
+  DType dt = DType::kBf16;  // GEMM input dtype
+  DType act = DType::kBf16; // activation dtype
+  double e = 2;             // activation bytes per element
+  I tokens = 0;             // T = b*s/cp, tokens through the GEMMs on this rank
+  I norm_tokens = 0;        // T/tp under sp, else T
+  I heads = 0, kv_heads = 0, dqk = 0, dv = 0;
+  I qkv_n = 0, proj_k = 0;
+};
+
+Local make_local(const ModelArch& a, const ShardSpec& sh) {
+  STEPCAST_CHECK(sh.tp >= 1 && sh.cp >= 1 && sh.ep >= 1 && sh.microbatch >= 1,
+                 "shard sizes must be >= 1");
+  STEPCAST_CHECK(sh.seq_len > 0 && sh.seq_len % sh.cp == 0,
+                 "seq_len " + std::to_string(sh.seq_len) + " not divisible by cp " +
+                     std::to_string(sh.cp));
+  STEPCAST_CHECK(a.heads % sh.tp == 0, "heads " + std::to_string(a.heads) +
+                                           " not divisible by tp " + std::to_string(sh.tp));
+  STEPCAST_CHECK(a.kv_heads % sh.tp == 0 || sh.tp % a.kv_heads == 0,
+                 "kv_heads " + std::to_string(a.kv_heads) + " and tp " +
+                     std::to_string(sh.tp) + ": neither divides the other");
+  Local l;
+  l.b = sh.microbatch;
+  l.s = sh.seq_len;
+  l.tp = sh.tp;
+  l.cp = sh.cp;
+  l.ep = sh.ep;
+  l.sp = sh.sequence_parallel && sh.tp > 1;
+  l.dt = sh.dtype;
+  l.act = activation_dtype(sh.dtype);
+  l.e = dtype_bytes(l.act);
+  l.tokens = l.b * l.s / l.cp;
+  STEPCAST_CHECK(!l.sp || l.tokens % l.tp == 0,
+                 "sequence parallel: tokens per rank not divisible by tp");
+  l.norm_tokens = l.sp ? l.tokens / l.tp : l.tokens;
+  l.heads = a.heads / l.tp;
+  l.kv_heads = a.kv_heads >= l.tp ? a.kv_heads / l.tp : 1;
+  l.dqk = a.dim_qk();
+  l.dv = a.dim_per_head();
+  if (a.qkv_features > 0) {
+    STEPCAST_CHECK(a.qkv_features % l.tp == 0, "qkv_features not divisible by tp");
+    l.qkv_n = a.qkv_features / l.tp;
+  } else {
+    l.qkv_n = l.heads * l.dqk + l.kv_heads * (l.dqk + l.dv);
+  }
+  l.proj_k = l.heads * l.dv;
+  return l;
+}
+
+Step op_step(Op op, bool selective = false) {
+  Step s;
+  s.is_comm = false;
+  s.op = std::move(op);
+  s.recompute_selective = selective;
+  return s;
+}
+
+Step comm_step(CommPointKind kind, double bytes, std::string name) {
+  Step s;
+  s.is_comm = true;
+  s.comm.kind = kind;
+  s.comm.bytes = bytes;
+  s.comm.name = std::move(name);
+  return s;
+}
+
+// C[m,n] = A[m,k] B[k,n], `batch` times: 2mnk FLOPs each; reads A and B in the GEMM dtype,
+// writes C in the activation dtype.
+Op gemm(std::string name, I m, I n, I k, I batch, const Local& l, const char* layout) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::kGemm;
+  op.gemm.m = m;
+  op.gemm.n = n;
+  op.gemm.k = k;
+  op.gemm.batch = batch;
+  op.gemm.dtype = l.dt;
+  op.gemm.layout = layout;
+  const double in = dtype_bytes(l.dt);
+  op.flops = 2.0 * d(m) * d(n) * d(k) * d(batch);
+  op.bytes_read = (d(m) * d(k) + d(k) * d(n)) * in * d(batch);
+  op.bytes_written = d(m) * d(n) * l.e * d(batch);
+  return op;
+}
+
+// The three GEMMs of one linear layer y[T, out] = x[T, in] W[in, out] (Megatron stores W
+// transposed; the shapes are the same): forward NN, input gradient dx = dy W^T (NT),
+// weight gradient dW = x^T dy (TN). Each 2*T*in*out FLOPs.
+struct Linear {
+  std::string name;
+  I tokens, in, out, batch = 1;
+  Op fwd(const Local& l) const { return gemm(name, tokens, out, in, batch, l, "NN"); }
+  Op dgrad(const Local& l) const { return gemm(name, tokens, in, out, batch, l, "NT"); }
+  Op wgrad(const Local& l) const { return gemm(name, in, out, tokens, batch, l, "TN"); }
+};
+
+Op memory_op(std::string name, double bytes_read, double bytes_written) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::kMemoryBound;
+  op.flops = 0;
+  op.bytes_read = bytes_read;
+  op.bytes_written = bytes_written;
+  return op;
+}
+
+// The feed-forward part of a layer (dense MLP or MoE block), appended to the three lists
+// in their own orders: fwd after ln2, bwd_input before ln2's backward, bwd_weight.
+struct Block {
+  std::vector<Step> fwd, bwd_input, bwd_weight;
+  double params = 0;
+};
+
+// A (dense or expert) MLP of width `ffn_local` per rank over `tokens`, `batch` experts.
+void append_mlp(const ModelArch& a, const Local& l, const std::string& prefix, I tokens,
+                I ffn_local, I batch, Block& blk, std::vector<Step>& bwd_in_rev) {
+  const I fc1_out = a.gated_mlp() ? 2 * ffn_local : ffn_local;
+  const Linear fc1{prefix + "fc1", tokens, a.hidden, fc1_out, batch};
+  const Linear fc2{prefix + "fc2", tokens, ffn_local, a.hidden, batch};
+  const double n = d(tokens) * d(batch);
+  // GeLU reads fc1's output and writes its input to fc2; SwiGLU reads gate and up, writes
+  // silu(gate) * up.
+  const double act_read = n * d(fc1_out) * l.e;
+  const double act_write = n * d(ffn_local) * l.e;
+  blk.fwd.push_back(op_step(fc1.fwd(l)));
+  blk.fwd.push_back(op_step(memory_op(prefix + "act", act_read, act_write)));
+  blk.fwd.push_back(op_step(fc2.fwd(l)));
+  // Backward in reverse order (the caller reverses bwd_in_rev at the end).
+  bwd_in_rev.push_back(op_step(fc1.dgrad(l)));
+  bwd_in_rev.push_back(
+      op_step(memory_op(prefix + "act", act_read + act_write, act_read)));
+  bwd_in_rev.push_back(op_step(fc2.dgrad(l)));
+  blk.bwd_weight.push_back(op_step(fc2.wgrad(l)));
+  blk.bwd_weight.push_back(op_step(fc1.wgrad(l)));
+  blk.params += d(batch) * (d(a.hidden) * d(fc1_out) + d(ffn_local) * d(a.hidden));
+  if (a.has_bias()) blk.params += d(batch) * (d(fc1_out) + d(a.hidden));
+}
+
+Block dense_block(const ModelArch& a, const Local& l) {
+  STEPCAST_CHECK(a.ffn_hidden % l.tp == 0, "ffn_hidden " + std::to_string(a.ffn_hidden) +
+                                               " not divisible by tp " + std::to_string(l.tp));
+  Block blk;
+  const double full = d(l.tokens) * d(a.hidden) * l.e;
+  if (l.sp) blk.fwd.push_back(comm_step(CommPointKind::kTpGather, full, "mlp.in"));
+  std::vector<Step> rev;
+  if (l.tp > 1) rev.push_back(comm_step(CommPointKind::kTpReduce, full, "mlp.in"));
+  append_mlp(a, l, "", l.tokens, a.ffn_hidden / l.tp, 1, blk, rev);
+  if (l.sp) rev.push_back(comm_step(CommPointKind::kTpGather, full, "mlp.out"));
+  if (l.tp > 1) blk.fwd.push_back(comm_step(CommPointKind::kTpReduce, full, "mlp.out"));
+  blk.bwd_input.assign(rev.rbegin(), rev.rend());
+  return blk;
+}
+
+Block moe_block(const ModelArch& a, const Local& l) {
+  const MoeSpec& m = *a.moe;
+  STEPCAST_CHECK(m.experts % l.ep == 0, "moe.experts " + std::to_string(m.experts) +
+                                            " not divisible by ep " + std::to_string(l.ep));
+  const bool expert_tp = l.ep == 1;  // experts split over tp only without ep (see top)
+  const int etp = expert_tp ? l.tp : 1;
+  STEPCAST_CHECK(m.ffn_hidden % etp == 0, "moe.ffn_hidden not divisible by tp");
+  // Tokens routed on this rank: all T with expert tp; else this rank's 1/tp share.
+  STEPCAST_CHECK(expert_tp || l.tokens % l.tp == 0, "moe: tokens per rank not divisible by tp");
+  const I tokens = expert_tp ? l.tokens : l.tokens / l.tp;
+  const I local_experts = m.experts / l.ep;
+  // Each of the ep ranks sends each local expert capacity_factor * tokens*top_k/experts of
+  // its tokens on average; expert slots = capacity_factor * tokens * ep * top_k / experts.
+  const double slots = m.capacity_factor * d(tokens) * d(l.ep) * m.top_k / m.experts;
+  const I per_expert = static_cast<I>(std::ceil(slots - 1e-9));
+  const double routed = d(tokens) * m.top_k;  // token copies this rank sends
+  const double full = d(l.tokens) * d(a.hidden) * l.e;
+  const double e = l.e;
+  const double h = d(a.hidden);
+
+  Block blk;
+  std::vector<Step> rev;
+  const bool gather = expert_tp && l.sp;                   // as the dense MLP
+  const bool reduce = l.tp > 1 && (expert_tp || !l.sp);    // partial sums / slices
+  if (gather) blk.fwd.push_back(comm_step(CommPointKind::kTpGather, full, "mlp.in"));
+  if (reduce) rev.push_back(comm_step(CommPointKind::kTpReduce, full, "mlp.in"));
+
+  // The router (h x experts, tiny) is replicated over tp; with ep == 1 every tp rank routes
+  // all T tokens, the one place where per-rank FLOPs x tp exceed the unsplit layer's.
+  const Linear router{"router", tokens, a.hidden, m.experts, 1};
+  blk.fwd.push_back(op_step(router.fwd(l)));
+  rev.push_back(op_step(router.dgrad(l)));
+  blk.params += h * m.experts;
+
+  // Shared experts: a dense MLP of shared * ffn over the routed tokens (split like the
+  // experts).
+  if (m.shared_experts > 0) {
+    Block sh;
+    append_mlp(a, l, "shared.", tokens, m.shared_experts * m.ffn_hidden / etp, 1, sh, rev);
+    for (auto& s : sh.fwd) blk.fwd.push_back(std::move(s));
+    for (auto& s : sh.bwd_weight) blk.bwd_weight.push_back(std::move(s));
+    blk.params += sh.params;
+  }
+  // Permute (softmax/top-k, gather token copies by expert) and the dispatch all-to-all.
+  const double copies = routed * h * e;
+  blk.fwd.push_back(op_step(memory_op("moe.permute", d(tokens) * h * e, copies)));
+  rev.push_back(op_step(memory_op("moe.permute", copies, d(tokens) * h * e)));
+  if (l.ep > 1) {
+    blk.fwd.push_back(comm_step(CommPointKind::kEpDispatch, copies, "moe.dispatch"));
+    rev.push_back(comm_step(CommPointKind::kEpCombine, copies, "moe.combine"));
+  }
+  {
+    Block ex;
+    append_mlp(a, l, "moe.", per_expert, m.ffn_hidden / etp, local_experts, ex, rev);
+    for (auto& s : ex.fwd) blk.fwd.push_back(std::move(s));
+    for (auto& s : ex.bwd_weight) blk.bwd_weight.push_back(std::move(s));
+    blk.params += ex.params;
+  }
+  if (l.ep > 1) {
+    blk.fwd.push_back(comm_step(CommPointKind::kEpCombine, copies, "moe.combine"));
+    rev.push_back(comm_step(CommPointKind::kEpDispatch, copies, "moe.dispatch"));
+  }
+  // Unpermute: weighted sum of the top_k expert outputs per token.
+  blk.fwd.push_back(op_step(memory_op("moe.unpermute", copies, d(tokens) * h * e)));
+  rev.push_back(op_step(memory_op("moe.unpermute", d(tokens) * h * e, copies)));
+  blk.bwd_weight.push_back(op_step(router.wgrad(l)));
+
+  if (gather) rev.push_back(comm_step(CommPointKind::kTpGather, full, "mlp.out"));
+  if (reduce) blk.fwd.push_back(comm_step(CommPointKind::kTpReduce, full, "mlp.out"));
+  blk.bwd_input.assign(rev.rbegin(), rev.rend());
+  return blk;
+}
+
+}  // namespace
+
+Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_q,
+                std::int64_t seq_kv, bool causal, bool backward) {
+  STEPCAST_CHECK(seq_q > 0 && seq_kv > 0, "attention_op: empty block");
+  const Local l = make_local(arch, shard);
+  Op op;
+  op.name = "attn";
+  op.kind = OpKind::kAttention;
+  op.attn.batch = l.b;
+  op.attn.heads = l.heads;
+  op.attn.kv_heads = l.kv_heads;
+  op.attn.seq_q = seq_q;
+  op.attn.seq_kv = seq_kv;
+  // One head size for the kernel: the mean of q/k and v sizes keeps 4*b*h*sq*skv*d exact
+  // when they differ (MLA: (192 + 128) / 2 = 160).
+  op.attn.head_dim = (l.dqk + l.dv) / 2;
+  op.attn.causal = causal;
+  op.attn.backward = backward;
+  op.attn.dtype = l.act;
+  // Scores Q K^T: 2*sq*skv*dqk per head, probabilities times V: 2*sq*skv*dv (Korthikanti
+  // 2022: 2bs^2h + 2bs^2h for MHA). Causal: half of the score block is computed — exact
+  // for a block on the diagonal (sq == skv) up to the diagonal itself, and the average
+  // share of a load-balanced (zigzag) context-parallel rank (sq = s/cp against skv = s).
+  double f = 2.0 * d(l.b) * d(l.heads) * d(seq_q) * d(seq_kv) * d(l.dqk + l.dv);
+  if (causal) f *= 0.5;
+  // FlashAttention-2 backward: 5 matmuls (recomputed S, dV, dP, dQ, dK) vs 2 forward.
+  if (backward) f *= 2.5;
+  op.flops = f;
+  const double e = l.e;
+  const double q = d(l.b) * d(seq_q) * d(l.heads) * d(l.dqk) * e;
+  const double k = d(l.b) * d(seq_kv) * d(l.kv_heads) * d(l.dqk) * e;
+  const double v = d(l.b) * d(seq_kv) * d(l.kv_heads) * d(l.dv) * e;
+  const double o = d(l.b) * d(seq_q) * d(l.heads) * d(l.dv) * e;
+  const double lse = d(l.b) * d(seq_q) * d(l.heads) * 4.0;  // fp32 log-sum-exp per row
+  if (!backward) {
+    op.bytes_read = q + k + v;
+    op.bytes_written = o + lse;
+  } else {
+    op.bytes_read = q + k + v + 2 * o + lse;  // Q, K, V, O, dO, LSE
+    op.bytes_written = q + k + v;             // dQ, dK, dV
+  }
+  return op;
+}
+
+LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
+  STEPCAST_CHECK(layer >= 0 && layer < arch.layers,
+                 "layer_ops: layer " + std::to_string(layer) + " outside 0.." +
+                     std::to_string(arch.layers - 1));
+  const Local l = make_local(arch, shard);
+  const double e = l.e;
+  const double h = d(arch.hidden);
+  const double tn = d(l.norm_tokens);
+  const double mask = arch.dropout ? 1.0 : 0.0;  // 1-byte dropout mask per element
+  const double full = d(l.tokens) * h * e;
+
+  const Linear qkv{"qkv", l.tokens, arch.hidden, l.qkv_n, 1};
+  const Linear proj{"proj", l.tokens, l.proj_k, arch.hidden, 1};
+  Block ffn = arch.is_moe_layer(layer) ? moe_block(arch, l) : dense_block(arch, l);
+
+  LayerOps out;
+  // ---- forward
+  auto& f = out.fwd;
+  f.push_back(op_step(memory_op("ln1", tn * h * e, tn * h * e)));
+  if (l.sp) f.push_back(comm_step(CommPointKind::kTpGather, full, "attn.in"));
+  f.push_back(op_step(qkv.fwd(l)));
+  // Rank-local attention: s/cp queries against all s keys (the lowering splits it into
+  // ring-attention chunks with attention_op).
+  f.push_back(op_step(attention_op(arch, shard, l.s / l.cp, l.s, true, false), true));
+  f.push_back(op_step(proj.fwd(l)));
+  if (l.tp > 1) f.push_back(comm_step(CommPointKind::kTpReduce, full, "attn.out"));
+  // ln2 fuses the attention-output dropout and residual add: reads the block output and
+  // the residual, writes the new residual, the normed input and the dropout mask.
+  f.push_back(op_step(memory_op("ln2", 2 * tn * h * e, 2 * tn * h * e + tn * h * mask)));
+  for (auto& s : ffn.fwd) f.push_back(std::move(s));
+  f.push_back(op_step(memory_op("residual", 2 * tn * h * e, tn * h * e + tn * h * mask)));
+
+  // ---- backward, input gradients (reverse order)
+  auto& bi = out.bwd_input;
+  bi.push_back(op_step(memory_op("residual", tn * h * (e + mask), tn * h * e)));
+  for (auto& s : ffn.bwd_input) bi.push_back(std::move(s));
+  bi.push_back(op_step(memory_op("ln2", 3 * tn * h * e + tn * h * mask, 2 * tn * h * e)));
+  if (l.sp) bi.push_back(comm_step(CommPointKind::kTpGather, full, "attn.out"));
+  bi.push_back(op_step(proj.dgrad(l)));
+  bi.push_back(op_step(attention_op(arch, shard, l.s / l.cp, l.s, true, true)));
+  bi.push_back(op_step(qkv.dgrad(l)));
+  if (l.tp > 1) bi.push_back(comm_step(CommPointKind::kTpReduce, full, "attn.in"));
+  bi.push_back(op_step(memory_op("ln1", 3 * tn * h * e, tn * h * e)));
+
+  // ---- backward, weight gradients (GEMMs only; norm/bias gradients are negligible)
+  auto& bw = out.bwd_weight;
+  for (auto& s : ffn.bwd_weight) bw.push_back(std::move(s));
+  bw.push_back(op_step(proj.wgrad(l)));
+  bw.push_back(op_step(qkv.wgrad(l)));
+
+  // ---- parameters held on this rank
+  double p = 2.0 * d(arch.norm_params()) + h * d(l.qkv_n) + d(l.proj_k) * h;
+  if (arch.has_bias()) p += d(l.qkv_n) + h;
+  p += ffn.params;
+  out.param_count = p;
+  out.grad_bytes_fp32 = 4.0 * p;
+  return out;
+}
+
+LayerOps embedding_ops(const ModelArch& arch, const ShardSpec& shard) {
+  const Local l = make_local(arch, shard);
+  const double e = l.e;
+  const double h = d(arch.hidden);
+  const double t = d(l.tokens);
+  const double full = t * h * e;
+  const double pos = arch.max_positions > 0 ? 1.0 : 0.0;
+  LayerOps out;
+  // Vocab-parallel lookup (Megatron VocabParallelEmbedding): each rank reads the rows of
+  // its vocab shard (on average T/tp of them), writes a full [T, h] partial, then the tp
+  // group sums (allreduce, or reduce-scatter under sp); learned positions are added after.
+  out.fwd.push_back(op_step(memory_op("embed", t * h * e / l.tp + t * 8.0, full)));
+  if (l.tp > 1) out.fwd.push_back(comm_step(CommPointKind::kTpReduce, full, "embed.out"));
+  const double tn = d(l.norm_tokens);
+  if (pos > 0) out.fwd.push_back(op_step(memory_op("pos_embed", 2 * tn * h * e, tn * h * e)));
+  // Backward: no input gradient; under sp the gradient shards are gathered first.
+  if (l.sp) out.bwd_input.push_back(comm_step(CommPointKind::kTpGather, full, "embed.out"));
+  // Weight gradient: scatter-add of the token gradients into the table rows (fp32 grads).
+  out.bwd_weight.push_back(op_step(memory_op("embed", full + t * 8.0, t * h * 4.0 / l.tp)));
+  out.param_count = d(arch.vocab) * h / l.tp + d(arch.max_positions) * h;
+  out.grad_bytes_fp32 = 4.0 * out.param_count;
+  return out;
+}
+
+LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard) {
+  const Local l = make_local(arch, shard);
+  const double e = l.e;
+  const double h = d(arch.hidden);
+  const double tn = d(l.norm_tokens);
+  const double full = d(l.tokens) * h * e;
+  // Megatron pads the vocabulary to a multiple of tp; the shard is ceil(V / tp).
+  const I vocab_local = (arch.vocab + l.tp - 1) / l.tp;
+  const Linear logits{"logits", l.tokens, arch.hidden, vocab_local, 1};
+  const double lg = d(l.tokens) * d(vocab_local);
+  LayerOps out;
+  out.fwd.push_back(op_step(memory_op("final_ln", tn * h * e, tn * h * e)));
+  if (l.sp) out.fwd.push_back(comm_step(CommPointKind::kTpGather, full, "logits.in"));
+  out.fwd.push_back(op_step(logits.fwd(l)));
+  // Vocab-parallel cross entropy (fp32): reads the logits, writes the softmax (kept as
+  // the logits gradient). The max / sum-exp / target-logit allreduces move 3 x T fp32
+  // values across tp, negligible next to the [T, h] gathers, and are not emitted.
+  out.fwd.push_back(op_step(memory_op("softmax_ce", lg * e, lg * 4.0)));
+  out.bwd_input.push_back(op_step(memory_op("softmax_ce", lg * 4.0, lg * e)));
+  out.bwd_input.push_back(op_step(logits.dgrad(l)));
+  if (l.tp > 1) out.bwd_input.push_back(comm_step(CommPointKind::kTpReduce, full, "logits.in"));
+  out.bwd_input.push_back(op_step(memory_op("final_ln", 3 * tn * h * e, tn * h * e)));
+  out.bwd_weight.push_back(op_step(logits.wgrad(l)));
+  // The output weight (tied: Megatron's copy of the word embedding) and the final norm.
+  out.param_count = d(vocab_local) * h + d(arch.norm_params());
+  out.grad_bytes_fp32 = 4.0 * out.param_count;
+  return out;
+}
+
+double model_flops_per_sequence(const ModelArch& arch, std::int64_t seq_len) {
+  STEPCAST_CHECK(seq_len > 0, "model_flops_per_sequence: seq_len must be positive");
+  ModelArch a = arch;
+  if (a.moe.has_value()) a.moe->capacity_factor = 1.0;
+  ShardSpec one;
+  one.microbatch = 1;
+  one.seq_len = seq_len;
+  double fwd = 0;
+  for (int l = 0; l < a.layers; ++l) {
+    for (const Step& s : layer_ops(a, l, one).fwd) {
+      if (s.is_comm) continue;
+      if (s.op.kind == OpKind::kGemm) fwd += s.op.flops;
+      // Full score matrix: twice the causal half layer_ops computes.
+      if (s.op.kind == OpKind::kAttention) fwd += 2.0 * s.op.flops;
+    }
+  }
+  for (const Step& s : logits_loss_ops(a, one).fwd) {
+    if (!s.is_comm) fwd += s.op.flops;
+  }
+  return 3.0 * fwd;
+}
+
+Op optimizer_op(double params, bool adam) {
+  STEPCAST_CHECK(params >= 0, "optimizer_op: negative parameter count");
+  // Adam (fp32): reads master, m, v, grad (16 B), writes master, m, v (12 B) and the
+  // 16-bit weight copy (2 B). SGD with momentum: reads master, momentum, grad (12 B),
+  // writes master, momentum (8 B) and the copy (2 B).
+  return adam ? memory_op("adam", 16.0 * params, 14.0 * params)
+              : memory_op("sgd", 12.0 * params, 10.0 * params);
+}
+
+}  // namespace stepcast

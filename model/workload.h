@@ -20,6 +20,9 @@ namespace stepcast {
 enum class DType { kBf16, kFp16, kFp8, kFp32 };
 int dtype_bytes(DType t);
 const char* dtype_name(DType t);  // "bf16", ...
+// Activations, attention and communication run in 16 bits when GEMMs run in fp8 (Megatron /
+// Transformer Engine); otherwise in the compute dtype.
+DType activation_dtype(DType compute);
 
 enum class OpKind { kGemm, kAttention, kMemoryBound };
 
@@ -97,6 +100,10 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard);
 
 // Attention core for a (seq_q, seq_kv) block: FLOPs 4*b*heads*sq*skv*d (fwd, halved when
 // causal and sq == skv), bwd 2.5x fwd (FlashAttention-2: 5 matmuls vs 2).
+// `causal` means "cut by the causal diagonal": it halves the FLOPs for any sq, which is the
+// average share of a load-balanced context-parallel rank (sq = s/cp against skv = s); pass
+// causal = false for a fully visible block. With q/k head size != v head size (MLA) the
+// FLOPs are 2*b*heads*sq*skv*(dqk + dv), and the shape's head_dim is (dqk + dv)/2.
 Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_q,
                 std::int64_t seq_kv, bool causal, bool backward);
 
@@ -104,6 +111,14 @@ Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_
 // vocab-parallel over tp as in Megatron.
 LayerOps embedding_ops(const ModelArch& arch, const ShardSpec& shard);
 LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard);
+
+// Model FLOPs of one training sequence of `seq_len` tokens (forward + backward, no
+// recomputation): 3 x the forward matmul FLOPs of every layer and the logits, with the
+// attention scores counted over the full s x s matrix and MoE layers over top_k routed +
+// shared experts without capacity padding — the convention of Korthikanti et al. 2022
+// eq. 7 (72BLsh^2(1 + s/(6h) + V/(12hL)) for GPT) and of Megatron-Core's reported TFLOP/s.
+// MFU = model FLOPs per step / (step time x peak).
+double model_flops_per_sequence(const ModelArch& arch, std::int64_t seq_len);
 
 // Optimizer update of `params` parameters (the local shard): memory-bound op; Adam reads
 // fp32 master, m, v, grad and writes master, m, v and the bf16 copy.

@@ -1,0 +1,171 @@
+// Memory terms: training state per parameter (Megatron, ZeRO paper) and activation bytes
+// per layer against Korthikanti et al. 2022, Table 2 (MODEL_FACTS.md).
+#include <gtest/gtest.h>
+
+#include "model/arch.h"
+#include "model/error.h"
+#include "model/memory.h"
+
+namespace stepcast {
+namespace {
+
+TEST(StateBytes, MegatronMixedPrecision) {
+  // bf16 weights 2 + fp32 main grads 4 + fp32 master, m, v 12 = 18 B/param.
+  EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kBf16, true, 0, 64)), 18.0);
+  // Distributed optimizer (ZeRO-1 over d): 6 + 12/d.
+  for (int d : {1, 2, 8, 64, 1000}) {
+    EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kBf16, true, 1, d)), 6 + 12.0 / d);
+  }
+  const StateBytesPerParam s = state_bytes_per_param(DType::kBf16, true, 0, 1);
+  EXPECT_DOUBLE_EQ(s.weights, 2);
+  EXPECT_DOUBLE_EQ(s.grads, 4);
+  EXPECT_DOUBLE_EQ(s.optimizer, 12);
+  // fp8 compute keeps 16-bit weights; fp32 weights are the master copy: 4 + 4 + 8.
+  EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kFp8, true, 0, 1)), 18.0);
+  EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kFp32, true, 0, 1)), 16.0);
+  // SGD with momentum: 2 + 4 + (master 4 + momentum 4) = 14.
+  EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kBf16, false, 0, 1)), 14.0);
+}
+
+TEST(StateBytes, ZeroPaperStages) {
+  // Rajbhandari et al. 2020, Fig. 1 with fp16 gradients (2 B) and K = 12 optimizer bytes:
+  // plain DP 2 + 2 + 12 = 16; stage 1 shards K: 4 + 12/Nd; stage 2 also the gradients:
+  // 2 + (2 + 12)/Nd; stage 3 also the weights: (2 + 2 + 12)/Nd = 16/Nd.
+  for (int n : {1, 4, 64, 1024}) {
+    auto z = [&](int stage) {
+      return total_bytes(state_bytes_per_param(DType::kFp16, true, stage, n, 2));
+    };
+    EXPECT_DOUBLE_EQ(z(0), 16.0);
+    EXPECT_DOUBLE_EQ(z(1), 4 + 12.0 / n);
+    EXPECT_DOUBLE_EQ(z(2), 2 + 14.0 / n);
+    EXPECT_DOUBLE_EQ(z(3), 16.0 / n);
+  }
+  // Paper example: 7.5B params, Nd = 64: 120 GB, 31.4 GB, 16.6 GB, 1.88 GB.
+  const double psi = 7.5e9;
+  auto gb = [&](int stage) {
+    return psi * total_bytes(state_bytes_per_param(DType::kFp16, true, stage, 64, 2)) / 1e9;
+  };
+  EXPECT_NEAR(gb(0), 120.0, 0.05);
+  EXPECT_NEAR(gb(1), 31.4, 0.05);
+  EXPECT_NEAR(gb(2), 16.6, 0.05);
+  EXPECT_NEAR(gb(3), 1.88, 0.01);
+  EXPECT_THROW(state_bytes_per_param(DType::kBf16, true, 4, 8), InvariantError);
+  EXPECT_THROW(state_bytes_per_param(DType::kBf16, true, 1, 0), InvariantError);
+}
+
+ShardSpec shard(std::int64_t b, std::int64_t s, int tp, bool sp) {
+  ShardSpec sh;
+  sh.microbatch = b;
+  sh.seq_len = s;
+  sh.tp = tp;
+  sh.sequence_parallel = sp;
+  return sh;
+}
+
+// Korthikanti Table 2 rows for GPT layers (MHA, ffn = 4h, 16-bit, dropout), no flash.
+TEST(Activations, GptMatchesKorthikantiTable2) {
+  for (const char* name : {"gpt-22b", "gpt3-175b", "gpt-530b"}) {
+    const ModelArch& m = *find_builtin_model(name);
+    const double s = 2048, h = double(m.hidden), a = m.heads;
+    for (double b : {1.0, 4.0}) {
+      const double sbh = s * b * h;
+      auto act = [&](int t, bool sp, Recompute rc) {
+        return layer_activation_bytes(m, shard(std::int64_t(b), 2048, t, sp), rc, false);
+      };
+      // no parallelism: sbh(34 + 5as/h)
+      EXPECT_NEAR(act(1, false, Recompute::kNone), sbh * (34 + 5 * a * s / h), 1e-6 * sbh);
+      // full recompute: 2sbh
+      EXPECT_NEAR(act(1, false, Recompute::kFull), 2 * sbh, 1e-6 * sbh);
+      for (double t : {2.0, 4.0, 8.0}) {
+        const int ti = int(t);
+        // tensor parallel: sbh(10 + 24/t + 5as/(ht))
+        EXPECT_NEAR(act(ti, false, Recompute::kNone), sbh * (10 + 24 / t + 5 * a * s / (h * t)),
+                    1e-6 * sbh);
+        // tensor + sequence parallel: (sbh/t)(34 + 5as/h)
+        EXPECT_NEAR(act(ti, true, Recompute::kNone), sbh / t * (34 + 5 * a * s / h), 1e-6 * sbh);
+        // tensor parallel + selective recompute: sbh(10 + 24/t)
+        EXPECT_NEAR(act(ti, false, Recompute::kSelective), sbh * (10 + 24 / t), 1e-6 * sbh);
+        // tensor + sequence parallel + selective: 34sbh/t
+        EXPECT_NEAR(act(ti, true, Recompute::kSelective), 34 * sbh / t, 1e-6 * sbh);
+        // full recompute under sp keeps the sharded layer input: 2sbh/t
+        EXPECT_NEAR(act(ti, true, Recompute::kFull), 2 * sbh / t, 1e-6 * sbh);
+      }
+    }
+  }
+}
+
+TEST(Activations, FlashAttentionDropsScoreTerms) {
+  // Flash attention stores no s x s scores: every row loses its 5as^2b/t term, so no
+  // recompute equals selective recompute.
+  const ModelArch& m = *find_builtin_model("gpt3-175b");
+  const double s = 2048, h = 12288, a = 96, b = 1;
+  for (int t : {1, 8}) {
+    for (bool sp : {false, true}) {
+      const ShardSpec sh = shard(1, 2048, t, sp);
+      const double none = layer_activation_bytes(m, sh, Recompute::kNone, false);
+      const double flash = layer_activation_bytes(m, sh, Recompute::kNone, true);
+      EXPECT_NEAR(none - flash, 5 * a * s * s * b / t, 1e-6 * none);
+      EXPECT_DOUBLE_EQ(flash, layer_activation_bytes(m, sh, Recompute::kSelective, true));
+      EXPECT_DOUBLE_EQ(flash, layer_activation_bytes(m, sh, Recompute::kSelective, false));
+    }
+  }
+  (void)h;
+}
+
+TEST(Activations, LlamaDerivedPerTensor) {
+  // llama3-8b, b = 1, s = 8192, t = 8 with sp, selective; bf16, no dropout. Per token:
+  //   ln1 input + QKV input 2 * 4096 * 2 / 8 = 2048
+  //   Q (32/8 heads of 128) 4 * 128 * 2 = 1024; K, V (8/8 = 1 head) 2 * 128 * 2 = 512
+  //   proj input 4 * 128 * 2 = 1024
+  //   ln2 input + fc1 input 2048
+  //   SwiGLU act input (gate, up) 2 * 14336/8 * 2 = 7168; fc2 input 14336/8 * 2 = 3584
+  //   total 17408 B/token (GQA saves 3h/t, SwiGLU 3 x 3.5h instead of 2 x 4h, no masks).
+  const ModelArch& m = *find_builtin_model("llama3-8b");
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, shard(1, 8192, 8, true), Recompute::kSelective, true),
+                   17408.0 * 8192);
+  // Without flash and without recompute, the softmax output (no dropout: 2 B per score)
+  // of 4 heads: 4 * 8192 * 2 B per token more.
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, shard(1, 8192, 8, true), Recompute::kNone, false),
+                   (17408.0 + 4 * 8192 * 2) * 8192);
+}
+
+TEST(Activations, MoeLayerWithOneExpertIsDensePlusRouting) {
+  // One expert, top-1, capacity 1: the dense MLP's tensors, plus the permuted copy of the
+  // expert input and the expert output (2 * T * h * 2 B) and fp32 router probabilities
+  // (T * 1 * 4 B).
+  ModelArch dense = *find_builtin_model("llama2-7b");
+  ModelArch moe = dense;
+  MoeSpec spec;
+  spec.experts = 1;
+  spec.top_k = 1;
+  spec.ffn_hidden = dense.ffn_hidden;
+  moe.moe = spec;
+  const double T = 4096, h = 4096;
+  const ShardSpec sh = shard(1, 4096, 1, false);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(moe, 0, sh, Recompute::kSelective, true),
+                   layer_activation_bytes(dense, 0, sh, Recompute::kSelective, true) +
+                       2 * T * h * 2 + T * 4);
+  // The arch-level overload takes the largest layer: here all layers are MoE.
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(moe, sh, Recompute::kSelective, true),
+                   layer_activation_bytes(moe, 0, sh, Recompute::kSelective, true));
+}
+
+TEST(Activations, NonNegativeAndMonotoneInRecompute) {
+  for (const auto& n : builtin_model_names()) {
+    const ModelArch& m = *find_builtin_model(n);
+    for (int t : {1, 8}) {
+      for (bool sp : {false, true}) {
+        const ShardSpec sh = shard(2, 4096, t, sp);
+        const double none = layer_activation_bytes(m, sh, Recompute::kNone, false);
+        const double sel = layer_activation_bytes(m, sh, Recompute::kSelective, false);
+        const double full = layer_activation_bytes(m, sh, Recompute::kFull, false);
+        EXPECT_GT(full, 0) << n;
+        EXPECT_LT(full, sel) << n;
+        EXPECT_LE(sel, none) << n;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stepcast

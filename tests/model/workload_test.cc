@@ -1,0 +1,515 @@
+// Per-layer ops: FLOPs against Korthikanti / Narayanan closed forms, Megatron op order and
+// communication points, and properties over random shapes.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/arch.h"
+#include "model/error.h"
+#include "model/params.h"
+#include "model/workload.h"
+
+namespace stepcast {
+namespace {
+
+double flops(const std::vector<Step>& steps, int kind = -1) {
+  double f = 0;
+  for (const Step& s : steps) {
+    if (s.is_comm) continue;
+    if (kind >= 0 && static_cast<int>(s.op.kind) != kind) continue;
+    f += s.op.flops;
+  }
+  return f;
+}
+constexpr int kGemm = static_cast<int>(OpKind::kGemm);
+constexpr int kAttn = static_cast<int>(OpKind::kAttention);
+
+double total_flops(const LayerOps& o) {
+  return flops(o.fwd) + flops(o.bwd_input) + flops(o.bwd_weight);
+}
+
+// "qkv", "G:attn.in" (TpGather), "R:" TpReduce, "D:" EpDispatch, "C:" EpCombine.
+std::vector<std::string> names(const std::vector<Step>& steps) {
+  std::vector<std::string> v;
+  for (const Step& s : steps) {
+    if (!s.is_comm) {
+      v.push_back(s.op.name);
+      continue;
+    }
+    const char* k = s.comm.kind == CommPointKind::kTpGather   ? "G:"
+                    : s.comm.kind == CommPointKind::kTpReduce ? "R:"
+                    : s.comm.kind == CommPointKind::kEpDispatch ? "D:"
+                                                                : "C:";
+    v.push_back(k + s.comm.name);
+  }
+  return v;
+}
+
+const Op& find_op(const std::vector<Step>& steps, const std::string& name) {
+  for (const Step& s : steps) {
+    if (!s.is_comm && s.op.name == name) return s.op;
+  }
+  ADD_FAILURE() << "no op " << name;
+  static Op none;
+  return none;
+}
+
+ModelArch small_gpt(std::int64_t h = 1024, int heads = 16) {
+  ModelArch a;
+  a.name = "test-gpt";
+  a.layers = 4;
+  a.hidden = h;
+  a.ffn_hidden = 4 * h;
+  a.heads = heads;
+  a.kv_heads = heads;
+  a.vocab = 51200;
+  a.max_positions = 2048;
+  a.tied_embeddings = true;
+  return a;
+}
+
+ShardSpec shard(std::int64_t b, std::int64_t s, int tp = 1, bool sp = false, int cp = 1,
+                int ep = 1) {
+  ShardSpec sh;
+  sh.microbatch = b;
+  sh.seq_len = s;
+  sh.tp = tp;
+  sh.cp = cp;
+  sh.ep = ep;
+  sh.sequence_parallel = sp;
+  return sh;
+}
+
+TEST(Workload, DtypeBytes) {
+  EXPECT_EQ(dtype_bytes(DType::kBf16), 2);
+  EXPECT_EQ(dtype_bytes(DType::kFp8), 1);
+  EXPECT_EQ(dtype_bytes(DType::kFp32), 4);
+  EXPECT_STREQ(dtype_name(DType::kFp16), "fp16");
+  EXPECT_EQ(activation_dtype(DType::kFp8), DType::kBf16);
+}
+
+// Korthikanti 2022: 24bsh^2 + 4bs^2h per GPT layer forward, counting the full s x s score
+// matrix. Our attention is causal and computes half of it: 24bsh^2 + 2bs^2h.
+TEST(Workload, GptLayerForwardFlopsMatchClosedForm) {
+  const ModelArch a = small_gpt();
+  const double b = 2, s = 2048, h = 1024;
+  const LayerOps o = layer_ops(a, 0, shard(2, 2048));
+  EXPECT_DOUBLE_EQ(flops(o.fwd, kGemm), 24 * b * s * h * h);
+  EXPECT_DOUBLE_EQ(flops(o.fwd, kAttn), 4 * b * s * s * h / 2);
+  EXPECT_DOUBLE_EQ(flops(o.fwd), 24 * b * s * h * h + 2 * b * s * s * h);
+  // Backward: each GEMM once for the input gradient and once for the weight gradient
+  // (bwd = 2x fwd); the attention core 2.5x its forward (FlashAttention-2).
+  EXPECT_DOUBLE_EQ(flops(o.bwd_input, kGemm), 24 * b * s * h * h);
+  EXPECT_DOUBLE_EQ(flops(o.bwd_weight), 24 * b * s * h * h);
+  EXPECT_DOUBLE_EQ(flops(o.bwd_input, kAttn), 2.5 * 2 * b * s * s * h);
+  for (const Step& st : o.bwd_weight) {
+    ASSERT_FALSE(st.is_comm);
+    EXPECT_EQ(st.op.kind, OpKind::kGemm) << st.op.name;
+  }
+}
+
+TEST(Workload, AttentionOpFlops) {
+  const ModelArch a = small_gpt();  // 16 heads of 64
+  const ShardSpec sh = shard(2, 4096, 4);
+  // 4 heads per rank; non-causal 512 x 4096 block: 4 * b * h * sq * skv * d.
+  const Op f = attention_op(a, sh, 512, 4096, false, false);
+  EXPECT_DOUBLE_EQ(f.flops, 4.0 * 2 * 4 * 512 * 4096 * 64);
+  EXPECT_EQ(f.attn.heads, 4);
+  EXPECT_EQ(f.attn.head_dim, 64);
+  EXPECT_EQ(f.kind, OpKind::kAttention);
+  const Op c = attention_op(a, sh, 1024, 1024, true, false);
+  EXPECT_DOUBLE_EQ(c.flops, 4.0 * 2 * 4 * 1024 * 1024 * 64 / 2);
+  const Op cb = attention_op(a, sh, 1024, 1024, true, true);
+  EXPECT_DOUBLE_EQ(cb.flops, 2.5 * c.flops);
+  EXPECT_TRUE(cb.attn.backward);
+  EXPECT_GT(cb.bytes_read, c.bytes_read);
+}
+
+TEST(Workload, MlaAttentionUsesMeanHeadDim) {
+  // deepseek-v3-like: q/k head 192, v head 128: FLOPs 2*b*h*sq*skv*(192 + 128)
+  // = 4*b*h*sq*skv*160, the kernel shape carries 160.
+  const ModelArch& a = *find_builtin_model("deepseek-v3-like");
+  const Op f = attention_op(a, shard(1, 4096, 8), 4096, 4096, false, false);
+  EXPECT_EQ(f.attn.head_dim, 160);
+  EXPECT_DOUBLE_EQ(f.flops, 4.0 * 16 * 4096.0 * 4096 * 160);
+  // The qkv GEMM is the parameter-equivalent [7168, 9728 / tp].
+  const LayerOps o = layer_ops(a, 0, shard(1, 4096, 8));
+  EXPECT_EQ(find_op(o.fwd, "qkv").gemm.n, 9728 / 8);
+  EXPECT_EQ(find_op(o.fwd, "proj").gemm.k, 16 * 128);
+}
+
+TEST(Workload, MegatronOrderWithSequenceParallel) {
+  const ModelArch a = small_gpt();
+  const LayerOps o = layer_ops(a, 0, shard(1, 2048, 4, true));
+  const std::vector<std::string> fwd = {"ln1", "G:attn.in", "qkv", "attn", "proj",
+                                        "R:attn.out", "ln2", "G:mlp.in", "fc1", "act", "fc2",
+                                        "R:mlp.out", "residual"};
+  EXPECT_EQ(names(o.fwd), fwd);
+  const std::vector<std::string> bwd = {"residual", "G:mlp.out", "fc2", "act", "fc1",
+                                        "R:mlp.in", "ln2", "G:attn.out", "proj", "attn", "qkv",
+                                        "R:attn.in", "ln1"};
+  EXPECT_EQ(names(o.bwd_input), bwd);
+  const std::vector<std::string> bw = {"fc2", "fc1", "proj", "qkv"};
+  EXPECT_EQ(names(o.bwd_weight), bw);
+  // Comm points carry the full [b*s, h] bf16 tensor: 2048 * 1024 * 2 bytes.
+  for (const Step& s : o.fwd) {
+    if (s.is_comm) {
+      EXPECT_DOUBLE_EQ(s.comm.bytes, 2048.0 * 1024 * 2) << s.comm.name;
+    }
+  }
+  // Only the attention core is re-run under selective recompute.
+  for (const Step& s : o.fwd) EXPECT_EQ(s.recompute_selective, !s.is_comm && s.op.name == "attn");
+  // Norms run on the sequence shard: ln1 reads 2048/4 * 1024 * 2 bytes.
+  EXPECT_DOUBLE_EQ(find_op(o.fwd, "ln1").bytes_read, 512.0 * 1024 * 2);
+}
+
+TEST(Workload, MegatronOrderWithoutSequenceParallel) {
+  const ModelArch a = small_gpt();
+  const LayerOps o = layer_ops(a, 0, shard(1, 2048, 2, false));
+  const std::vector<std::string> fwd = {"ln1", "qkv", "attn", "proj", "R:attn.out",
+                                        "ln2", "fc1", "act", "fc2", "R:mlp.out", "residual"};
+  EXPECT_EQ(names(o.fwd), fwd);
+  const std::vector<std::string> bwd = {"residual", "fc2", "act", "fc1", "R:mlp.in", "ln2",
+                                        "proj", "attn", "qkv", "R:attn.in", "ln1"};
+  EXPECT_EQ(names(o.bwd_input), bwd);
+  // tp = 1: no communication at all (sp is meaningless without tp).
+  for (const Step& s : layer_ops(a, 0, shard(1, 2048, 1, true)).fwd) EXPECT_FALSE(s.is_comm);
+}
+
+TEST(Workload, Llama70bShapesAtTp8) {
+  const ModelArch& a = *find_builtin_model("llama3-70b");
+  const LayerOps o = layer_ops(a, 5, shard(1, 8192, 8, true));
+  // 64/8 = 8 query heads, 8/8 = 1 KV head of 128 per rank: QKV n = (8 + 2) * 128.
+  const Op& qkv = find_op(o.fwd, "qkv");
+  EXPECT_EQ(qkv.gemm.m, 8192);
+  EXPECT_EQ(qkv.gemm.k, 8192);
+  EXPECT_EQ(qkv.gemm.n, 1280);
+  // SwiGLU fc1 fuses gate and up: 2 * 28672 / 8; fc2 reads 28672 / 8.
+  EXPECT_EQ(find_op(o.fwd, "fc1").gemm.n, 7168);
+  EXPECT_EQ(find_op(o.fwd, "fc2").gemm.k, 3584);
+  EXPECT_EQ(find_op(o.fwd, "fc2").gemm.n, 8192);
+  // Backward shapes: dgrad of fc2 is [T, h] x [h, ffn/t]; wgrad is [ffn/t, T] x [T, h].
+  const Op& dg = find_op(o.bwd_input, "fc2");
+  EXPECT_EQ(dg.gemm.m, 8192);
+  EXPECT_EQ(dg.gemm.n, 3584);
+  EXPECT_EQ(dg.gemm.k, 8192);
+  EXPECT_EQ(dg.gemm.layout, "NT");
+  const Op& wg = find_op(o.bwd_weight, "fc2");
+  EXPECT_EQ(wg.gemm.m, 3584);
+  EXPECT_EQ(wg.gemm.n, 8192);
+  EXPECT_EQ(wg.gemm.k, 8192);
+  EXPECT_EQ(wg.gemm.layout, "TN");
+  // Attention: 8 heads, 1 kv head per rank.
+  const Op& at = find_op(o.fwd, "attn");
+  EXPECT_EQ(at.attn.heads, 8);
+  EXPECT_EQ(at.attn.kv_heads, 1);
+  EXPECT_TRUE(at.attn.causal);
+}
+
+TEST(Workload, KvHeadsReplicatedWhenFewerThanTp) {
+  ModelArch a = small_gpt(1024, 16);
+  a.kv_heads = 2;
+  // tp = 8: 2 query heads and one (replicated) KV head of 64 per rank: n = (2 + 2) * 64.
+  const LayerOps o = layer_ops(a, 0, shard(1, 1024, 8));
+  EXPECT_EQ(find_op(o.fwd, "qkv").gemm.n, 256);
+  EXPECT_EQ(find_op(o.fwd, "attn").attn.kv_heads, 1);
+}
+
+TEST(Workload, ParamsPerRankSumToLayerPlusReplicas) {
+  // GPT layer 12h^2 + 13h; split over t ranks, the two LayerNorms (4h) and the biases of
+  // the row-parallel proj and fc2 (2h) are replicated on every rank: sum = layer + (t-1)6h.
+  const ModelArch a = small_gpt();
+  const double h = 1024, layer = count_params(a).per_layer[0];
+  EXPECT_DOUBLE_EQ(layer, 12 * h * h + 13 * h);
+  for (int t : {1, 2, 4, 8}) {
+    const LayerOps o = layer_ops(a, 0, shard(1, 1024, t));
+    EXPECT_DOUBLE_EQ(o.param_count * t, layer + (t - 1) * 6 * h) << t;
+    EXPECT_DOUBLE_EQ(o.grad_bytes_fp32, 4 * o.param_count);
+  }
+}
+
+TEST(Workload, ContextParallelSplitsTokensAndAttention) {
+  const ModelArch a = small_gpt();
+  const LayerOps full = layer_ops(a, 0, shard(1, 8192));
+  const LayerOps cp4 = layer_ops(a, 0, shard(1, 8192, 1, false, 4));
+  // Each rank: 2048 local queries against 8192 keys, causal (half on average).
+  const Op& at = find_op(cp4.fwd, "attn");
+  EXPECT_EQ(at.attn.seq_q, 2048);
+  EXPECT_EQ(at.attn.seq_kv, 8192);
+  EXPECT_DOUBLE_EQ(total_flops(cp4) * 4, total_flops(full));
+  EXPECT_EQ(find_op(cp4.fwd, "qkv").gemm.m, 2048);
+}
+
+TEST(Workload, LogitsAndEmbedding) {
+  ModelArch a = small_gpt();
+  a.vocab = 51200;
+  const double b = 2, s = 1024, h = 1024, V = 51200;
+  for (int t : {1, 4}) {
+    const LayerOps o = logits_loss_ops(a, shard(2, 1024, t, t > 1));
+    // Forward 2bshV/t; input and weight gradients the same each.
+    EXPECT_DOUBLE_EQ(flops(o.fwd), 2 * b * s * h * V / t);
+    EXPECT_DOUBLE_EQ(flops(o.bwd_input), 2 * b * s * h * V / t);
+    EXPECT_DOUBLE_EQ(flops(o.bwd_weight), 2 * b * s * h * V / t);
+    EXPECT_EQ(find_op(o.fwd, "logits").gemm.n, 51200 / t);
+    EXPECT_DOUBLE_EQ(o.param_count, V / t * h + 2 * h);
+  }
+  const LayerOps sp = logits_loss_ops(a, shard(2, 1024, 4, true));
+  const std::vector<std::string> fwd = {"final_ln", "G:logits.in", "logits", "softmax_ce"};
+  EXPECT_EQ(names(sp.fwd), fwd);
+  const std::vector<std::string> bwd = {"softmax_ce", "logits", "R:logits.in", "final_ln"};
+  EXPECT_EQ(names(sp.bwd_input), bwd);
+
+  const LayerOps e = embedding_ops(a, shard(2, 1024, 4, true));
+  // Vocab-parallel table V/t * h plus the learned positions (replicated) 2048 * h.
+  EXPECT_DOUBLE_EQ(e.param_count, V / 4 * h + 2048 * h);
+  EXPECT_EQ(names(e.fwd), (std::vector<std::string>{"embed", "R:embed.out", "pos_embed"}));
+  EXPECT_DOUBLE_EQ(total_flops(e), 0.0);
+}
+
+TEST(Workload, OptimizerBytes) {
+  // Adam: read 16 B (master, m, v, grad), write 14 B (master, m, v, 16-bit copy) per param.
+  const Op o = optimizer_op(1e6, true);
+  EXPECT_DOUBLE_EQ(o.bytes_read, 16e6);
+  EXPECT_DOUBLE_EQ(o.bytes_written, 14e6);
+  EXPECT_EQ(o.kind, OpKind::kMemoryBound);
+  const Op g = optimizer_op(1e6, false);
+  EXPECT_DOUBLE_EQ(g.bytes_read + g.bytes_written, 22e6);
+}
+
+TEST(Workload, BrokenShardsAreInvariantErrors) {
+  const ModelArch a = small_gpt(1024, 16);
+  EXPECT_THROW(layer_ops(a, 0, shard(1, 1024, 3)), InvariantError);     // 16 % 3
+  EXPECT_THROW(layer_ops(a, 4, shard(1, 1024)), InvariantError);        // layer 4 of 4
+  EXPECT_THROW(layer_ops(a, 0, shard(1, 1000, 1, false, 3)), InvariantError);  // s % cp
+  const ModelArch& mx = *find_builtin_model("mixtral-8x7b");
+  EXPECT_THROW(layer_ops(mx, 0, shard(1, 1024, 1, false, 1, 3)), InvariantError);  // 8 % 3
+}
+
+// ---- MoE
+
+TEST(Workload, MoeExpertParallelOrderAndTokens) {
+  const ModelArch& a = *find_builtin_model("mixtral-8x7b");
+  // tp 2 + sp, ep 4: each rank routes T/tp = 4096/2 = 2048 tokens, 2 copies each (top-2)
+  // = 4096 copies sent; 2 local experts each receive 1.0 * 2048 * 4 * 2 / 8 = 2048 slots.
+  const LayerOps o = layer_ops(a, 0, shard(1, 4096, 2, true, 1, 4));
+  const std::vector<std::string> fwd = {
+      "ln1",   "G:attn.in", "qkv",       "attn",    "proj",         "R:attn.out",
+      "ln2",   "router",    "moe.permute", "D:moe.dispatch", "moe.fc1", "moe.act",
+      "moe.fc2", "C:moe.combine", "moe.unpermute", "residual"};
+  EXPECT_EQ(names(o.fwd), fwd);
+  const std::vector<std::string> bwd = {
+      "residual", "moe.unpermute", "D:moe.dispatch", "moe.fc2", "moe.act", "moe.fc1",
+      "C:moe.combine", "moe.permute", "router", "ln2", "G:attn.out", "proj", "attn", "qkv",
+      "R:attn.in", "ln1"};
+  EXPECT_EQ(names(o.bwd_input), bwd);
+  const Op& fc1 = find_op(o.fwd, "moe.fc1");
+  EXPECT_EQ(fc1.gemm.batch, 2);
+  EXPECT_EQ(fc1.gemm.m, 2048);
+  EXPECT_EQ(fc1.gemm.n, 2 * 14336);  // unsplit by tp when ep > 1
+  for (const Step& s : o.fwd) {
+    if (s.is_comm && s.comm.kind == CommPointKind::kEpDispatch) {
+      EXPECT_DOUBLE_EQ(s.comm.bytes, 2048.0 * 2 * 4096 * 2);  // tokens*top_k*h*2 B
+    }
+  }
+  // Parameters on this rank: 2 local experts of 3 * 4096 * 14336, router 8 * 4096,
+  // attention split over tp: (4096*(2048 + 2*512) + 2048*4096), 2 norms 2 * 4096.
+  const double expected = 2 * 3 * 4096.0 * 14336 + 8 * 4096.0 +
+                          4096.0 * (2048 + 1024) + 2048.0 * 4096 + 2 * 4096.0;
+  EXPECT_DOUBLE_EQ(o.param_count, expected);
+}
+
+TEST(Workload, MoeWithoutEpSplitsExpertsOverTp) {
+  const ModelArch& a = *find_builtin_model("mixtral-8x7b");
+  const LayerOps o = layer_ops(a, 0, shard(1, 4096, 4, true));
+  // All 8 experts local, each over 4096 * 2 / 8 = 1024 tokens, ffn split 14336/4 = 3584.
+  const Op& fc1 = find_op(o.fwd, "moe.fc1");
+  EXPECT_EQ(fc1.gemm.batch, 8);
+  EXPECT_EQ(fc1.gemm.m, 1024);
+  EXPECT_EQ(fc1.gemm.n, 2 * 3584);
+  const std::vector<std::string> mid = {"ln2", "G:mlp.in", "router", "moe.permute", "moe.fc1",
+                                        "moe.act", "moe.fc2", "moe.unpermute", "R:mlp.out",
+                                        "residual"};
+  const auto all = names(o.fwd);
+  EXPECT_EQ(std::vector<std::string>(all.end() - 10, all.end()), mid);
+}
+
+TEST(Workload, MoeActiveFlopsEqualTopKDenseMlps) {
+  // With tp = ep = 1 and capacity 1, a Mixtral layer's forward GEMM FLOPs are attention
+  // + router 2*T*h*8 + top_k (2) dense SwiGLU MLPs 2 * 6*T*h*ffn.
+  const ModelArch& a = *find_builtin_model("mixtral-8x7b");
+  const double T = 4096, h = 4096, ffn = 14336;
+  const LayerOps o = layer_ops(a, 0, shard(1, 4096));
+  const double attn_gemm = 2 * T * h * (4096 + 2 * 1024) + 2 * T * 4096 * h;
+  EXPECT_DOUBLE_EQ(flops(o.fwd, kGemm), attn_gemm + 2 * T * h * 8 + 2 * 6 * T * h * ffn);
+}
+
+TEST(Workload, DeepseekSharedExpertAndDenseLayers) {
+  const ModelArch& a = *find_builtin_model("deepseek-v3-like");
+  const LayerOps dense = layer_ops(a, 2, shard(1, 4096, 1));
+  EXPECT_EQ(find_op(dense.fwd, "fc1").gemm.n, 2 * 18432);
+  const LayerOps moe = layer_ops(a, 3, shard(1, 4096, 1, false, 1, 64));
+  // 256 / 64 = 4 local experts, each 4096 * 64 * 8 / 256 = 8192 slots; shared expert on
+  // the 4096 local tokens, width 2048.
+  EXPECT_EQ(find_op(moe.fwd, "moe.fc1").gemm.batch, 4);
+  EXPECT_EQ(find_op(moe.fwd, "moe.fc1").gemm.m, 8192);
+  EXPECT_EQ(find_op(moe.fwd, "shared.fc1").gemm.m, 4096);
+  EXPECT_EQ(find_op(moe.fwd, "shared.fc2").gemm.k, 2048);
+}
+
+// ---- properties over random shapes
+
+struct RandomCase {
+  ModelArch arch;
+  ShardSpec sh;
+};
+
+RandomCase random_dense(std::mt19937& rng) {
+  auto pick = [&](std::initializer_list<int> v) {
+    return *(v.begin() + std::uniform_int_distribution<int>(0, int(v.size()) - 1)(rng));
+  };
+  RandomCase c;
+  ModelArch& a = c.arch;
+  a.name = "random";
+  a.layers = 2;
+  a.heads = pick({8, 16, 32, 64});
+  a.kv_heads = a.heads / pick({1, 2, 4, 8});
+  const int d = pick({64, 128});
+  a.hidden = std::int64_t(a.heads) * d;
+  a.ffn_hidden = a.hidden * pick({2, 3, 4}) + 256 * pick({0, 1});
+  a.vocab = 32000;
+  const bool llama = pick({0, 1}) == 1;
+  a.activation = llama ? Activation::kSwiglu : Activation::kGelu;
+  a.norm = llama ? Norm::kRmsNorm : Norm::kLayerNorm;
+  a.dropout = !llama;
+  c.sh = shard(pick({1, 2, 3}), 256 * pick({1, 2, 4, 8}), 1, pick({0, 1}) == 1, pick({1, 2}));
+  c.sh.tp = pick({1, 2, 4, 8});
+  while (a.kv_heads % c.sh.tp != 0) c.sh.tp /= 2;  // kv heads not replicated
+  return c;
+}
+
+TEST(WorkloadProperty, TpSplitsFlopsExactlyAndBytesArePositive) {
+  std::mt19937 rng(20221205);
+  for (int i = 0; i < 300; ++i) {
+    RandomCase c = random_dense(rng);
+    const int t = c.sh.tp;
+    ShardSpec one = c.sh;
+    one.tp = 1;
+    one.sequence_parallel = false;
+    const LayerOps split = layer_ops(c.arch, 1, c.sh);
+    const LayerOps whole = layer_ops(c.arch, 1, one);
+    ASSERT_NEAR(total_flops(split) * t, total_flops(whole), 1e-9 * total_flops(whole))
+        << "case " << i << " tp " << t << " heads " << c.arch.heads;
+    ASSERT_NEAR(flops(split.fwd) * t, flops(whole.fwd), 1e-9 * flops(whole.fwd));
+    // Sequence parallel moves no FLOPs.
+    ShardSpec nosp = c.sh;
+    nosp.sequence_parallel = false;
+    ASSERT_DOUBLE_EQ(total_flops(layer_ops(c.arch, 1, nosp)), total_flops(split));
+    // Backward GEMMs: input and weight gradients each equal the forward GEMMs.
+    ASSERT_DOUBLE_EQ(flops(split.bwd_input, kGemm), flops(split.fwd, kGemm));
+    ASSERT_DOUBLE_EQ(flops(split.bwd_weight, kGemm), flops(split.fwd, kGemm));
+    for (const auto* list : {&split.fwd, &split.bwd_input, &split.bwd_weight}) {
+      for (const Step& s : *list) {
+        if (s.is_comm) {
+          ASSERT_GT(s.comm.bytes, 0);
+          continue;
+        }
+        ASSERT_GE(s.op.flops, 0) << s.op.name;
+        ASSERT_GT(s.op.bytes_read, 0) << s.op.name;
+        ASSERT_GT(s.op.bytes_written, 0) << s.op.name;
+      }
+    }
+    // Two TP reductions each way (Megatron), plus two gathers each way under sp.
+    int reduces = 0, gathers = 0;
+    for (const Step& s : split.fwd) {
+      reduces += s.is_comm && s.comm.kind == CommPointKind::kTpReduce;
+      gathers += s.is_comm && s.comm.kind == CommPointKind::kTpGather;
+    }
+    ASSERT_EQ(reduces, t > 1 ? 2 : 0);
+    ASSERT_EQ(gathers, t > 1 && c.sh.sequence_parallel ? 2 : 0);
+  }
+}
+
+TEST(WorkloadProperty, MoeExpertSlotsConserveTokenCopies) {
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200; ++i) {
+    ModelArch a = *find_builtin_model("mixtral-8x7b");
+    const int experts_choice[] = {8, 16, 32, 64};
+    a.moe->experts = experts_choice[rng() % 4];
+    a.moe->top_k = 1 + int(rng() % 4);
+    a.moe->ffn_hidden = 1024 * (1 + int(rng() % 4));
+    a.moe->shared_experts = int(rng() % 2);
+    const int ep = 1 << (rng() % 4);  // 1..8, divides experts
+    const int tp = 1 << (rng() % 3);  // 1..4
+    const std::int64_t b = 1 + rng() % 2, s = 1024 << (rng() % 3);
+    const LayerOps o = layer_ops(a, 0, shard(b, s, tp, true, 1, ep));
+    // Tokens this rank routes: all T = b*s with ep == 1 (experts split over tp); T/tp
+    // with ep > 1. Over the ep group the slots of all experts hold every token copy:
+    // experts * slots_per_expert == ep * routed_tokens * top_k (capacity factor 1).
+    const std::int64_t routed = ep == 1 ? b * s : b * s / tp;
+    const Op& fc1 = find_op(o.fwd, "moe.fc1");
+    ASSERT_EQ(fc1.gemm.batch, a.moe->experts / ep);
+    ASSERT_EQ(std::int64_t(a.moe->experts) * fc1.gemm.m, std::int64_t(ep) * routed * a.moe->top_k);
+    // EP ranks are carved out of data parallelism: each routes its own tokens, so one
+    // rank's expert FLOPs are the unsplit layer's over its tokens divided by tp alone
+    // (ep == 1: ffn split by tp; ep > 1: tokens split by tp).
+    const LayerOps whole = layer_ops(a, 0, shard(b, s));
+    const double ex = [&](const LayerOps& lo) {
+      double f = 0;
+      for (const Step& st : lo.fwd) {
+        if (!st.is_comm && st.op.name.rfind("moe.fc", 0) == 0) f += st.op.flops;
+      }
+      return f;
+    }(o);
+    const double ex_whole = [&](const LayerOps& lo) {
+      double f = 0;
+      for (const Step& st : lo.fwd) {
+        if (!st.is_comm && st.op.name.rfind("moe.fc", 0) == 0) f += st.op.flops;
+      }
+      return f;
+    }(whole);
+    ASSERT_NEAR(ex * tp, ex_whole, 1e-9 * ex_whole) << "ep " << ep << " tp " << tp;
+    // Capacity factor scales the slots.
+    a.moe->capacity_factor = 1.25;
+    const Op& fc1c = find_op(layer_ops(a, 0, shard(b, s, tp, true, 1, ep)).fwd, "moe.fc1");
+    ASSERT_GE(double(fc1c.gemm.m), 1.25 * double(fc1.gemm.m) - 1e-9);
+    ASSERT_LT(double(fc1c.gemm.m), 1.25 * double(fc1.gemm.m) + 1);
+  }
+}
+
+}  // namespace
+}  // namespace stepcast
+
+namespace stepcast {
+namespace {
+
+// Korthikanti et al. 2022 eq. 7 per sequence (B = 1): 72 L s h^2 (1 + s/(6h) + V/(12hL)).
+TEST(ModelFlops, GptMatchesKorthikantiEq7) {
+  for (const char* n : {"gpt3-175b", "gpt-22b", "gpt-1t"}) {
+    const ModelArch& a = *find_builtin_model(n);
+    const double L = a.layers, h = double(a.hidden), V = double(a.vocab), s = 2048;
+    const double eq7 = 72 * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));
+    EXPECT_NEAR(model_flops_per_sequence(a, 2048), eq7, 1e-9 * eq7) << n;
+  }
+}
+
+// Megatron-Core: 12 s L h^2 [(1 + g/a + s/h) q + (ffn/h) gated experts + V/(2Lh)] with
+// g = kv_heads, q = heads*d/h = 1, gated = 1.5 for SwiGLU, experts = top_k (dense: 1);
+// MoE layers add the router 2*s*h*E per layer forward (6shE over the step).
+TEST(ModelFlops, LlamaAndMixtralMatchMegatronCore) {
+  for (const char* n : {"llama3-8b", "llama3-70b", "llama2-13b", "mixtral-8x7b"}) {
+    const ModelArch& a = *find_builtin_model(n);
+    const double L = a.layers, h = double(a.hidden), V = double(a.vocab), s = 4096;
+    const double g = a.kv_heads, heads = a.heads;
+    const double ffn = a.moe ? double(a.moe->ffn_hidden) : double(a.ffn_hidden);
+    const double k = a.moe ? a.moe->top_k : 1;
+    double want = 12 * s * L * h * h *
+                  ((1 + g / heads + s / h) + ffn / h * 1.5 * k + V / (2 * L * h));
+    if (a.moe) want += 6 * s * h * a.moe->experts * L;
+    EXPECT_NEAR(model_flops_per_sequence(a, 4096), want, 1e-9 * want) << n;
+  }
+}
+
+}  // namespace
+}  // namespace stepcast
