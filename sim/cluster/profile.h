@@ -56,6 +56,15 @@ HwProfile load_profile(const std::string& name_or_path, const std::string& profi
 
 std::vector<std::string> builtin_profile_names(const std::string& profiles_dir);
 
+// The file a profile name or path refers to: a value containing '/' or ending in ".yaml"
+// is a path; anything else is `profiles_dir/<name>.yaml`. Returns "" when no such file.
+std::string resolve_profile_path(const std::string& name_or_path,
+                                 const std::string& profiles_dir);
+
+// Validates a profile document already in memory (what load_profile does after reading the
+// file and applying overrides); `file` names it in messages. Adds every problem to `r`.
+HwProfile parse_profile(YamlReader& r, const YAML::Node& root);
+
 // The directory holding the shipped profiles: $STEPCAST_PROFILES if set, else the
 // compiled-in source path (hw_profiles/).
 std::string default_profiles_dir();

@@ -48,9 +48,16 @@ struct ComputeParams {
   double gemm_max_eff = 0.8;
   double gemm_half_m = 64, gemm_half_n = 64, gemm_half_k = 64;
   double fp8_max_eff = 0.7;  // fp8 GEMM efficiency ceiling (of the fp8 peak)
+  // Fixed kernel time of one GEMM (ramp-up/tail; kernel-timed, on top of launch_overhead_s):
+  //   t_kernel = flops / (peak * eff(m,n,k)) + gemm_fixed_time_s   (sim/cost/compute.cc).
+  // YAML: compute.gemm.fixed_time (a time). 0: none.
+  double gemm_fixed_time_s = 0;
   // Attention (flash) efficiency of the bf16 peak, forward and backward, and the sequence
   // length at which it reaches half of it.
   double attn_fwd_eff = 0.6, attn_bwd_eff = 0.5, attn_half_seq = 256;
+  // Head-dim saturation: efficiency is multiplied by d/(d + attn_half_head_dim).
+  // YAML: compute.attention.half_head_dim (a number). 0: no head-dim effect.
+  double attn_half_head_dim = 0;
   double membound_eff = 0.85;       // fraction of HBM bandwidth memory-bound kernels reach
   double launch_overhead_s = 4e-6;  // per kernel
   int comm_sms = 16;                // SMs a communication kernel holds (SM interference)

@@ -51,9 +51,77 @@ YAML::Node load_yaml_file(const std::string& path) {
   return load_yaml_text(ss.str(), path);
 }
 
+std::vector<std::string> split_dotted(const std::string& dotted) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : dotted) {
+    if (c == '.') {
+      if (cur.empty()) return {};
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (cur.empty()) return {};
+  out.push_back(cur);
+  return out;
+}
+
+static void collect_nodes(const YAML::Node& n, std::vector<YAML::Node>& out) {
+  out.push_back(n);
+  if (n.IsSequence()) {
+    for (const auto& c : n) collect_nodes(c, out);
+  } else if (n.IsMap()) {
+    for (const auto& kv : n) {
+      out.push_back(kv.first);
+      collect_nodes(kv.second, out);
+    }
+  }
+}
+
+void YamlReader::add_splice(const YAML::Node& value, const std::string& path,
+                            const std::string& file, const YAML::Node& key_node,
+                            const std::string& key_prefix) {
+  Splice s;
+  collect_nodes(value, s.nodes);
+  s.path = path;
+  s.file = file;
+  s.key_prefix = key_prefix;
+  s.key_mark = key_node ? key_node.Mark() : YAML::Mark::null_mark();
+  splices_.push_back(std::move(s));
+}
+
+// True when dotted paths `a` and `b` are equal or one lies under the other.
+static bool on_same_branch(const std::string& a, const std::string& b) {
+  const std::string& s = a.size() <= b.size() ? a : b;
+  const std::string& l = a.size() <= b.size() ? b : a;
+  if (l.compare(0, s.size(), s) != 0) return false;
+  return l.size() == s.size() || l[s.size()] == '.' || l[s.size()] == '[';
+}
+
 void YamlReader::error(const YAML::Node& at, const std::string& path,
                        const std::string& message) {
-  issues_.add(issue_at(file_, at ? at.Mark() : YAML::Mark::null_mark(), path, message));
+  const bool has_node = at.IsDefined();
+  const YAML::Mark mark = has_node ? at.Mark() : YAML::Mark::null_mark();
+  for (const auto& s : splices_) {
+    bool inside = false;
+    if (has_node)
+      for (const auto& n : s.nodes) inside = inside || n.is(at);
+    if (inside) {
+      issues_.add(issue_at(s.file, mark, s.key_prefix + path, message));
+      return;
+    }
+  }
+  if (mark.is_null()) {
+    for (const auto& s : splices_) {
+      if (on_same_branch(path, s.path)) {
+        issues_.add(issue_at(s.file, s.key_mark, s.key_prefix + path, message));
+        return;
+      }
+    }
+  }
+  issues_.add(issue_at(file_, mark, path, message));
 }
 
 bool YamlReader::expect_map(const YAML::Node& node, const std::string& path,
@@ -64,7 +132,7 @@ bool YamlReader::expect_map(const YAML::Node& node, const std::string& path,
   }
   std::set<std::string> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& k = it->first;
+    const YAML::Node k = it->first;  // a copy: it-> yields a temporary
     if (!k.IsScalar()) {
       error(k, path, "keys must be plain names");
       continue;
@@ -92,12 +160,14 @@ bool YamlReader::require(const YAML::Node& map, const std::string& path, const s
   return false;
 }
 
-static std::string show(const YAML::Node& n) {
+std::string show_node(const YAML::Node& n) {
   if (n.IsScalar()) return "\"" + n.Scalar() + "\"";
   if (n.IsSequence()) return "a list";
   if (n.IsMap()) return "a mapping";
   return "nothing";
 }
+
+static std::string show(const YAML::Node& n) { return show_node(n); }
 
 std::optional<std::int64_t> YamlReader::get_int(const YAML::Node& map, const std::string& path,
                                                 const std::string& key, std::int64_t min,

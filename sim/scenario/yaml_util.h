@@ -58,12 +58,33 @@ class YamlReader {
   // Reports a missing required key; returns true when present.
   bool require(const YAML::Node& map, const std::string& path, const std::string& key);
 
+  // Marks `value` as spliced in from another document (a scenario's cluster.overrides entry
+  // `key_node: value` set at dotted `path` of this document). Issues about `value` or any
+  // node inside it are reported in `file` at that node's position; issues about nodes that
+  // have no position (created by the splice) whose path is `path`, above it or under it are
+  // reported at `key_node`. Either way the key path gets `key_prefix` in front
+  // (e.g. "cluster.overrides.").
+  void add_splice(const YAML::Node& value, const std::string& path, const std::string& file,
+                  const YAML::Node& key_node, const std::string& key_prefix);
+
  private:
+  struct Splice {
+    std::vector<YAML::Node> nodes;  // the value and every node inside it
+    std::string path, file, key_prefix;
+    YAML::Mark key_mark;
+  };
   std::string file_;
   IssueList& issues_;
+  std::vector<Splice> splices_;
 };
 
 // "a.b" + "c" -> "a.b.c"; "" + "c" -> "c".
 std::string join_path(const std::string& path, const std::string& key);
+
+// "a.b.c" -> {"a", "b", "c"}; an empty segment ("a..b", ".a", "a.") yields an empty list.
+std::vector<std::string> split_dotted(const std::string& dotted);
+
+// A value shown in messages: "\"text\"", "a list", "a mapping".
+std::string show_node(const YAML::Node& n);
 
 }  // namespace stepcast

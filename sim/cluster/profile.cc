@@ -1,0 +1,228 @@
+// Hardware profile loading (hw_profiles/*.yaml; schema in hw_profiles/README.md and
+// DESIGN.md). Strict: every key is checked, quantities need their units, and scenario
+// overrides are spliced into the document before validation so they are checked by the very
+// same code (an unknown override path is an unknown key, a bare number a missing unit), with
+// their messages pointing at the scenario file.
+#include "sim/cluster/profile.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+
+#ifndef STEPCAST_DEFAULT_PROFILES_DIR
+#define STEPCAST_DEFAULT_PROFILES_DIR "hw_profiles"
+#endif
+
+namespace stepcast {
+
+namespace fs = std::filesystem;
+
+std::string default_profiles_dir() {
+  const char* env = std::getenv("STEPCAST_PROFILES");
+  if (env != nullptr && env[0] != '\0') return env;
+  return STEPCAST_DEFAULT_PROFILES_DIR;
+}
+
+std::vector<std::string> builtin_profile_names(const std::string& profiles_dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(profiles_dir, ec)) {
+    if (e.is_regular_file() && e.path().extension() == ".yaml")
+      names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string resolve_profile_path(const std::string& name_or_path,
+                                 const std::string& profiles_dir) {
+  const bool is_path = name_or_path.find('/') != std::string::npos ||
+                       (name_or_path.size() > 5 &&
+                        name_or_path.compare(name_or_path.size() - 5, 5, ".yaml") == 0);
+  fs::path p = is_path ? fs::path(name_or_path) : fs::path(profiles_dir) / (name_or_path + ".yaml");
+  std::error_code ec;
+  return fs::is_regular_file(p, ec) ? p.string() : std::string();
+}
+
+namespace {
+
+std::optional<double> positive_quantity(YamlReader& r, const YAML::Node& map,
+                                        const std::string& path, const std::string& key,
+                                        Dimension dim) {
+  auto v = r.get_quantity(map, path, key, dim);
+  if (v && *v <= 0) {
+    r.error(map[key], join_path(path, key), fmt::format("expected a positive value, got {}",
+                                                        show_node(map[key])));
+    return std::nullopt;
+  }
+  return v;
+}
+
+void parse_gpu(YamlReader& r, const YAML::Node& g, GpuSpec& out) {
+  const std::string p = "gpu";
+  if (!r.expect_map(g, p, {"name", "memory", "hbm_bandwidth", "sms", "peak"})) return;
+  for (const char* key : {"memory", "hbm_bandwidth", "sms", "peak"}) r.require(g, p, key);
+  if (auto v = r.get_string(g, p, "name")) out.name = *v;
+  if (auto v = positive_quantity(r, g, p, "memory", Dimension::kBytes)) out.memory_bytes = *v;
+  if (auto v = positive_quantity(r, g, p, "hbm_bandwidth", Dimension::kBandwidth))
+    out.hbm_bytes_per_s = *v;
+  if (auto v = r.get_int(g, p, "sms", 1, 100000)) out.sms = static_cast<int>(*v);
+  if (const YAML::Node pk = g["peak"]) {
+    const std::string pp = "gpu.peak";
+    if (r.expect_map(pk, pp, {"bf16", "fp16", "fp8", "fp32"})) {
+      // bf16 is what training runs in by default; the others are optional (an absent dtype
+      // cannot be used for training on this GPU, e.g. fp8 before Hopper).
+      r.require(pk, pp, "bf16");
+      const std::pair<const char*, DType> dtypes[] = {
+          {"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp8", DType::kFp8},
+          {"fp32", DType::kFp32}};
+      for (const auto& [key, dt] : dtypes) {
+        if (auto v = positive_quantity(r, pk, pp, key, Dimension::kFlopRate))
+          out.peak_flop_per_s[dt] = *v;
+      }
+    }
+  }
+}
+
+void parse_node(YamlReader& r, const YAML::Node& n, NodeSpec& out) {
+  const std::string p = "node";
+  if (!r.expect_map(n, p, {"gpus", "nvlink", "nvswitch", "nvls", "nics", "nic"})) return;
+  for (const char* key : {"gpus", "nvlink", "nics", "nic"}) r.require(n, p, key);
+  if (auto v = r.get_int(n, p, "gpus", 1, 1024)) out.gpus = static_cast<int>(*v);
+  if (auto v = positive_quantity(r, n, p, "nvlink", Dimension::kBandwidth))
+    out.nvlink_bytes_per_s = *v;
+  if (auto v = r.get_bool(n, p, "nvswitch")) out.nvswitch = *v;
+  if (auto v = r.get_bool(n, p, "nvls")) out.nvls = *v;
+  // 0 NICs: a single-node machine (multi-node plans are then rejected by the scenario).
+  if (auto v = r.get_int(n, p, "nics", 0, 1024)) out.nics = static_cast<int>(*v);
+  const auto nic = r.get_quantity(n, p, "nic", Dimension::kBandwidth);
+  if (nic) out.nic_bytes_per_s = *nic;
+  // NVLink SHARP is a feature of the NVSwitch (multicast); it cannot exist without one.
+  if (out.nvls && !out.nvswitch)
+    r.error(n["nvls"], join_path(p, "nvls"), "nvls: true requires nvswitch: true");
+  if (out.nics > 0 && nic && *nic <= 0)
+    r.error(n["nic"], join_path(p, "nic"), "expected a positive bandwidth when nics > 0");
+}
+
+void parse_fabric(YamlReader& r, const YAML::Node& f, FabricSpec& out) {
+  const std::string p = "fabric";
+  if (!r.expect_map(f, p, {"topology", "oversubscription", "pod_gpus", "latency"})) return;
+  // The network model (sim/network/topology.h) implements one topology: a rail-optimised
+  // fat-tree (DGX SuperPOD style); naming another would be silently ignored, so it is an error.
+  if (auto v = r.get_enum(f, p, "topology", {"rail-optimized"})) out.topology = *v;
+  // 1.0 = full bisection; 7.0 = Llama 3's 1:7 aggregation layer (NETWORK.md).
+  if (auto v = r.get_double(f, p, "oversubscription", 1.0, 1000.0)) out.oversubscription = *v;
+  if (auto v = r.get_int(f, p, "pod_gpus", 0, 1 << 30)) out.pod_gpus = static_cast<int>(*v);
+  if (auto v = r.get_quantity(f, p, "latency", Dimension::kTime)) out.latency_s = *v;
+}
+
+}  // namespace
+
+HwProfile parse_profile(YamlReader& r, const YAML::Node& root) {
+  HwProfile prof;
+  prof.file = r.file();
+  if (!r.expect_map(root, "", {"name", "gpu", "node", "fabric", "compute", "collectives"}))
+    return prof;
+  for (const char* key : {"name", "gpu", "node"}) r.require(root, "", key);
+  if (auto v = r.get_string(root, "", "name")) prof.name = *v;
+  if (root["gpu"]) parse_gpu(r, root["gpu"], prof.gpu);
+  if (root["node"]) parse_node(r, root["node"], prof.node);
+  if (root["fabric"]) {
+    parse_fabric(r, root["fabric"], prof.fabric);
+    // Pods hold whole nodes (sim/network/topology.cc counts nodes per pod).
+    const YAML::Node pg = root["fabric"].IsMap() ? root["fabric"]["pod_gpus"] : YAML::Node();
+    if (pg && prof.fabric.pod_gpus > 0 && prof.node.gpus > 0 &&
+        prof.fabric.pod_gpus % prof.node.gpus != 0)
+      r.error(pg, "fabric.pod_gpus",
+              fmt::format("expected a multiple of node.gpus ({}) (pods hold whole nodes), got {}",
+                          prof.node.gpus, prof.fabric.pod_gpus));
+  }
+  if (root["compute"]) parse_compute_params(r, root["compute"], "compute", prof.compute);
+  if (root["collectives"])
+    parse_collective_params(r, root["collectives"], "collectives", prof.collectives);
+  return prof;
+}
+
+namespace {
+
+// Sets `value` at the dotted path `segs` of `root`, creating mappings on the way. Returns
+// an error message, or "" on success.
+std::string splice(YAML::Node root, const std::vector<std::string>& segs,
+                   const YAML::Node& value) {
+  YAML::Node cur = root;
+  std::string walked;
+  for (std::size_t i = 0; i + 1 < segs.size(); ++i) {
+    walked = join_path(walked, segs[i]);
+    // reset(), not operator=: assigning a YAML::Node overwrites the node it refers to.
+    YAML::Node next = cur[segs[i]];
+    if (!next.IsDefined() || next.IsNull()) {
+      cur[segs[i]] = YAML::Node(YAML::NodeType::Map);
+      next.reset(cur[segs[i]]);
+    } else if (!next.IsMap()) {
+      return fmt::format("'{}' is a value, not a section: it has no key '{}'", walked,
+                         segs[i + 1]);
+    }
+    cur.reset(next);
+  }
+  cur[segs.back()] = value;
+  return "";
+}
+
+}  // namespace
+
+HwProfile load_profile(const std::string& name_or_path, const std::string& profiles_dir,
+                       const YAML::Node& overrides, const std::string& overrides_file) {
+  const std::string path = resolve_profile_path(name_or_path, profiles_dir);
+  if (path.empty()) {
+    auto known = builtin_profile_names(profiles_dir);
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    std::string hint = closest_match(name_or_path, known);
+    throw InputError(InputIssue{
+        overrides_file, 0, 0, "cluster.profile",
+        fmt::format("unknown profile \"{}\" (known in {}: {}){}", name_or_path, profiles_dir,
+                    list.empty() ? "none" : list,
+                    hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint))});
+  }
+  YAML::Node root = load_yaml_file(path);
+  IssueList issues;
+  YamlReader r(path, issues);
+  const std::string prefix = "cluster.overrides.";
+  if (overrides && !overrides.IsNull()) {
+    YamlReader scen(overrides_file, issues);
+    if (!overrides.IsMap()) {
+      scen.error(overrides, "cluster.overrides",
+                 "expected a mapping of dotted profile keys to values (e.g. {node.nics: 4})");
+    } else {
+      std::set<std::string> seen;
+      for (auto it = overrides.begin(); it != overrides.end(); ++it) {
+        const YAML::Node k = it->first;  // a copy: it-> yields a temporary
+        const std::string key = k.IsScalar() ? k.Scalar() : std::string();
+        const auto segs = split_dotted(key);
+        if (segs.empty()) {
+          scen.error(k, "cluster.overrides",
+                     "expected a dotted profile key such as node.nics, got " + show_node(k));
+          continue;
+        }
+        if (!seen.insert(key).second) {
+          scen.error(k, prefix + key, "duplicate key");
+          continue;
+        }
+        std::string err = splice(root, segs, it->second);
+        if (!err.empty()) {
+          scen.error(k, prefix + key, "unknown key: " + err);
+          continue;
+        }
+        r.add_splice(it->second, key, overrides_file, k, prefix);
+      }
+    }
+  }
+  HwProfile prof = parse_profile(r, root);
+  issues.throw_if_any();
+  return prof;
+}
+
+}  // namespace stepcast

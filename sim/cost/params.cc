@@ -1,0 +1,193 @@
+// Parsers of a hardware profile's `compute:` and `collectives:` sections (keys documented
+// in params.h). Strict like every loader: unknown keys (with a suggestion), wrong types,
+// out-of-range values and bare numbers where a unit is needed are reported to the reader's
+// IssueList; nothing is thrown here, the profile loader throws once for the whole file.
+#include "sim/cost/params.h"
+
+#include <limits>
+
+namespace stepcast {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Sets `out` when the getter found a valid value; leaves the default otherwise.
+template <typename T, typename U>
+void set_if(const std::optional<U>& v, T& out) {
+  if (v) out = static_cast<T>(*v);
+}
+
+// Efficiencies are fractions of a datasheet peak: (0, 1].
+std::optional<double> get_fraction(YamlReader& r, const YAML::Node& map, const std::string& path,
+                                   const std::string& key) {
+  auto v = r.get_double(map, path, key, 0.0, 1.0);
+  if (v && *v <= 0.0) {
+    r.error(map[key], join_path(path, key),
+            "expected a fraction of the peak in (0, 1], got 0");
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<DType> get_dtype(YamlReader& r, const YAML::Node& map, const std::string& path,
+                               const std::string& key) {
+  auto s = r.get_enum(map, path, key, {"bf16", "fp16", "fp8", "fp32"});
+  if (!s) return std::nullopt;
+  if (*s == "bf16") return DType::kBf16;
+  if (*s == "fp16") return DType::kFp16;
+  if (*s == "fp8") return DType::kFp8;
+  return DType::kFp32;
+}
+
+void parse_gemm_table(YamlReader& r, const YAML::Node& list, const std::string& path,
+                      std::vector<GemmPoint>& out) {
+  if (!list.IsSequence()) {
+    r.error(list, path, "expected a list of {m, n, k, dtype, throughput} entries");
+    return;
+  }
+  out.clear();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node e = list[i];
+    const std::string ep = path + "[" + std::to_string(i) + "]";
+    if (!r.expect_map(e, ep, {"m", "n", "k", "dtype", "throughput"})) continue;
+    GemmPoint g;
+    bool ok = true;
+    for (const char* key : {"m", "n", "k", "throughput"}) ok = r.require(e, ep, key) && ok;
+    constexpr std::int64_t kMaxDim = std::int64_t{1} << 40;
+    auto m = r.get_int(e, ep, "m", 1, kMaxDim);
+    auto n = r.get_int(e, ep, "n", 1, kMaxDim);
+    auto k = r.get_int(e, ep, "k", 1, kMaxDim);
+    auto d = get_dtype(r, e, ep, "dtype");
+    auto t = r.get_quantity(e, ep, "throughput", Dimension::kFlopRate);
+    if (!ok || !m || !n || !k || !t) continue;
+    if (e["dtype"] && !d) continue;
+    if (*t <= 0) {
+      r.error(e["throughput"], join_path(ep, "throughput"), "expected a positive compute rate");
+      continue;
+    }
+    g.m = *m;
+    g.n = *n;
+    g.k = *k;
+    g.dtype = d.value_or(DType::kBf16);
+    g.flop_per_s = *t;
+    out.push_back(g);
+  }
+}
+
+const std::vector<std::string> kCollectiveOps = {"allreduce", "reduce_scatter", "allgather",
+                                                 "all_to_all", "broadcast", "send_recv"};
+
+void parse_calibrated(YamlReader& r, const YAML::Node& list, const std::string& path,
+                      std::vector<CollectiveCalib>& out) {
+  if (!list.IsSequence()) {
+    r.error(list, path, "expected a list of calibrated collective entries");
+    return;
+  }
+  out.clear();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node e = list[i];
+    const std::string ep = path + "[" + std::to_string(i) + "]";
+    if (!r.expect_map(e, ep, {"op", "ranks", "nodes", "min_size", "max_size", "latency",
+                              "busbw", "source"}))
+      continue;
+    bool ok = true;
+    for (const char* key : {"op", "ranks", "nodes", "latency", "busbw"})
+      ok = r.require(e, ep, key) && ok;
+    CollectiveCalib c;
+    auto op = r.get_enum(e, ep, "op", kCollectiveOps);
+    auto ranks = r.get_int(e, ep, "ranks", 2, 1 << 24);
+    auto nodes = r.get_int(e, ep, "nodes", 1, 1 << 24);
+    auto min_b = r.get_quantity(e, ep, "min_size", Dimension::kBytes);
+    auto max_b = r.get_quantity(e, ep, "max_size", Dimension::kBytes);
+    auto lat = r.get_quantity(e, ep, "latency", Dimension::kTime);
+    auto bw = r.get_quantity(e, ep, "busbw", Dimension::kBandwidth);
+    auto src = r.get_string(e, ep, "source");
+    if (!ok || !op || !ranks || !nodes || !lat || !bw) continue;
+    if (*nodes > *ranks) {
+      r.error(e["nodes"], join_path(ep, "nodes"),
+              "expected at most `ranks` nodes (a node holds at least one rank)");
+      continue;
+    }
+    if (*bw <= 0) {
+      r.error(e["busbw"], join_path(ep, "busbw"), "expected a positive bandwidth");
+      continue;
+    }
+    c.op = *op;
+    c.ranks = static_cast<int>(*ranks);
+    c.nodes = static_cast<int>(*nodes);
+    c.min_bytes = min_b.value_or(0.0);
+    c.max_bytes = max_b.value_or(kInf);
+    if (c.min_bytes > c.max_bytes) {
+      r.error(e["max_size"], join_path(ep, "max_size"), "expected max_size >= min_size");
+      continue;
+    }
+    c.latency_s = *lat;
+    c.busbw_bytes_per_s = *bw;
+    c.source = src.value_or("");
+    out.push_back(c);
+  }
+}
+
+}  // namespace
+
+void parse_compute_params(YamlReader& r, const YAML::Node& node, const std::string& path,
+                          ComputeParams& out) {
+  if (!r.expect_map(node, path,
+                    {"gemm", "attention", "memory_bound_efficiency", "launch_overhead",
+                     "comm_sms", "gemm_table", "source"}))
+    return;
+  if (const YAML::Node g = node["gemm"]) {
+    const std::string gp = join_path(path, "gemm");
+    if (r.expect_map(g, gp, {"max_efficiency", "half_m", "half_n", "half_k",
+                             "fp8_max_efficiency", "fixed_time"})) {
+      set_if(get_fraction(r, g, gp, "max_efficiency"), out.gemm_max_eff);
+      // Half-saturation sizes: 0 means "no size penalty" on that dimension.
+      set_if(r.get_double(g, gp, "half_m", 0.0, 1e9), out.gemm_half_m);
+      set_if(r.get_double(g, gp, "half_n", 0.0, 1e9), out.gemm_half_n);
+      set_if(r.get_double(g, gp, "half_k", 0.0, 1e9), out.gemm_half_k);
+      set_if(get_fraction(r, g, gp, "fp8_max_efficiency"), out.fp8_max_eff);
+      set_if(r.get_quantity(g, gp, "fixed_time", Dimension::kTime), out.gemm_fixed_time_s);
+    }
+  }
+  if (const YAML::Node a = node["attention"]) {
+    const std::string ap = join_path(path, "attention");
+    if (r.expect_map(a, ap, {"fwd_efficiency", "bwd_efficiency", "half_seq", "half_head_dim"})) {
+      set_if(get_fraction(r, a, ap, "fwd_efficiency"), out.attn_fwd_eff);
+      set_if(get_fraction(r, a, ap, "bwd_efficiency"), out.attn_bwd_eff);
+      set_if(r.get_double(a, ap, "half_seq", 0.0, 1e9), out.attn_half_seq);
+      set_if(r.get_double(a, ap, "half_head_dim", 0.0, 1e6), out.attn_half_head_dim);
+    }
+  }
+  set_if(get_fraction(r, node, path, "memory_bound_efficiency"), out.membound_eff);
+  set_if(r.get_quantity(node, path, "launch_overhead", Dimension::kTime), out.launch_overhead_s);
+  set_if(r.get_int(node, path, "comm_sms", 0, 1024), out.comm_sms);
+  if (const YAML::Node t = node["gemm_table"])
+    parse_gemm_table(r, t, join_path(path, "gemm_table"), out.gemm_table);
+  set_if(r.get_string(node, path, "source"), out.source);
+}
+
+void parse_collective_params(YamlReader& r, const YAML::Node& node, const std::string& path,
+                             CollectiveParams& out) {
+  if (!r.expect_map(node, path,
+                    {"nccl_version", "intra_ring_busbw", "nvls_busbw", "nic_busbw",
+                     "p2p_intra_bw", "calibrated"}))
+    return;
+  set_if(r.get_string(node, path, "nccl_version"), out.nccl_version);
+  // Effective bandwidths must be positive; nvls_busbw may be 0 (no NVLS).
+  for (auto [key, dst] : {std::pair<const char*, double*>{"intra_ring_busbw", &out.intra_ring_busbw},
+                          {"nic_busbw", &out.nic_busbw},
+                          {"p2p_intra_bw", &out.p2p_intra_bw}}) {
+    auto v = r.get_quantity(node, path, key, Dimension::kBandwidth);
+    if (v && *v <= 0) {
+      r.error(node[key], join_path(path, key), "expected a positive bandwidth");
+      continue;
+    }
+    set_if(v, *dst);
+  }
+  set_if(r.get_quantity(node, path, "nvls_busbw", Dimension::kBandwidth), out.nvls_busbw);
+  if (const YAML::Node c = node["calibrated"])
+    parse_calibrated(r, c, join_path(path, "calibrated"), out.calibrated);
+}
+
+}  // namespace stepcast

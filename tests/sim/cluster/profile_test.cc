@@ -1,0 +1,244 @@
+// Hardware profiles: every shipped profile loads with its datasheet numbers; profiles and
+// overrides are validated strictly (message, key and line asserted).
+#include "sim/cluster/profile.h"
+
+#include <cstdlib>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "sim/scenario/yaml_util.h"
+
+namespace stepcast {
+namespace {
+
+const std::string kData = std::string(STEPCAST_SOURCE_DIR) + "/tests/data/";
+const std::string kProfiles = std::string(STEPCAST_SOURCE_DIR) + "/hw_profiles";
+
+std::vector<InputIssue> issues_of(const std::string& name, const std::string& overrides_yaml = "") {
+  try {
+    YAML::Node ov = overrides_yaml.empty() ? YAML::Node() : YAML::Load(overrides_yaml);
+    load_profile(name, kProfiles, ov, "s.yaml");
+  } catch (const InputError& e) {
+    return e.issues();
+  }
+  return {};
+}
+
+const InputIssue* find(const std::vector<InputIssue>& v, const std::string& key) {
+  for (const auto& i : v)
+    if (i.key == key) return &i;
+  return nullptr;
+}
+
+TEST(Profiles, EveryShippedProfileLoads) {
+  auto names = builtin_profile_names(kProfiles);
+  ASSERT_GE(names.size(), 3u);
+  for (const auto& n : names) {
+    SCOPED_TRACE(n);
+    try {
+      HwProfile p = load_profile(n, kProfiles);
+      EXPECT_EQ(p.name, n);  // the name inside matches the file name
+      EXPECT_GT(p.gpu.memory_bytes, 0);
+      EXPECT_GT(p.gpu.peak_flop_per_s.at(DType::kBf16), 0);
+      EXPECT_GT(p.collectives.intra_ring_busbw, 0);
+      EXPECT_GT(p.collectives.nic_busbw, 0);
+      EXPECT_FALSE(p.collectives.nccl_version.empty());
+      // Effective bandwidths cannot exceed line rates: NIC busbw <= NIC line rate.
+      EXPECT_LE(p.collectives.nic_busbw, p.node.nic_bytes_per_s);
+      // NVLS only where the profile says NVLS exists.
+      EXPECT_EQ(p.collectives.nvls_busbw > 0, p.node.nvls);
+    } catch (const InputError& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+}
+
+TEST(Profiles, DatasheetNumbers) {
+  HwProfile a = load_profile("a100-80g-sxm", kProfiles);
+  EXPECT_DOUBLE_EQ(a.gpu.memory_bytes, 80 * kGiB);
+  EXPECT_DOUBLE_EQ(a.gpu.hbm_bytes_per_s, 2.039e12);
+  EXPECT_EQ(a.gpu.sms, 108);
+  EXPECT_DOUBLE_EQ(a.gpu.peak_flop_per_s.at(DType::kBf16), 312e12);
+  EXPECT_EQ(a.gpu.peak_flop_per_s.count(DType::kFp8), 0u);  // no fp8 on Ampere
+  EXPECT_DOUBLE_EQ(a.node.nvlink_bytes_per_s, 300e9);       // 600 GB/s bidirectional / 2
+  EXPECT_DOUBLE_EQ(a.node.nic_bytes_per_s, 25e9);           // 200 Gb/s / 8
+  EXPECT_FALSE(a.node.nvls);
+  EXPECT_DOUBLE_EQ(a.collectives.intra_ring_busbw, 230e9);
+  EXPECT_DOUBLE_EQ(a.collectives.nic_busbw, 24e9);
+  EXPECT_DOUBLE_EQ(a.compute.gemm_max_eff, 0.85);
+
+  HwProfile h = load_profile("h100-sxm", kProfiles);
+  EXPECT_DOUBLE_EQ(h.gpu.peak_flop_per_s.at(DType::kBf16), 989.4e12);
+  EXPECT_DOUBLE_EQ(h.gpu.peak_flop_per_s.at(DType::kFp8), 1978.9e12);
+  EXPECT_DOUBLE_EQ(h.gpu.hbm_bytes_per_s, 3.35e12);
+  EXPECT_EQ(h.gpu.sms, 132);
+  EXPECT_DOUBLE_EQ(h.node.nvlink_bytes_per_s, 450e9);
+  EXPECT_DOUBLE_EQ(h.node.nic_bytes_per_s, 50e9);  // 400 Gb/s / 8
+  EXPECT_TRUE(h.node.nvls);
+  EXPECT_DOUBLE_EQ(h.collectives.intra_ring_busbw, 370e9);
+  EXPECT_DOUBLE_EQ(h.collectives.nvls_busbw, 480e9);
+  EXPECT_DOUBLE_EQ(h.collectives.nic_busbw, 48e9);
+  EXPECT_DOUBLE_EQ(h.compute.gemm_max_eff, 0.80);
+  ASSERT_EQ(h.collectives.calibrated.size(), 1u);
+  EXPECT_EQ(h.collectives.calibrated[0].op, "allreduce");
+  EXPECT_DOUBLE_EQ(h.collectives.calibrated[0].latency_s, 25e-6);
+
+  HwProfile g = load_profile("h200-sxm", kProfiles);
+  EXPECT_DOUBLE_EQ(g.gpu.memory_bytes, 140 * kGiB);  // 143771 MiB reported, see the file
+  EXPECT_DOUBLE_EQ(g.gpu.hbm_bytes_per_s, 4.8e12);
+  EXPECT_DOUBLE_EQ(g.gpu.peak_flop_per_s.at(DType::kBf16), h.gpu.peak_flop_per_s.at(DType::kBf16));
+}
+
+TEST(Profiles, ByPathAndDefaultDir) {
+  HwProfile p = load_profile(kProfiles + "/h100-sxm.yaml", "/nonexistent");
+  EXPECT_EQ(p.name, "h100-sxm");
+  EXPECT_EQ(p.file, kProfiles + "/h100-sxm.yaml");
+  EXPECT_EQ(resolve_profile_path("nope", kProfiles), "");
+  const char* old = std::getenv("STEPCAST_PROFILES");
+  std::string saved = old ? old : "";
+  setenv("STEPCAST_PROFILES", "/tmp/somewhere", 1);
+  EXPECT_EQ(default_profiles_dir(), "/tmp/somewhere");
+  if (old) setenv("STEPCAST_PROFILES", saved.c_str(), 1); else unsetenv("STEPCAST_PROFILES");
+}
+
+TEST(Profiles, UnknownProfileListsKnownOnes) {
+  auto issues = issues_of("h100-sxn");
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_NE(issues[0].message.find("unknown profile \"h100-sxn\""), std::string::npos);
+  EXPECT_NE(issues[0].message.find("a100-80g-sxm, h100-sxm, h200-sxm"), std::string::npos);
+  EXPECT_NE(issues[0].message.find("did you mean 'h100-sxm'?"), std::string::npos);
+}
+
+TEST(Profiles, BadProfileReportsEveryProblem) {
+  try {
+    load_profile(kData + "bad/profile_bad.yaml", kProfiles);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    const auto& v = e.issues();
+    ASSERT_EQ(v.size(), 3u) << e.what();
+    const InputIssue* mem = find(v, "gpu.memory");
+    ASSERT_NE(mem, nullptr);
+    EXPECT_EQ(mem->line, 5);
+    EXPECT_NE(mem->message.find("got the bare number \"80\""), std::string::npos) << mem->message;
+    const InputIssue* nvls = find(v, "node.nvls");
+    ASSERT_NE(nvls, nullptr);
+    EXPECT_EQ(nvls->line, 13);
+    EXPECT_NE(nvls->message.find("nvls: true requires nvswitch: true"), std::string::npos);
+    const InputIssue* topo = find(v, "fabric.topolgy");
+    ASSERT_NE(topo, nullptr);
+    EXPECT_EQ(topo->line, 17);
+    EXPECT_NE(topo->message.find("did you mean 'topology'?"), std::string::npos);
+  }
+}
+
+TEST(Profiles, SectionsOfTheCostModelAreStrict) {
+  auto text = [](const std::string& extra) {
+    return "name: x\n"
+           "gpu: {memory: 80 GiB, hbm_bandwidth: 3 TB/s, sms: 100, peak: {bf16: 100 TFLOP/s}}\n"
+           "node: {gpus: 8, nvlink: 450 GB/s, nics: 8, nic: 400 Gb/s}\n" + extra;
+  };
+  auto issues = [&](const std::string& extra) {
+    IssueList list;
+    YamlReader r("p.yaml", list);
+    HwProfile p = parse_profile(r, load_yaml_text(text(extra), "p.yaml"));
+    return list.issues();
+  };
+  auto one = [&](const std::string& extra, const std::string& key, const std::string& msg) {
+    auto v = issues(extra);
+    ASSERT_EQ(v.size(), 1u) << extra;
+    EXPECT_EQ(v[0].key, key);
+    EXPECT_EQ(v[0].line, 4);
+    EXPECT_NE(v[0].message.find(msg), std::string::npos) << v[0].message;
+  };
+  EXPECT_TRUE(issues("compute: {gemm: {max_efficiency: 0.8, half_m: 32}, launch_overhead: 3 us}").empty());
+  one("compute: {gemm: {max_efficiency: 1.5}}", "compute.gemm.max_efficiency",
+      "expected a number in [0, 1], got 1.5");
+  one("compute: {launch_overhead: 4}", "compute.launch_overhead", "bare number");
+  one("compute: {gemm: {max_efficency: 0.8}}", "compute.gemm.max_efficency", "did you mean 'max_efficiency'?");
+  one("collectives: {nic_busbw: 48 Gb}", "collectives.nic_busbw", "unknown unit \"Gb\"");
+  one("collectives: {intra_ring_busbw: 0 GB/s}", "collectives.intra_ring_busbw",
+      "expected a positive bandwidth");
+  one("collectives: {calibrated: [{op: allreduse, ranks: 8, nodes: 1, latency: 2 us, busbw: 1 GB/s}]}",
+      "collectives.calibrated[0].op", "did you mean 'allreduce'?");
+  one("compute: {gemm_table: [{m: 8192, n: 8192, k: 8192, throughput: 780}]}",
+      "compute.gemm_table[0].throughput", "bare number");
+  // A valid table entry is read in SI units.
+  IssueList list;
+  YamlReader r("p.yaml", list);
+  HwProfile p = parse_profile(
+      r, load_yaml_text(text("compute: {gemm_table: [{m: 1, n: 2, k: 3, dtype: fp8, "
+                             "throughput: 780 TFLOP/s}]}"),
+                        "p.yaml"));
+  ASSERT_TRUE(list.empty());
+  ASSERT_EQ(p.compute.gemm_table.size(), 1u);
+  EXPECT_EQ(p.compute.gemm_table[0].dtype, DType::kFp8);
+  EXPECT_DOUBLE_EQ(p.compute.gemm_table[0].flop_per_s, 780e12);
+}
+
+TEST(ProfileOverrides, ChangeValues) {
+  HwProfile p = load_profile("h100-sxm", kProfiles,
+                             YAML::Load("{node.nics: 4, node.nic: 200 Gb/s, fabric.pod_gpus: 64, "
+                                        "compute.gemm.max_efficiency: 0.7, gpu.peak.fp8: 1 PFLOP/s}"),
+                             "s.yaml");
+  EXPECT_EQ(p.node.nics, 4);
+  EXPECT_DOUBLE_EQ(p.node.nic_bytes_per_s, 25e9);  // 200 Gb/s / 8
+  EXPECT_EQ(p.fabric.pod_gpus, 64);
+  EXPECT_DOUBLE_EQ(p.compute.gemm_max_eff, 0.7);
+  EXPECT_DOUBLE_EQ(p.gpu.peak_flop_per_s.at(DType::kFp8), 1e15);
+  EXPECT_DOUBLE_EQ(p.gpu.peak_flop_per_s.at(DType::kBf16), 989.4e12);  // sibling kept
+  // A key absent from the file but in the schema can be set (fabric.latency).
+  HwProfile q = load_profile("h100-sxm", kProfiles, YAML::Load("{fabric.latency: 2 us}"), "s.yaml");
+  EXPECT_DOUBLE_EQ(q.fabric.latency_s, 2e-6);
+}
+
+TEST(ProfileOverrides, PodsHoldWholeNodes) {
+  // 64 GPUs = 8 nodes of 8: fine; 12 is not a multiple of 8.
+  EXPECT_EQ(load_profile("h100-sxm", kProfiles, YAML::Load("{fabric.pod_gpus: 64}"), "s.yaml")
+                .fabric.pod_gpus, 64);
+  auto v = issues_of("h100-sxm", "{fabric.pod_gpus: 12}");
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].key, "cluster.overrides.fabric.pod_gpus");
+  EXPECT_EQ(v[0].line, 1);
+  EXPECT_NE(v[0].message.find("expected a multiple of node.gpus (8)"), std::string::npos);
+  v = issues_of("h100-sxm", "{fabric.topology: torus}");
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].message.find("unknown value \"torus\" (known: rail-optimized)"),
+            std::string::npos) << v[0].message;
+}
+
+TEST(ProfileOverrides, BadOverridesPointAtTheScenario) {
+  auto v = issues_of("h100-sxm", "{node.nicz: 4}");
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].file, "s.yaml");
+  EXPECT_EQ(v[0].key, "cluster.overrides.node.nicz");
+  EXPECT_EQ(v[0].line, 1);
+  EXPECT_NE(v[0].message.find("unknown key (did you mean 'nics'?)"), std::string::npos);
+
+  v = issues_of("h100-sxm", "{fabric.nic_gbps: 200}");
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].key, "cluster.overrides.fabric.nic_gbps");
+  EXPECT_NE(v[0].message.find("unknown key"), std::string::npos);
+
+  v = issues_of("h100-sxm", "\n\n{node.nic: 100}");  // value on line 3
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].file, "s.yaml");
+  EXPECT_EQ(v[0].line, 3);
+  EXPECT_NE(v[0].message.find("got the bare number \"100\""), std::string::npos);
+
+  v = issues_of("h100-sxm", "{node.nvswitch: false}");  // breaks nvls (still true in the file)
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].file, kProfiles + "/h100-sxm.yaml");
+  EXPECT_EQ(v[0].key, "node.nvls");
+
+  v = issues_of("h100-sxm", "{node..nics: 4}");
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].message.find("expected a dotted profile key"), std::string::npos);
+
+  v = issues_of("h100-sxm", "[1, 2]");
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].key, "cluster.overrides");
+}
+
+}  // namespace
+}  // namespace stepcast
