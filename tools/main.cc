@@ -1,17 +1,247 @@
-// stepcast command line. Subcommands are added as the library grows.
+// stepcast command line: parses arguments (CLI11), calls the library, prints, sets the exit
+// code: 0 success, 1 internal error, 2 bad input or a plan that cannot be laid out, 3 a valid
+// plan that does not fit in GPU memory (run still writes its reports), see DESIGN.md.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "model/error.h"
+#include "sim/lower/lower.h"
+#include "sim/program/program_json.h"
+#include "sim/report/explore.h"
+#include "sim/report/regress.h"
+#include "sim/report/report.h"
+#include "sim/report/validate.h"
+#include "sim/report/visual.h"
+#include "calibrate/fit/fit.h"
+
+namespace sc = stepcast;
+
+namespace {
+
+constexpr int kExitOk = 0, kExitInternal = 1, kExitBadInput = 2, kExitNoFit = 3;
+
+// A progress bar on stderr when it is a terminal; silent otherwise.
+sc::Progress terminal_progress(const std::string& what) {
+  if (!isatty(fileno(stderr))) return nullptr;
+  return [what](size_t done, size_t total) {
+    const int width = 30;
+    int filled = total ? static_cast<int>(width * done / total) : width;
+    std::fprintf(stderr, "\r%s [%s%s] %zu/%zu", what.c_str(), std::string(filled, '#').c_str(),
+                 std::string(width - filled, '.').c_str(), done, total);
+    if (done == total) std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+  };
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!out) throw sc::InputError(sc::InputIssue{path, 0, 0, "", "cannot write the file"});
+  out << text;
+}
+
+bool parse_fidelity(const std::string& f) {
+  if (f == "folded") return true;
+  if (f == "full") return false;
+  throw sc::InputError(sc::InputIssue{"", 0, 0, "--fidelity",
+                                      "expected folded or full, got \"" + f + "\""});
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"stepcast: predict one training step of a large model on a GPU cluster"};
   app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+
+  // run
+  std::string scenario, json_out, trace_out, svg_out, html_out, fidelity = "folded";
+  std::vector<int> trace_ranks;
+  auto* run = app.add_subcommand("run", "simulate one training step of a scenario");
+  run->add_option("SCENARIO", scenario, "scenario YAML")->required();
+  run->add_option("--json", json_out, "write the stepcast.result/1 JSON here");
+  run->add_option("--trace", trace_out, "write a Chrome/Perfetto trace-event JSON here");
+  run->add_option("--trace-ranks", trace_ranks, "only these global ranks in the trace");
+  run->add_option("--svg", svg_out, "write the pipeline schedule picture (SVG) here");
+  run->add_option("--html", html_out, "write a self-contained HTML report here");
+  run->add_option("--fidelity", fidelity, "folded (default: symmetric ranks once) or full");
+
+  // lower
+  std::string program_out;
+  auto* lower_cmd = app.add_subcommand("lower", "write the lowered Program (for the GPU executor)");
+  lower_cmd->add_option("SCENARIO", scenario, "scenario YAML")->required();
+  lower_cmd->add_option("-o,--output", program_out, "Program JSON to write")->required();
+  lower_cmd->add_option("--fidelity", fidelity, "folded (default) or full");
+
+  // sweep
+  std::string csv_out;
+  auto* sweep = app.add_subcommand("sweep", "run the scenario's sweep: block (what-if)");
+  sweep->add_option("SCENARIO", scenario, "scenario YAML with a sweep: block")->required();
+  sweep->add_option("--csv", csv_out, "write the table as CSV here");
+
+  // search
+  int top = 10, threads = 1;
+  auto* search = app.add_subcommand("search", "search valid plans for the scenario's model and cluster");
+  search->add_option("SCENARIO", scenario, "scenario YAML (its plan is the starting point)")->required();
+  search->add_option("--top", top, "how many plans to show")->check(CLI::PositiveNumber);
+  search->add_option("--csv", csv_out, "write the best plans as CSV here");
+  search->add_option("--threads", threads, "worker threads")->check(CLI::PositiveNumber);
+
+  // validate
+  std::string cases_file;
+  std::vector<std::string> compare_files;
+  bool validate_json = false;
+  std::optional<double> max_mape;
+  auto* validate = app.add_subcommand(
+      "validate", "compare predictions with measurements: --cases FILE, or PREDICTED.json MEASURED.json");
+  validate->add_option("--cases", cases_file, "cases file (measured training runs)");
+  validate->add_option("FILES", compare_files, "PREDICTED.json MEASURED.json")->expected(0, 2);
+  validate->add_flag("--json", validate_json, "print JSON instead of the table");
+  validate->add_option("--max-mape", max_mape, "exit 1 when MAPE (percent) exceeds this");
+
+  // regress
+  sc::RegressOptions ropt;
+  bool regress_json = false;
+  std::optional<double> tolerance;
+  auto* regress = app.add_subcommand("regress", "re-run scenarios and compare with their expected results");
+  regress->add_option("SCENARIOS", ropt.scenarios, "scenario files (default: every one under --dir)");
+  regress->add_option("--dir", ropt.dir, "scenarios directory (expected results in DIR/expected)");
+  regress->add_option("--tolerance", tolerance, "float tolerance in percent (default 0.01)");
+  regress->add_flag("--update", ropt.update, "write the expected results anew");
+  regress->add_flag("--json", regress_json, "print JSON instead of the table");
+
+  // fit
+  std::string measurements, base_profile, fit_out;
+  auto* fit = app.add_subcommand("fit", "fit a hardware profile to calibration measurements");
+  fit->add_option("MEASUREMENTS", measurements, "measurements.json from stepcast-bench")->required();
+  fit->add_option("--base", base_profile, "profile to start from (name or path)")->required();
+  fit->add_option("-o,--output", fit_out, "profile YAML to write")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitBadInput;
   }
-  return 0;
+
+  try {
+    if (run->parsed()) {
+      sc::RunOptions opt;
+      opt.folded = parse_fidelity(fidelity);
+      sc::Scenario s = sc::load_scenario(scenario);
+      sc::Prediction p = sc::predict(s, opt);
+      std::cout << sc::render_text(p.result);
+      if (!json_out.empty()) write_file(json_out, sc::result_to_json(p.result).dump(2) + "\n");
+      if (!trace_out.empty()) {
+        write_file(trace_out, sc::trace_json(p.program, p.timeline, trace_ranks).dump() + "\n");
+      }
+      if (!svg_out.empty()) write_file(svg_out, sc::pipeline_svg(p.program, p.timeline));
+      if (!html_out.empty()) write_file(html_out, sc::html_report(s, p));
+      if (!p.result.fits_memory) {
+        std::cerr << fmt::format(
+            "stepcast: the plan does not fit: peak {:.2f} GiB per GPU > {:.2f} GiB capacity\n",
+            p.result.memory_peak_gib, p.result.memory_capacity_gib);
+        return kExitNoFit;
+      }
+      return kExitOk;
+    }
+    if (lower_cmd->parsed()) {
+      sc::Scenario s = sc::load_scenario(scenario);
+      sc::LowerOptions lo;
+      lo.folded = parse_fidelity(fidelity);
+      sc::Program prog = sc::lower(s, lo);
+      sc::validate_program(prog);
+      write_file(program_out, sc::program_to_json(prog).dump() + "\n");
+      size_t tasks = 0;
+      for (const auto& r : prog.ranks) tasks += r.tasks.size();
+      std::cout << fmt::format("wrote {}: {} simulated ranks, {} tasks, {} groups\n", program_out,
+                               prog.ranks.size(), tasks, prog.groups.size());
+      return kExitOk;
+    }
+    if (sweep->parsed()) {
+      sc::Scenario s = sc::load_scenario(scenario);
+      auto pts = sc::run_sweep(s, terminal_progress("sweep"));
+      std::cout << sc::render_points(pts);
+      if (!csv_out.empty()) write_file(csv_out, sc::points_csv(pts));
+      return kExitOk;
+    }
+    if (search->parsed()) {
+      sc::Scenario s = sc::load_scenario(scenario);
+      sc::SearchOptions so;
+      so.top = top;
+      so.threads = threads;
+      so.progress = terminal_progress("search");
+      auto out = sc::run_search(s, so);
+      std::cout << fmt::format("search: {} plans considered, {} invalid, {} do not fit; best {}:\n",
+                               out.considered, out.invalid, out.not_fitting, out.best.size());
+      std::cout << sc::render_points(out.best);
+      if (!csv_out.empty()) write_file(csv_out, sc::points_csv(out.best));
+      return kExitOk;
+    }
+    if (validate->parsed()) {
+      if (!cases_file.empty() == !compare_files.empty() ||
+          (!compare_files.empty() && compare_files.size() != 2)) {
+        throw sc::InputError(sc::InputIssue{"", 0, 0, "validate",
+                                            "give either --cases FILE or PREDICTED.json MEASURED.json"});
+      }
+      if (!cases_file.empty()) {
+        auto cases = sc::load_cases(cases_file);
+        auto rep = sc::run_cases(cases, {}, terminal_progress("validate"));
+        if (validate_json) {
+          std::cout << sc::validation_to_json(rep).dump(2) << "\n";
+        } else {
+          std::cout << sc::render_validation(rep);
+        }
+        if (max_mape && 100 * rep.mape > *max_mape) {
+          std::cerr << fmt::format("stepcast: MAPE {:.2f}% exceeds --max-mape {:.2f}%\n",
+                                   100 * rep.mape, *max_mape);
+          return kExitInternal;
+        }
+        return kExitOk;
+      }
+      nlohmann::json out;
+      std::string text = sc::compare_results(sc::read_json_file(compare_files[0]), compare_files[0],
+                                             sc::read_json_file(compare_files[1]), compare_files[1], &out);
+      if (validate_json) {
+        std::cout << out.dump(2) << "\n";
+      } else {
+        std::cout << text;
+      }
+      return kExitOk;
+    }
+    if (regress->parsed()) {
+      ropt.tolerance_pct = tolerance;
+      ropt.progress = terminal_progress("regress");
+      auto out = sc::run_regress(ropt);
+      if (regress_json) {
+        std::cout << sc::regress_to_json(out).dump(2) << "\n";
+      } else {
+        std::cout << sc::render_regress(out, ropt);
+      }
+      return out.ok() || ropt.update ? kExitOk : kExitInternal;
+    }
+    if (fit->parsed()) {
+      sc::FitReport report;
+      sc::fit_profile(measurements, base_profile, fit_out, &report);
+      std::cout << report.text();
+      std::cout << "wrote " << fit_out << "\n";
+      return kExitOk;
+    }
+  } catch (const sc::InputError& e) {
+    for (const auto& issue : e.issues()) std::cerr << "stepcast: " << issue.str() << "\n";
+    return kExitBadInput;
+  } catch (const sc::InvariantError& e) {
+    std::cerr << "stepcast: " << e.what() << "\n";
+    return kExitInternal;
+  } catch (const std::exception& e) {
+    std::cerr << "stepcast: internal error: " << e.what() << "\n";
+    return kExitInternal;
+  }
+  return kExitOk;
 }

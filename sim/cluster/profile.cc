@@ -222,7 +222,48 @@ HwProfile load_profile(const std::string& name_or_path, const std::string& profi
   }
   HwProfile prof = parse_profile(r, root);
   issues.throw_if_any();
+  if (overrides && overrides.IsMap() && overrides.size() > 0) {
+    IssueList base_issues;
+    YamlReader br(path, base_issues);
+    const HwProfile base = parse_profile(br, load_yaml_file(path));
+    if (base_issues.empty()) scale_measured_to_overrides(base, prof);
+  }
   return prof;
+}
+
+// A what-if override of a line rate ("node.nic: 200 Gb/s", "node.nvlink: 225 GB/s") or a
+// peak must move the measured figures that were taken at the file's rates, or the override
+// would silently change nothing: effective bandwidths (busbw) and calibrated entries scale by
+// the ratio of new to file line rate, unless the override also set them explicitly.
+void scale_measured_to_overrides(const HwProfile& base, HwProfile& prof) {
+  auto ratio = [](double now, double was) { return was > 0 && now > 0 ? now / was : 1.0; };
+  const double nic = ratio(prof.node.nic_bytes_per_s, base.node.nic_bytes_per_s);
+  const double nvl = ratio(prof.node.nvlink_bytes_per_s, base.node.nvlink_bytes_per_s);
+  CollectiveParams& c = prof.collectives;
+  const CollectiveParams& b = base.collectives;
+  if (nic != 1.0 && c.nic_busbw == b.nic_busbw) c.nic_busbw *= nic;
+  if (nvl != 1.0) {
+    if (c.intra_ring_busbw == b.intra_ring_busbw) c.intra_ring_busbw *= nvl;
+    if (c.nvls_busbw == b.nvls_busbw) c.nvls_busbw *= nvl;
+    if (c.p2p_intra_bw == b.p2p_intra_bw) c.p2p_intra_bw *= nvl;
+  }
+  if (c.calibrated.size() == b.calibrated.size()) {
+    for (size_t i = 0; i < c.calibrated.size(); ++i) {
+      if (c.calibrated[i].busbw_bytes_per_s != b.calibrated[i].busbw_bytes_per_s) continue;
+      c.calibrated[i].busbw_bytes_per_s *= c.calibrated[i].nodes > 1 ? nic : nvl;
+    }
+  }
+  if (prof.compute.gemm_table.size() == base.compute.gemm_table.size()) {
+    for (size_t i = 0; i < prof.compute.gemm_table.size(); ++i) {
+      GemmPoint& g = prof.compute.gemm_table[i];
+      if (g.flop_per_s != base.compute.gemm_table[i].flop_per_s) continue;
+      auto now = prof.gpu.peak_flop_per_s.find(g.dtype);
+      auto was = base.gpu.peak_flop_per_s.find(g.dtype);
+      if (now != prof.gpu.peak_flop_per_s.end() && was != base.gpu.peak_flop_per_s.end()) {
+        g.flop_per_s *= ratio(now->second, was->second);
+      }
+    }
+  }
 }
 
 }  // namespace stepcast

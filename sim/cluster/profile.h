@@ -54,6 +54,11 @@ HwProfile load_profile(const std::string& name_or_path, const std::string& profi
                        const YAML::Node& overrides = YAML::Node(),
                        const std::string& overrides_file = "");
 
+// After overrides: scales the measured figures of `prof` (busbw, calibrated collectives,
+// GEMM table points) by the ratio of its line rates / peaks to those of `base` (the file
+// without overrides), for each figure the overrides did not set themselves.
+void scale_measured_to_overrides(const HwProfile& base, HwProfile& prof);
+
 std::vector<std::string> builtin_profile_names(const std::string& profiles_dir);
 
 // The file a profile name or path refers to: a value containing '/' or ending in ".yaml"

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "model/units.h"
 #include "sim/cluster/profile.h"
@@ -34,6 +35,13 @@ double gemm_efficiency(const GemmShape& g, const HwProfile& hw);
 // Collectives: per algorithm and protocol, as NCCL composes them, cheapest chosen
 // (sim/cost/collective.cc). `bytes` is S as nccl-tests counts it (see NETWORK.md).
 CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw);
+// Every (algorithm, protocol) the model allows for this op and group, with its time for
+// `bytes` (no calibration override); collective_time picks the cheapest. For tests/reports.
+std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, const GroupShape& g,
+                                                    const HwProfile& hw);
+// nccl-tests bus factor F (NETWORK.md): busbw = S * F / t. 2(n-1)/n allreduce, (n-1)/n
+// reduce-scatter / allgather / all-to-all, 1 broadcast; 0 for one rank.
+double bus_factor_of(CollOp op, int ranks);
 // Point-to-point send/recv of `bytes` between two ranks (same node or not).
 double p2p_time_s(double bytes, bool same_node, const HwProfile& hw);
 

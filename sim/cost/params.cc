@@ -171,7 +171,7 @@ void parse_collective_params(YamlReader& r, const YAML::Node& node, const std::s
                              CollectiveParams& out) {
   if (!r.expect_map(node, path,
                     {"nccl_version", "intra_ring_busbw", "nvls_busbw", "nic_busbw",
-                     "p2p_intra_bw", "calibrated"}))
+                     "p2p_intra_bw", "launch_overhead", "calibrated"}))
     return;
   set_if(r.get_string(node, path, "nccl_version"), out.nccl_version);
   // Effective bandwidths must be positive; nvls_busbw may be 0 (no NVLS).
@@ -186,6 +186,7 @@ void parse_collective_params(YamlReader& r, const YAML::Node& node, const std::s
     set_if(v, *dst);
   }
   set_if(r.get_quantity(node, path, "nvls_busbw", Dimension::kBandwidth), out.nvls_busbw);
+  set_if(r.get_quantity(node, path, "launch_overhead", Dimension::kTime), out.launch_overhead_s);
   if (const YAML::Node c = node["calibrated"])
     parse_calibrated(r, c, join_path(path, "calibrated"), out.calibrated);
 }

@@ -85,6 +85,11 @@ struct CollectiveParams {
   double nvls_busbw = 0;         // one-node NVLS allreduce busbw (H100 480); 0: no NVLS
   double nic_busbw = 0;          // per NIC effective (HDR 24 GB/s, NDR 48 GB/s)
   double p2p_intra_bw = 0;       // send/recv over NVLink, bytes/s
+  // Host/launch latency added to every collective and send/recv on top of NCCL's own
+  // latency table (NETWORK.md pitfall 3: small-message latency depends on CUDA graphs).
+  // nccl-tests without graphs floor at ~35 us on 8xH100 where the table gives 10.8 us.
+  // YAML: collectives.launch_overhead (a time). Default 0 (graph-captured launches).
+  double launch_overhead_s = 0;
   std::vector<CollectiveCalib> calibrated;
 };
 

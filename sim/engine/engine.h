@@ -9,6 +9,31 @@
 //    (rendezvous; all members start together and stay busy for its duration); a send and its
 //    recv (same tag) likewise start together;
 //  - alloc/free take no time; memory in use per rank is tracked and its peak recorded.
+//
+// Details (engine.cc):
+//  - stream order: a task also waits for the previous task on its stream to end;
+//  - matching (sim/program/matching.h): group members map to the simulated ranks whose
+//    `stands_for` lists them (deduplicated; a folded group may meet on one simulated rank);
+//    the k-th collective on a group at each participant meet; the k-th send s->d with a tag
+//    meets the k-th recv d<-s with that tag (s == d allowed, on different streams);
+//  - a rendezvous lasts the longest of its members' durations;
+//  - SM interference applies to gemm/attention/memory_bound tasks starting at t while a
+//    collective/send/recv of the same rank covers t (start <= t < end); the stretched length
+//    is llround(d * (1 + slowdown)). Without it, every time is a max-plus expression of the
+//    durations, so lengthening a task never shortens the step; with it, it can;
+//  - memory: allocs/frees apply in causal order within an instant; the curve keeps one
+//    sample per instant (the value after it);
+//  - a program where tasks remain but none can start throws InvariantError naming each stuck
+//    stream head and what it waits for; unmatched sends/collectives throw before running;
+//  - events = starts + ends = 2 x tasks. Throughput: tests/bench/bench_engine.cc.
+//  - Flow mode (EngineOptions::flow, sim/engine/flow_mode.h): a collective or send/recv
+//    rendezvous becomes a transfer: members start together, wait the latency (alpha) part of
+//    the duration, then its flows (sim/network/flows.h: collective_flows over the group's full
+//    global membership, or route(src, dst) for a send) move bytes over the topology's links,
+//    sharing them max-min fairly with every other flow in flight (sim/engine/flow_network.h);
+//    all members end when the last flow does. Flow bytes are scaled so that the transfer
+//    alone takes exactly its analytical bandwidth time (duration - alpha): a lone collective
+//    matches the analytical mode (to the ns rounding), contention only slows it.
 #pragma once
 
 #include <array>
@@ -24,11 +49,23 @@ namespace stepcast {
 // Durations of every task, per simulated rank (same indexing as Program::ranks[r].tasks).
 using Durations = std::vector<std::vector<TimeNs>>;
 
+class Topology;  // sim/network/topology.h
+
+// Flow network mode (engine.h header comment; sim/engine/flow_mode.h builds it from a profile).
+struct FlowMode {
+  const Topology* topology = nullptr;      // links the flows cross; world_size GPUs at least
+  const Durations* latency_ns = nullptr;   // per task: the part of its duration paid before
+                                           // bytes move (alpha); clamped to the duration
+  bool pxn = true;                         // NCCL PXN routing (Topology::route)
+};
+
 struct EngineOptions {
   // SM interference: a compute task that starts while a communication task of the same rank
   // runs takes this much longer (fraction; 0 = none). Set from the profile by the caller.
   double compute_slowdown_when_comm = 0.0;
   bool record_memory_curve = true;
+  // Set: network: flow (communication as flows sharing links); null: analytical durations.
+  const FlowMode* flow = nullptr;
 };
 
 struct TaskTiming {

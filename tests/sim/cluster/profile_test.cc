@@ -66,7 +66,9 @@ TEST(Profiles, DatasheetNumbers) {
   EXPECT_FALSE(a.node.nvls);
   EXPECT_DOUBLE_EQ(a.collectives.intra_ring_busbw, 230e9);
   EXPECT_DOUBLE_EQ(a.collectives.nic_busbw, 24e9);
-  EXPECT_DOUBLE_EQ(a.compute.gemm_max_eff, 0.85);
+  // Fitted, not datasheet (tests/sim/cost checks the fit): a physically plausible ceiling.
+  EXPECT_GT(a.compute.gemm_max_eff, 0.7);
+  EXPECT_LT(a.compute.gemm_max_eff, 0.95);
 
   HwProfile h = load_profile("h100-sxm", kProfiles);
   EXPECT_DOUBLE_EQ(h.gpu.peak_flop_per_s.at(DType::kBf16), 989.4e12);
@@ -79,7 +81,8 @@ TEST(Profiles, DatasheetNumbers) {
   EXPECT_DOUBLE_EQ(h.collectives.intra_ring_busbw, 370e9);
   EXPECT_DOUBLE_EQ(h.collectives.nvls_busbw, 480e9);
   EXPECT_DOUBLE_EQ(h.collectives.nic_busbw, 48e9);
-  EXPECT_DOUBLE_EQ(h.compute.gemm_max_eff, 0.80);
+  EXPECT_GT(h.compute.gemm_max_eff, 0.7);
+  EXPECT_LT(h.compute.gemm_max_eff, 0.95);
   ASSERT_EQ(h.collectives.calibrated.size(), 1u);
   EXPECT_EQ(h.collectives.calibrated[0].op, "allreduce");
   EXPECT_DOUBLE_EQ(h.collectives.calibrated[0].latency_s, 25e-6);
@@ -242,3 +245,18 @@ TEST(ProfileOverrides, BadOverridesPointAtTheScenario) {
 
 }  // namespace
 }  // namespace stepcast
+
+// A what-if override of a line rate moves the measured bandwidths taken at the file's rate:
+// h100-sxm has nic 400 Gb/s and nic_busbw 48 GB/s; at 200 Gb/s the NIC busbw is 24 GB/s.
+TEST(ProfileOverrides, LineRateOverrideScalesMeasuredBandwidths) {
+  const std::string dir = stepcast::default_profiles_dir();
+  const stepcast::HwProfile base = stepcast::load_profile("h100-sxm", dir);
+  YAML::Node ov = YAML::Load("{node.nic: 200 Gb/s, node.nvlink: 225 GB/s}");
+  const stepcast::HwProfile half = stepcast::load_profile("h100-sxm", dir, ov, "s.yaml");
+  EXPECT_DOUBLE_EQ(half.collectives.nic_busbw, base.collectives.nic_busbw / 2);
+  EXPECT_DOUBLE_EQ(half.collectives.intra_ring_busbw, base.collectives.intra_ring_busbw / 2);
+  EXPECT_DOUBLE_EQ(half.collectives.nvls_busbw, base.collectives.nvls_busbw / 2);
+  // An explicit override of the measured figure wins over the scaling.
+  YAML::Node both = YAML::Load("{node.nic: 200 Gb/s, collectives.nic_busbw: 40 GB/s}");
+  EXPECT_DOUBLE_EQ(stepcast::load_profile("h100-sxm", dir, both, "s.yaml").collectives.nic_busbw, 40e9);
+}

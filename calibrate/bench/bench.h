@@ -1,0 +1,102 @@
+// stepcast-bench: CUDA/cuBLASLt/NCCL microbenchmarks whose output (measurements.json,
+// schema "stepcast.measurements/1") `stepcast fit` turns into a hardware profile.
+// Builds with the CUDA toolkit, cuBLASLt and NCCL only (DESIGN.md, calibrate/).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stepcast::bench {
+
+inline constexpr const char* kMeasurementsSchema = "stepcast.measurements/1";
+
+struct Options {
+  bool quick = false;         // a shorter sweep (run_on_gpu.sh)
+  int warmup = 5;             // launches before timing
+  int repeats = 20;           // timed launches; the median is kept
+  std::vector<std::string> dtypes = {"bf16", "fp16", "fp8"};
+  std::vector<std::int64_t> gemm_dims;  // grid of m, n, k (all combinations); empty: default
+  std::string program_file;   // --program: GEMM shapes of a Program (stepcast lower)
+  double min_bytes = 1024;    // collective sizes, doubling (or x4 with --quick)
+  double max_bytes = 4.0 * 1024 * 1024 * 1024;
+  double size_factor = 2;
+  std::vector<int> group_sizes = {2, 4, 8};  // single-process communicators (<= GPUs)
+  std::vector<std::string> ops = {"allreduce", "reduce_scatter", "allgather",
+                                  "all_to_all", "broadcast", "send_recv"};
+  std::string algo;           // --algo ring|tree|nvls|...: sets NCCL_ALGO; empty: default
+  int device = 0;             // GPU for single-GPU benchmarks
+  std::string source;         // free text stored in the file's "source"
+};
+
+struct GemmShapeSpec {
+  std::int64_t m = 0, n = 0, k = 0, batch = 1;
+  std::string dtype = "bf16";
+  std::string origin = "grid";  // "grid" or "program"
+};
+
+struct GemmResult {
+  GemmShapeSpec shape;
+  std::string layout;  // cuBLAS op of A and B: "NN", "TN"
+  double time_us = 0;  // median over repeats (CUDA events)
+  double flop_per_s = 0;
+  int repeats = 0;
+};
+
+struct MemoryResult {
+  std::string kernel;  // "copy" | "adam"
+  double bytes_read = 0, bytes_written = 0;
+  double time_us = 0;
+  double bytes_per_s = 0;  // (bytes_read + bytes_written) / time
+};
+
+struct CollectiveResult {
+  std::string op;
+  int ranks = 0, nodes = 1;
+  std::string algo;   // "default" or the pinned NCCL_ALGO
+  std::string dtype = "fp32";
+  double size_bytes = 0;  // S as nccl-tests counts it
+  double time_us = 0;
+  double algbw_GBps = 0, busbw_GBps = 0;
+};
+
+struct OverlapResult {
+  GemmShapeSpec gemm;
+  int ranks = 0;
+  double allreduce_size_bytes = 0;
+  double gemm_alone_time_us = 0;
+  double gemm_overlapped_time_us = 0;
+  double allreduce_alone_time_us = 0;
+};
+
+struct Results {
+  std::vector<GemmResult> gemm;
+  std::vector<MemoryResult> memory;
+  double launch_overhead_us = -1;  // < 0: not measured
+  std::vector<CollectiveResult> collectives;
+  std::vector<OverlapResult> overlap;
+  std::vector<std::string> notes;  // skipped parts and why
+  int processes = 1;  // MPI processes (one GPU each) or 1
+  int nodes = 1;      // distinct nodes under MPI
+};
+
+// Subcommands (gemm_bench.cu, memory_bench.cu, nccl_bench.cu, overlap_bench.cu).
+void run_gemm(const Options& opt, Results& out);
+void run_memory(const Options& opt, Results& out);
+void run_nccl(const Options& opt, Results& out);
+void run_overlap(const Options& opt, Results& out);
+
+// GEMM shapes listed in a Program JSON (any object with integer m, n, k that is the value
+// of a "gemm" key or has "kind": "gemm"); duplicates removed. Throws BenchError.
+std::vector<GemmShapeSpec> program_gemm_shapes(const std::string& path);
+
+// Writes the measurements file with provenance (provenance.cu).
+void write_measurements(const std::string& path, const Options& opt, const Results& r,
+                        const std::vector<std::string>& subcommands);
+
+// nccl-tests bus bandwidth factor (nccl-tests doc/PERFORMANCE.md): busbw = algbw * factor.
+double busbw_factor(const std::string& op, int ranks);
+
+double median(std::vector<double> v);
+
+}  // namespace stepcast::bench

@@ -1,0 +1,48 @@
+// One cuBLASLt GEMM (buffers, descriptors, heuristic algorithm) that can be launched and
+// timed repeatedly; shared by the GEMM sweep and the overlap benchmark.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "bench.h"
+
+namespace stepcast::bench {
+
+// bf16/fp16 always; fp8 needs compute capability 8.9+ (Ada, Hopper and newer).
+bool dtype_supported(const std::string& dtype, int device);
+
+class GemmRunner {
+ public:
+  // Allocates and fills A and B on the current device; picks cuBLASLt's first heuristic
+  // algorithm with a 32 MiB workspace. Throws BenchError.
+  GemmRunner(const GemmShapeSpec& s, cudaStream_t stream);
+  ~GemmRunner();
+  GemmRunner(const GemmRunner&) = delete;
+  GemmRunner& operator=(const GemmRunner&) = delete;
+
+  void launch();  // enqueues one GEMM on the stream
+  // Times `repeats` launches (each between two events) after `warmup`; microseconds.
+  std::vector<double> time_us(int warmup, int repeats);
+  double flops() const;  // 2*m*n*k*batch
+  const std::string& layout() const { return layout_; }
+
+ private:
+  static constexpr std::size_t kWorkspaceBytes = 32u << 20;
+  GemmShapeSpec shape_;
+  cudaStream_t stream_;
+  std::string layout_;
+  void* a_ = nullptr;
+  void* b_ = nullptr;
+  void* d_ = nullptr;
+  void* workspace_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, ld_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+};
+
+}  // namespace stepcast::bench

@@ -1,0 +1,137 @@
+// `stepcast fit`: measurements.json (calibrate/bench) + a base hardware profile -> a new
+// profile YAML whose compute: values are fitted and whose collectives.calibrated: gains one
+// entry per collective, group shape and size range (keys: sim/cost/params.h).
+//
+// What is fitted and how (the residuals of every fit are in FitReport):
+//  - GEMM kernel time vs shape, the model of sim/cost/compute.cc (M = batch * m):
+//      t = flops / (peak * E * M/(M+hm) * n/(n+hn) * k/(k+hk)) + fixed_time
+//    by Levenberg-Marquardt on log residuals (relative error). bf16/fp16 points give E
+//    (gemm.max_efficiency), hm, hn, hk and fixed_time; fp8 points give fp8_max_efficiency
+//    with the same half sizes and fixed time (all of them when only fp8 was measured).
+//    Measured shapes the curve misses by more than kTableTolerance go to
+//    compute.gemm_table, so the fitted profile reproduces them within that tolerance.
+//  - HBM: t = a + bytes/bw over the copy kernel (sizes above the launch-bound range);
+//    memory_bound_efficiency = bw / datasheet gpu.hbm_bandwidth. launch_overhead: measured.
+//  - Collectives, per (op, ranks, nodes): t = alpha + S*F/busbw (nccl-tests S and busbw
+//    factor F) by least squares on relative error. One line rarely fits 1 KB..4 GB within a
+//    few percent (NCCL switches protocol LL -> LL128 -> Simple), so sizes are split, from
+//    the largest down, into contiguous ranges each fitted within kCollectiveTolerance
+//    (kLatencyTolerance where the latency term dominates: noise); each range becomes one
+//    calibrated entry [min_size, max_size].
+//  - comm_sms: a GEMM slowed from t0 to t1 by a concurrent NCCL kernel lost the SMs that
+//    kernel holds: t1/t0 = sms/(sms - comm_sms)  =>  comm_sms = sms * (1 - t0/t1).
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "calibrate/fit/measurements.h"
+#include "sim/cost/params.h"
+
+namespace stepcast {
+
+inline constexpr double kTableTolerance = 0.05;       // GEMM curve vs measurement
+inline constexpr double kCollectiveTolerance = 0.04;  // per size range, max relative error
+inline constexpr double kLatencyTolerance = 0.30;     // the same in latency-bound ranges
+
+// ---- building blocks (pure functions, tested on closed forms) ---------------------------
+
+// t = alpha_s + beta_s_per_byte * x, fitted by least squares on relative residuals
+// (weights 1/t^2). valid: alpha >= 0 and beta > 0.
+struct AlphaBeta {
+  double alpha_s = 0;
+  double beta_s_per_byte = 0;
+  double max_rel_err = 0;  // max |fit/t - 1| over the points
+  bool valid = false;
+};
+AlphaBeta fit_alpha_beta(const std::vector<double>& x, const std::vector<double>& t);
+
+// One contiguous size range of a collective and its line.
+struct CollectiveSegment {
+  double min_bytes = 0, max_bytes = 0;  // measured sizes at the ends of the range
+  double latency_s = 0;
+  double busbw_bytes_per_s = 0;
+  double max_rel_err = 0;
+  int points = 0;
+  // The latency term is at least the bandwidth term even at the largest size of the range.
+  bool latency_bound = false;
+};
+// Sizes S (bytes, nccl-tests convention) and times (s); F = busbw factor. Segments are
+// returned from the smallest sizes to the largest.
+std::vector<CollectiveSegment> fit_collective_curve(const std::vector<double>& sizes,
+                                                    const std::vector<double>& times_s,
+                                                    double busbw_factor, double tolerance);
+
+// One GEMM measurement as the curve sees it: M = batch * m (sim/cost/compute.cc folds the
+// batch into M), its FLOPs, the dtype's peak and the measured kernel time.
+struct GemmSample {
+  double big_m = 0, n = 0, k = 0;
+  double flops = 0;
+  double peak_flop_per_s = 0;
+  double time_s = 0;
+};
+// The GEMM time model of sim/cost/compute.cc:
+//   t = flops / (peak * E * M/(M+hm) * n/(n+hn) * k/(k+hk)) + fixed_time
+struct GemmCurve {
+  double max_eff = 0.8, half_m = 128, half_n = 128, half_k = 128, fixed_time_s = 0;
+  double rms_log_err = 0;  // sqrt(mean((log t_fit - log t)^2))
+  int iterations = 0;
+};
+double gemm_curve_time_s(const GemmCurve& c, const GemmSample& s);
+// Levenberg-Marquardt on log-time residuals over the parameters marked free (order: E, hm,
+// hn, hk, fixed_time), starting from `start` (others held). With free half sizes it also
+// restarts from several half sizes and keeps the best.
+GemmCurve fit_gemm_curve(const std::vector<GemmSample>& samples, const GemmCurve& start,
+                         const std::array<bool, 5>& free);
+
+// ---- the fit -----------------------------------------------------------------------------
+
+struct GemmResidual {
+  std::int64_t m = 0, n = 0, k = 0, batch = 1;
+  DType dtype = DType::kBf16;
+  double measured_flop_per_s = 0;
+  double curve_flop_per_s = 0;  // parametric curve alone (sim's gemm_efficiency, no table)
+  bool in_table = false;  // its (M, n, k, dtype) went to gemm_table (a measurement of it
+                          // is off the curve by > kTableTolerance)
+};
+
+struct CollectiveFit {
+  std::string op;
+  int ranks = 0, nodes = 0;
+  std::string algo;
+  std::vector<CollectiveSegment> segments;
+  std::vector<double> sizes_bytes, times_s;  // the points fitted
+};
+
+struct FitReport {
+  std::string measurements_file, base_profile, out_yaml;
+  std::string gpu_name, date_utc, source;
+  ComputeParams compute;  // the compute parameters written (fitted where measured)
+  std::vector<std::string> fitted;  // "compute.gemm.max_efficiency", ...
+  // GEMM
+  int gemm_points = 0, gemm_fp8_points = 0;
+  double gemm_rms_rel_err = 0, gemm_max_rel_err = 0;  // curve alone, over fitted points
+  std::vector<GemmResidual> gemm_residuals;
+  // Memory
+  double copy_bw_bytes_per_s = 0, adam_bw_bytes_per_s = 0;
+  double copy_max_rel_err = 0, adam_max_rel_err = 0;
+  // Collectives
+  std::vector<CollectiveFit> collectives;
+  std::vector<CollectiveCalib> calibrated;  // entries written
+  // Overlap
+  std::vector<double> comm_sms_estimates;
+  std::vector<std::string> warnings;
+
+  std::string text() const;  // human-readable summary with residuals
+};
+
+// Loads and validates the measurements and the base profile (load_profile; by name in
+// default_profiles_dir() or by path), fits, and writes `out_yaml`: the base profile's YAML
+// with compute: values replaced and collectives.calibrated: entries added (entries of the
+// same op and group shape are replaced), with comments recording the measurements file,
+// date, GPU and the fit residuals. Throws InputError on bad input (file + JSON pointer).
+void fit_profile(const std::string& measurements_path, const std::string& base_profile,
+                 const std::string& out_yaml, FitReport* report);
+
+}  // namespace stepcast

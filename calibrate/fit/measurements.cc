@@ -1,0 +1,372 @@
+#include "calibrate/fit/measurements.h"
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
+
+namespace stepcast {
+
+using nlohmann::json;
+
+double busbw_factor(const std::string& op, int ranks) {
+  const double n = ranks;
+  if (op == "allreduce") return 2.0 * (n - 1) / n;
+  if (op == "reduce_scatter" || op == "allgather" || op == "all_to_all") return (n - 1) / n;
+  if (op == "broadcast" || op == "send_recv") return 1.0;
+  STEPCAST_CHECK(false, "unknown collective op " + op);
+  return 0;
+}
+
+const std::vector<std::string>& collective_op_names() {
+  static const std::vector<std::string> names = {"allreduce",  "reduce_scatter", "allgather",
+                                                 "all_to_all", "broadcast",      "send_recv"};
+  return names;
+}
+
+namespace {
+
+// Walks the document, collecting issues keyed by JSON pointer.
+class Reader {
+ public:
+  Reader(std::string file, IssueList& issues) : file_(std::move(file)), issues_(issues) {}
+
+  void error(const std::string& pointer, const std::string& message) {
+    issues_.add(InputIssue{file_, 0, 0, pointer, message});
+  }
+
+  // Every key known; a key that is a known key without its unit suffix ("time" for
+  // "time_us") is reported as a missing unit; others get the closest known key.
+  bool expect_object(const json& j, const std::string& ptr, const std::vector<std::string>& known) {
+    if (!j.is_object()) {
+      error(ptr.empty() ? "/" : ptr, std::string("expected an object, got ") + j.type_name());
+      return false;
+    }
+    for (const auto& [key, value] : j.items()) {
+      bool ok = false;
+      for (const auto& k : known) ok = ok || k == key;
+      if (ok) continue;
+      std::string with_unit;
+      for (const auto& k : known)
+        if (k.size() > key.size() + 1 && k.compare(0, key.size(), key) == 0 && k[key.size()] == '_')
+          with_unit = k;
+      if (!with_unit.empty() && value.is_number()) {
+        error(ptr + "/" + key, fmt::format("a number without a unit: name the unit in the key "
+                                           "(expected \"{}\")", with_unit));
+        continue;
+      }
+      const std::string near = closest_match(key, known);
+      error(ptr + "/" + key, near.empty() ? "unknown key"
+                                          : fmt::format("unknown key (did you mean \"{}\"?)", near));
+    }
+    return true;
+  }
+
+  const json* required(const json& obj, const std::string& ptr, const std::string& key) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      error(ptr + "/" + key, "missing required key");
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  // A finite number > 0 (or >= 0 when allow_zero).
+  std::optional<double> positive(const json& obj, const std::string& ptr, const std::string& key,
+                                 bool is_required = true, bool allow_zero = false) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (is_required) error(ptr + "/" + key, "missing required key");
+      return std::nullopt;
+    }
+    if (!it->is_number()) {
+      error(ptr + "/" + key, std::string("expected a number, got ") + it->type_name());
+      return std::nullopt;
+    }
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || v < 0 || (!allow_zero && v == 0)) {
+      error(ptr + "/" + key, fmt::format("expected a {} number, got {}",
+                                         allow_zero ? "non-negative" : "positive", v));
+      return std::nullopt;
+    }
+    return v;
+  }
+
+  std::optional<std::int64_t> integer(const json& obj, const std::string& ptr,
+                                      const std::string& key, std::int64_t min,
+                                      bool is_required = true) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (is_required) error(ptr + "/" + key, "missing required key");
+      return std::nullopt;
+    }
+    if (!it->is_number_integer() || it->get<std::int64_t>() < min) {
+      error(ptr + "/" + key, fmt::format("expected an integer >= {}, got {}", min, it->dump()));
+      return std::nullopt;
+    }
+    return it->get<std::int64_t>();
+  }
+
+  std::optional<std::string> string(const json& obj, const std::string& ptr,
+                                    const std::string& key, bool is_required = true,
+                                    const std::vector<std::string>& allowed = {}) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (is_required) error(ptr + "/" + key, "missing required key");
+      return std::nullopt;
+    }
+    if (!it->is_string()) {
+      error(ptr + "/" + key, std::string("expected a string, got ") + it->type_name());
+      return std::nullopt;
+    }
+    const std::string s = it->get<std::string>();
+    if (!allowed.empty()) {
+      bool ok = false;
+      std::string list;
+      for (const auto& a : allowed) {
+        ok = ok || a == s;
+        list += (list.empty() ? "" : ", ") + a;
+      }
+      if (!ok) {
+        error(ptr + "/" + key, fmt::format("expected one of {}, got \"{}\"", list, s));
+        return std::nullopt;
+      }
+    }
+    return s;
+  }
+
+  // A derived number that must agree with the value computed from the raw ones: relative
+  // tolerance 2% plus `abs_tol` (published tables round to 2 decimals).
+  void consistent(const json& obj, const std::string& ptr, const std::string& key,
+                  double expected, double abs_tol, const std::string& formula) {
+    auto v = positive(obj, ptr, key, false, true);
+    if (!v) return;
+    if (std::abs(*v - expected) > 0.02 * expected + abs_tol)
+      error(ptr + "/" + key, fmt::format("inconsistent: {} but {} gives {:.6g}", *v, formula,
+                                         expected));
+  }
+
+ private:
+  std::string file_;
+  IssueList& issues_;
+};
+
+std::optional<DType> gemm_dtype(Reader& r, const json& obj, const std::string& ptr) {
+  auto s = r.string(obj, ptr, "dtype", true, {"bf16", "fp16", "fp8"});
+  if (!s) return std::nullopt;
+  if (*s == "fp16") return DType::kFp16;
+  if (*s == "fp8") return DType::kFp8;
+  return DType::kBf16;
+}
+
+// nlohmann reports a byte offset: turn it into line:column for the message.
+InputIssue parse_issue(const std::string& text, const std::string& file,
+                       const json::parse_error& e) {
+  int line = 1, col = 1;
+  for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      line++;
+      col = 1;
+    } else {
+      col++;
+    }
+  }
+  std::string what = e.what();
+  const auto pos = what.find("syntax error");
+  return InputIssue{file, line, col, "", "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos))};
+}
+
+}  // namespace
+
+Measurements parse_measurements(const std::string& text, const std::string& file) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(parse_issue(text, file, e));
+  }
+  IssueList issues;
+  Reader r(file, issues);
+  Measurements out;
+  out.file = file;
+  if (!r.expect_object(doc, "", {"schema", "source", "subcommands", "provenance", "gemm",
+                                 "memory", "collectives", "overlap", "notes"})) {
+    issues.throw_if_any();
+  }
+  if (auto schema = r.string(doc, "", "schema"); schema && *schema != kMeasurementsSchema)
+    r.error("/schema", fmt::format("expected \"{}\", got \"{}\"", kMeasurementsSchema, *schema));
+  if (auto s = r.string(doc, "", "source")) out.source = *s;
+
+  // Provenance: which GPUs, software and when.
+  if (const json* p = r.required(doc, "", "provenance")) {
+    const std::string pp = "/provenance";
+    if (r.expect_object(*p, pp, {"gpu_name", "gpu_count", "nodes", "cuda_driver_version",
+                                 "cuda_runtime_version", "nccl_version", "cublaslt_version",
+                                 "hostname", "date_utc", "gpus"})) {
+      auto& pv = out.provenance;
+      if (auto s = r.string(*p, pp, "gpu_name")) pv.gpu_name = *s;
+      if (auto c = r.integer(*p, pp, "gpu_count", 1)) pv.gpu_count = static_cast<int>(*c);
+      if (auto c = r.integer(*p, pp, "nodes", 1, false)) pv.nodes = static_cast<int>(*c);
+      if (auto s = r.string(*p, pp, "cuda_driver_version", false)) pv.cuda_driver_version = *s;
+      if (auto s = r.string(*p, pp, "cuda_runtime_version", false)) pv.cuda_runtime_version = *s;
+      if (auto s = r.string(*p, pp, "nccl_version", false)) pv.nccl_version = *s;
+      if (auto s = r.string(*p, pp, "hostname", false)) pv.hostname = *s;
+      if (auto s = r.string(*p, pp, "date_utc", false)) pv.date_utc = *s;
+      if (auto it = p->find("gpus"); it != p->end()) {
+        if (!it->is_array()) {
+          r.error(pp + "/gpus", "expected an array");
+        } else {
+          for (std::size_t i = 0; i < it->size(); ++i) {
+            const json& g = (*it)[i];
+            const std::string gp = fmt::format("{}/gpus/{}", pp, i);
+            if (!r.expect_object(g, gp, {"index", "name", "compute_capability", "sm_count",
+                                         "memory_bytes", "sm_clock_max_mhz",
+                                         "memory_clock_max_mhz", "pci_bus_id"}))
+              continue;
+            auto name = r.string(g, gp, "name");
+            // One profile describes one GPU model: a mixed run cannot be fitted.
+            if (name && !pv.gpu_name.empty() && *name != pv.gpu_name)
+              r.error(gp + "/name", fmt::format("mixed GPUs: \"{}\" differs from "
+                                                "/provenance/gpu_name \"{}\"", *name, pv.gpu_name));
+            if (auto sms = r.integer(g, gp, "sm_count", 1, false); sms && i == 0)
+              pv.sm_count = static_cast<int>(*sms);
+            r.positive(g, gp, "memory_bytes", false);
+            r.positive(g, gp, "sm_clock_max_mhz", false);
+            r.positive(g, gp, "memory_clock_max_mhz", false);
+          }
+        }
+      }
+    }
+  }
+
+  auto array_at = [&](const json& parent, const std::string& ptr,
+                      const std::string& key) -> const json* {
+    auto it = parent.find(key);
+    if (it == parent.end()) return nullptr;
+    if (!it->is_array()) {
+      r.error(ptr + "/" + key, std::string("expected an array, got ") + it->type_name());
+      return nullptr;
+    }
+    return &*it;
+  };
+
+  if (const json* a = array_at(doc, "", "gemm")) {
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const json& g = (*a)[i];
+      const std::string gp = fmt::format("/gemm/{}", i);
+      if (!r.expect_object(g, gp, {"m", "n", "k", "batch", "dtype", "layout", "origin", "time_us",
+                                   "flop_per_s", "repeats", "source"}))
+        continue;
+      auto m = r.integer(g, gp, "m", 1), n = r.integer(g, gp, "n", 1), k = r.integer(g, gp, "k", 1);
+      auto batch = r.integer(g, gp, "batch", 1, false);
+      auto dtype = gemm_dtype(r, g, gp);
+      auto t = r.positive(g, gp, "time_us");
+      r.string(g, gp, "layout", false);
+      r.string(g, gp, "origin", false);
+      r.string(g, gp, "source", false);
+      r.integer(g, gp, "repeats", 1, false);
+      if (!(m && n && k && dtype && t)) continue;
+      MeasuredGemm mg{*m, *n, *k, batch.value_or(1), *dtype, *t * 1e-6, 0, gp};
+      mg.flop_per_s = 2.0 * mg.m * mg.n * mg.k * mg.batch / mg.time_s;
+      r.consistent(g, gp, "flop_per_s", mg.flop_per_s, 0, "2*m*n*k*batch/time_us");
+      out.gemm.push_back(mg);
+    }
+  }
+
+  if (auto it = doc.find("memory"); it != doc.end()) {
+    const std::string mp = "/memory";
+    if (r.expect_object(*it, mp, {"kernels", "launch_overhead_us"})) {
+      if (it->contains("launch_overhead_us")) {
+        if (auto v = r.positive(*it, mp, "launch_overhead_us")) out.launch_overhead_s = *v * 1e-6;
+      }
+      if (const json* a = array_at(*it, mp, "kernels")) {
+        for (std::size_t i = 0; i < a->size(); ++i) {
+          const json& e = (*a)[i];
+          const std::string ep = fmt::format("{}/kernels/{}", mp, i);
+          if (!r.expect_object(e, ep, {"kernel", "bytes_read", "bytes_written", "time_us",
+                                       "bytes_per_s"}))
+            continue;
+          auto kernel = r.string(e, ep, "kernel", true, {"copy", "adam"});
+          auto rd = r.positive(e, ep, "bytes_read"), wr = r.positive(e, ep, "bytes_written", true, true);
+          auto t = r.positive(e, ep, "time_us");
+          if (!(kernel && rd && wr && t)) continue;
+          r.consistent(e, ep, "bytes_per_s", (*rd + *wr) / (*t * 1e-6), 0,
+                       "(bytes_read+bytes_written)/time_us");
+          out.memory.push_back({*kernel, *rd, *wr, *t * 1e-6, ep});
+        }
+      }
+    }
+  }
+
+  if (const json* a = array_at(doc, "", "collectives")) {
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const json& c = (*a)[i];
+      const std::string cp = fmt::format("/collectives/{}", i);
+      if (!r.expect_object(c, cp, {"op", "ranks", "nodes", "algo", "dtype", "size_bytes",
+                                   "time_us", "algbw_GBps", "busbw_GBps", "in_place", "source"}))
+        continue;
+      auto op = r.string(c, cp, "op", true, collective_op_names());
+      auto ranks = r.integer(c, cp, "ranks", 2);
+      auto nodes = r.integer(c, cp, "nodes", 1);
+      auto algo = r.string(c, cp, "algo", false);
+      r.string(c, cp, "dtype", false);
+      r.string(c, cp, "source", false);
+      if (auto ip = c.find("in_place"); ip != c.end() && !ip->is_boolean())
+        r.error(cp + "/in_place", "expected true or false");
+      auto size = r.positive(c, cp, "size_bytes");
+      auto t = r.positive(c, cp, "time_us");
+      if (ranks && nodes && *nodes > *ranks)
+        r.error(cp + "/nodes", fmt::format("{} nodes for {} ranks", *nodes, *ranks));
+      if (!(op && ranks && nodes && size && t)) continue;
+      const double algbw = *size / (*t * 1e-6) / 1e9;
+      // Published tables print GB/s with 2 decimals: absolute tolerance 0.0051 GB/s.
+      r.consistent(c, cp, "algbw_GBps", algbw, 0.0051, "size_bytes/time_us");
+      r.consistent(c, cp, "busbw_GBps", algbw * busbw_factor(*op, static_cast<int>(*ranks)),
+                   0.0051, "algbw * nccl-tests busbw factor");
+      out.collectives.push_back({*op, static_cast<int>(*ranks), static_cast<int>(*nodes),
+                                 algo.value_or("default"), *size, *t * 1e-6, cp});
+    }
+  }
+
+  if (const json* a = array_at(doc, "", "overlap")) {
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const json& o = (*a)[i];
+      const std::string op = fmt::format("/overlap/{}", i);
+      if (!r.expect_object(o, op, {"m", "n", "k", "dtype", "ranks", "allreduce_size_bytes",
+                                   "allreduce_alone_time_us", "gemm_alone_time_us",
+                                   "gemm_overlapped_time_us"}))
+        continue;
+      auto m = r.integer(o, op, "m", 1), n = r.integer(o, op, "n", 1), k = r.integer(o, op, "k", 1);
+      auto dtype = gemm_dtype(r, o, op);
+      auto ranks = r.integer(o, op, "ranks", 2);
+      auto bytes = r.positive(o, op, "allreduce_size_bytes");
+      r.positive(o, op, "allreduce_alone_time_us", false);
+      auto alone = r.positive(o, op, "gemm_alone_time_us");
+      auto over = r.positive(o, op, "gemm_overlapped_time_us");
+      if (!(m && n && k && dtype && ranks && bytes && alone && over)) continue;
+      out.overlap.push_back({*m, *n, *k, *dtype, static_cast<int>(*ranks), *bytes, *alone * 1e-6,
+                             *over * 1e-6, op});
+    }
+  }
+
+  if (issues.empty() && out.gemm.empty() && out.memory.empty() && out.collectives.empty() &&
+      out.overlap.empty() && !out.launch_overhead_s)
+    r.error("", "no measurements: gemm, memory, collectives and overlap are all empty");
+  issues.throw_if_any();
+  return out;
+}
+
+Measurements load_measurements(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError(InputIssue{path, 0, 0, "", "cannot open the measurements file"});
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_measurements(ss.str(), path);
+}
+
+}  // namespace stepcast

@@ -1,0 +1,83 @@
+// measurements.json (schema "stepcast.measurements/1"), as written by stepcast-bench
+// (calibrate/bench/output.cu) or converted from published nccl-tests / GEMM tables
+// (tests/data/calibration/). Loaded strictly: every key is known and carries its unit in its
+// name; numbers are positive and finite; derived numbers (flop_per_s, algbw_GBps,
+// busbw_GBps, bytes_per_s) must agree with the raw ones; all GPUs of the run are the same
+// model. Each problem is an InputIssue naming the file and the JSON pointer of the key
+// (JSON has no line numbers here); all are reported at once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/workload.h"
+
+namespace stepcast {
+
+inline constexpr const char* kMeasurementsSchema = "stepcast.measurements/1";
+
+struct MeasuredGemm {
+  std::int64_t m = 0, n = 0, k = 0, batch = 1;
+  DType dtype = DType::kBf16;
+  double time_s = 0;
+  double flop_per_s = 0;  // 2*m*n*k*batch / time_s
+  std::string pointer;    // "/gemm/3"
+};
+
+struct MeasuredMemory {
+  std::string kernel;  // "copy" | "adam"
+  double bytes_read = 0, bytes_written = 0;
+  double time_s = 0;
+  std::string pointer;
+};
+
+struct MeasuredCollective {
+  std::string op;  // allreduce | reduce_scatter | allgather | all_to_all | broadcast | send_recv
+  int ranks = 0, nodes = 1;
+  std::string algo = "default";
+  double size_bytes = 0;  // S as nccl-tests counts it
+  double time_s = 0;
+  std::string pointer;
+};
+
+struct MeasuredOverlap {
+  std::int64_t m = 0, n = 0, k = 0;
+  DType dtype = DType::kBf16;
+  int ranks = 0;
+  double allreduce_size_bytes = 0;
+  double gemm_alone_s = 0, gemm_overlapped_s = 0;
+  std::string pointer;
+};
+
+struct MeasurementProvenance {
+  std::string gpu_name;
+  int gpu_count = 0;
+  int nodes = 1;
+  int sm_count = 0;  // from gpus[0].sm_count; 0 when not recorded
+  std::string cuda_driver_version, cuda_runtime_version, nccl_version;
+  std::string hostname, date_utc;
+};
+
+struct Measurements {
+  std::string file;
+  std::string source;
+  MeasurementProvenance provenance;
+  std::vector<MeasuredGemm> gemm;
+  std::vector<MeasuredMemory> memory;
+  std::optional<double> launch_overhead_s;
+  std::vector<MeasuredCollective> collectives;
+  std::vector<MeasuredOverlap> overlap;
+};
+
+// nccl-tests bus bandwidth factor (nccl-tests doc/PERFORMANCE.md): busbw = algbw * factor,
+// allreduce 2(n-1)/n; reduce_scatter, allgather, all_to_all (n-1)/n; broadcast, send_recv 1.
+double busbw_factor(const std::string& op, int ranks);
+const std::vector<std::string>& collective_op_names();
+
+// Throws InputError listing every problem (file, JSON pointer, message).
+Measurements load_measurements(const std::string& path);
+Measurements parse_measurements(const std::string& text, const std::string& file);
+
+}  // namespace stepcast

@@ -1,0 +1,313 @@
+// Collective cost model (cost.h): per (algorithm, protocol) latency + bandwidth terms
+// composed as NCCL's tuner does (NVIDIA/nccl src/graph/tuning.cc; constants as tabulated in
+// shared/reference/NETWORK.md, NCCL 2.18-2.21 era), cheapest chosen:
+//
+//   t = lat[algo][proto] + S * F / (busbw[algo] * proto_factor[proto])
+//
+// with S and F the nccl-tests conventions (NETWORK.md "Metric conventions"), so busbw is
+// what all_reduce_perf & co. print and the profile's measured busbw values plug in as is.
+//
+// Latency (us), ppn ranks per node, N nodes, n ranks:
+//   Ring:      base + (steps - interSteps) * nvlinkHop + interSteps * netHop,
+//              steps = 2(n-1) allreduce, n-1 otherwise; interSteps = 2(N-1) or N-1.
+//   Tree:      base + 2[(ppn-1) * nvlinkHop + log2(N) * netHop]        (allreduce only)
+//   NVLS:      nvlinkHop(25)                                           (one node, allreduce)
+//   NVLS-Tree: nvlinkHop(25) + 2 log2(N) * netHop(20.9)                (multi-node allreduce)
+//   PAT:       base + log2(n) * netHop        (RS/AG, one rank per node, NCCL >= 2.23)
+// Bandwidth (bus, per rank):
+//   intra  = collectives.intra_ring_busbw (measured one-node ring busbw)
+//   inter  = collectives.nic_busbw * NICs used / oversubscription (when the group spans
+//            pods). NICs used = min(nics per node, ppn * NICs per GPU): full-node groups
+//            aggregate every NIC, one-rank-per-node groups use one NIC per GPU.
+//   Ring/Tree/PAT over several nodes: hierarchical, pipelined (NETWORK.md "Hierarchical
+//            allreduce"): the slowest phase sets the rate, busbw = min(intra, inter).
+//            Measured 2x8 A100 HDR allreduce 188 GB/s = min(232, 8 x 24) -> 192.
+//   Tree   x 0.92 (NCCL's tree allreduce factor).
+//   NVLS   = nvls_busbw * (1 - (G - n)/(3G)), G GPUs per node, n >= 5 (no gain at <= 4):
+//            reproduces 420/440/460/480 GB/s at 5/6/7/8 H100s (nccl issue 1455) and
+//            414/436/460/473 on H200 (stas00 table) within 2%. Only allreduce: with NVLS
+//            allowed, 8xH200 allgather / reduce-scatter still run Ring (same table).
+//   NVLS-Tree = min(NVLS(ppn), inter).
+//   Protocol factor: LL 0.5, LL128 0.92 (=120/128), Simple 1.
+// All-to-all (runs as grouped send/recv; no tuner entry): uniform traffic, g = ppn,
+//   t = lat + max(S (g-1)/n / intra, S (n-g)/n / (nic_busbw / oversub)) (NETWORK.md, MoE):
+//   never aggregates NICs; lat = one ring step of the slowest hop crossed (base + hop).
+// Broadcast: ring, F = 1.
+// collectives.launch_overhead_s is added to every modelled (not calibrated) time.
+// Calibrated entries (CollectiveParams::calibrated) with the same op, ranks and nodes and
+// min_size <= S <= max_size (max 0: unbounded) replace the model: t = latency + S*F/busbw.
+// Not modelled: Tree's size-dependent bandwidth correction, the x1.4 multi-node Simple ring
+// latency step, CollNet/SHARP, channel-count effects on small messages.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <set>
+
+#include "model/error.h"
+#include "sim/cost/cost.h"
+
+namespace stepcast {
+namespace {
+
+constexpr double kUs = 1e-6;
+enum Proto { kLL = 0, kLL128 = 1, kSimple = 2 };
+constexpr std::array<CollProto, 3> kProtos = {CollProto::kLL, CollProto::kLL128,
+                                              CollProto::kSimple};
+
+// NETWORK.md latency table (us).
+constexpr double kBaseTree[3] = {6.8, 14.0, 8.4};
+constexpr double kBaseRing[3] = {6.6, 14.0, 8.4};
+constexpr double kNvlinkTree[3] = {0.6, 1.25, 4.0};
+constexpr double kNvlinkRing[3] = {0.6, 1.9, 3.4};
+constexpr double kNetTree[3] = {5.0, 8.5, 14.0};
+constexpr double kNetRing[3] = {2.7, 4.0, 14.0};
+constexpr double kNvlsNvlink = 25.0;  // (network NVLS 18 us needs SHARP: not modelled)
+constexpr double kNvlsTreeNvlink = 25.0, kNvlsTreeNet = 20.9;
+constexpr double kProtoFactor[3] = {0.5, 0.92, 1.0};
+constexpr double kTreeFactor = 0.92;
+constexpr int kNvlsMinRanks = 5;  // "no gain at <= 4 GPUs" (nccl issue 1455)
+
+double bus_factor(CollOp op, int n) {
+  const double nn = n;
+  switch (op) {
+    case CollOp::kAllReduce: return 2.0 * (nn - 1) / nn;
+    case CollOp::kReduceScatter:
+    case CollOp::kAllGather:
+    case CollOp::kAllToAll: return (nn - 1) / nn;
+    case CollOp::kBroadcast: return 1.0;
+  }
+  return 1.0;
+}
+
+// NCCL version "2.21.5" -> 2021 (major*1000 + minor); unparsable -> 0.
+int version_code(const std::string& v) {
+  int major = 0, minor = 0;
+  if (std::sscanf(v.c_str(), "%d.%d", &major, &minor) < 1) return 0;
+  return major * 1000 + minor;
+}
+
+double intra_busbw(const HwProfile& hw) {
+  const double b = hw.collectives.intra_ring_busbw;
+  return b > 0 ? b : hw.node.nvlink_bytes_per_s;
+}
+
+double nic_busbw(const HwProfile& hw) {
+  const double b = hw.collectives.nic_busbw;
+  return b > 0 ? b : hw.node.nic_bytes_per_s;
+}
+
+double oversub(const GroupShape& g, const HwProfile& hw) {
+  return g.pods > 1 ? std::max(1.0, hw.fabric.oversubscription) : 1.0;
+}
+
+double nics_used(const GroupShape& g, const HwProfile& hw) {
+  const int gpus = std::max(1, hw.node.gpus);
+  const int nics = std::max(1, hw.node.nics);
+  const double per_gpu = std::max(1.0, static_cast<double>(nics) / gpus);
+  return std::min<double>(nics, g.ranks_per_node * per_gpu);
+}
+
+double inter_busbw(const GroupShape& g, const HwProfile& hw) {
+  return nic_busbw(hw) * nics_used(g, hw) / oversub(g, hw);
+}
+
+bool nvls_available(const GroupShape& g, const HwProfile& hw) {
+  return hw.node.nvls && hw.collectives.nvls_busbw > 0 && g.ranks_per_node >= kNvlsMinRanks;
+}
+
+double nvls_busbw(int ppn, const HwProfile& hw) {
+  const double gpus = std::max(hw.node.gpus, ppn);
+  return hw.collectives.nvls_busbw * (1.0 - (gpus - ppn) / (3.0 * gpus));
+}
+
+struct Candidate {
+  CollAlgo algo;
+  CollProto proto;
+  double latency_s;
+  double busbw;  // bytes/s, nccl-tests bus bandwidth
+};
+
+void consider(std::vector<CollectiveChoice>& out, const Candidate& c, double bytes,
+              double factor) {
+  if (!(c.busbw > 0)) return;
+  CollectiveChoice ch;
+  ch.time_s = c.latency_s + bytes * factor / c.busbw;
+  ch.algo = c.algo;
+  ch.proto = c.proto;
+  out.push_back(ch);
+}
+
+const CollectiveCalib* find_calib(const std::string& op, int ranks, int nodes, double bytes,
+                                  const HwProfile& hw) {
+  for (const CollectiveCalib& c : hw.collectives.calibrated) {
+    if (c.op != op || c.ranks != ranks || c.nodes != nodes) continue;
+    if (bytes < c.min_bytes || (c.max_bytes > 0 && bytes > c.max_bytes)) continue;
+    if (c.busbw_bytes_per_s <= 0) continue;
+    return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const char* algo_name(CollAlgo a) {
+  switch (a) {
+    case CollAlgo::kRing: return "ring";
+    case CollAlgo::kTree: return "tree";
+    case CollAlgo::kNvls: return "nvls";
+    case CollAlgo::kNvlsTree: return "nvls_tree";
+    case CollAlgo::kPat: return "pat";
+    case CollAlgo::kDirect: return "direct";
+  }
+  return "?";
+}
+
+const char* proto_name(CollProto p) {
+  switch (p) {
+    case CollProto::kLL: return "LL";
+    case CollProto::kLL128: return "LL128";
+    case CollProto::kSimple: return "Simple";
+  }
+  return "?";
+}
+
+GroupShape group_shape(const std::vector<int>& ranks, int gpus_per_node, int pod_gpus) {
+  STEPCAST_CHECK(gpus_per_node > 0, "gpus_per_node must be positive");
+  GroupShape g;
+  g.ranks = static_cast<int>(ranks.size());
+  if (ranks.empty()) return g;
+  std::vector<int> nodes;
+  std::set<int> pods;
+  nodes.reserve(ranks.size());
+  for (int r : ranks) {
+    STEPCAST_CHECK(r >= 0, "negative rank in group");
+    nodes.push_back(r / gpus_per_node);
+    pods.insert(pod_gpus > 0 ? r / pod_gpus : 0);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  int distinct = 0, run = 0, max_run = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (i == 0 || nodes[i] != nodes[i - 1]) {
+      ++distinct;
+      run = 0;
+    }
+    max_run = std::max(max_run, ++run);
+  }
+  g.nodes = distinct;
+  g.ranks_per_node = max_run;
+  g.pods = static_cast<int>(pods.size());
+  return g;
+}
+
+std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, const GroupShape& g,
+                                                    const HwProfile& hw) {
+  STEPCAST_CHECK(bytes >= 0, "collective bytes must be >= 0");
+  STEPCAST_CHECK(g.ranks >= 1 && g.nodes >= 1 && g.ranks_per_node >= 1,
+                 "bad group shape");
+  std::vector<CollectiveChoice> best;
+  if (g.ranks <= 1) return best;
+  const int n = g.ranks, nn = g.nodes, ppn = g.ranks_per_node;
+  const double factor = bus_factor(op, n);
+  const bool multi = nn > 1;
+  const double intra = intra_busbw(hw);
+  const double inter = multi ? inter_busbw(g, hw) : std::numeric_limits<double>::infinity();
+  const double flat = std::min(ppn > 1 ? intra : std::numeric_limits<double>::infinity(), inter);
+  const double log2_nodes = std::log2(static_cast<double>(nn));
+
+  if (op == CollOp::kAllToAll) {
+    // Uniform all-to-all: the NVLink and NIC parts run concurrently; t as in NETWORK.md.
+    // Expressed as a busbw for S*(n-1)/n: busbw = (n-1)/n / max(a, b).
+    const double a = static_cast<double>(ppn - 1) / n / intra;
+    const double b = multi ? static_cast<double>(n - ppn) / n / (nic_busbw(hw) / oversub(g, hw))
+                           : 0.0;
+    const double per_byte = std::max(a, b);
+    for (int p = 0; p < 3; ++p) {
+      const double hop = multi ? kNetRing[p] : kNvlinkRing[p];
+      consider(best, {CollAlgo::kDirect, kProtos[p], (kBaseRing[p] + hop) * kUs,
+                      kProtoFactor[p] * factor / per_byte},
+               bytes, factor);
+    }
+    return best;
+  }
+
+  const bool allreduce = op == CollOp::kAllReduce;
+  const int steps = allreduce ? 2 * (n - 1) : n - 1;
+  const int inter_steps = allreduce ? 2 * (nn - 1) : nn - 1;
+  for (int p = 0; p < 3; ++p) {
+    // Ring: every op.
+    const double ring_lat = kBaseRing[p] + (steps - inter_steps) * kNvlinkRing[p] +
+                            inter_steps * kNetRing[p];
+    consider(best, {CollAlgo::kRing, kProtos[p], ring_lat * kUs, flat * kProtoFactor[p]},
+             bytes, factor);
+    // Tree: allreduce only.
+    if (allreduce) {
+      const double tree_lat =
+          kBaseTree[p] + 2.0 * ((ppn - 1) * kNvlinkTree[p] + log2_nodes * kNetTree[p]);
+      consider(best, {CollAlgo::kTree, kProtos[p], tree_lat * kUs,
+                      flat * kTreeFactor * kProtoFactor[p]},
+               bytes, factor);
+    }
+  }
+  // NVLS / NVLS-Tree: Simple protocol only, allreduce only.
+  if (allreduce && nvls_available(g, hw)) {
+    const double nvls = nvls_busbw(ppn, hw);
+    if (!multi) {
+      consider(best, {CollAlgo::kNvls, CollProto::kSimple, kNvlsNvlink * kUs, nvls}, bytes,
+               factor);
+    } else {
+      consider(best, {CollAlgo::kNvlsTree, CollProto::kSimple,
+                      (kNvlsTreeNvlink + 2.0 * log2_nodes * kNvlsTreeNet) * kUs,
+                      std::min(nvls, inter)},
+               bytes, factor);
+    }
+  }
+  // PAT: reduce-scatter / allgather with one rank per node (NCCL >= 2.23), Simple.
+  if ((op == CollOp::kReduceScatter || op == CollOp::kAllGather) && multi && ppn == 1 &&
+      version_code(hw.collectives.nccl_version) >= 2023) {
+    consider(best, {CollAlgo::kPat, CollProto::kSimple,
+                    (kBaseRing[kSimple] + std::log2(static_cast<double>(n)) * kNetRing[kSimple]) * kUs,
+                    flat},
+             bytes, factor);
+  }
+  return best;
+}
+
+CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g,
+                                 const HwProfile& hw) {
+  CollectiveChoice best;
+  if (g.ranks <= 1) return best;  // a one-rank communicator moves nothing
+  if (const CollectiveCalib* c = find_calib(coll_op_name(op), g.ranks, g.nodes, bytes, hw)) {
+    best.time_s = c->latency_s + bytes * bus_factor(op, g.ranks) / c->busbw_bytes_per_s;
+    best.calibrated = true;
+    return best;
+  }
+  best.time_s = std::numeric_limits<double>::infinity();
+  for (const CollectiveChoice& c : collective_candidates(op, bytes, g, hw))
+    if (c.time_s < best.time_s) best = c;
+  STEPCAST_CHECK(std::isfinite(best.time_s),
+                 "no collective algorithm has positive bandwidth (profile '" + hw.name + "')");
+  best.time_s += hw.collectives.launch_overhead_s;
+  return best;
+}
+
+double bus_factor_of(CollOp op, int ranks) { return ranks <= 1 ? 0.0 : bus_factor(op, ranks); }
+
+double p2p_time_s(double bytes, bool same_node, const HwProfile& hw) {
+  STEPCAST_CHECK(bytes >= 0, "send/recv bytes must be >= 0");
+  if (const CollectiveCalib* c = find_calib("send_recv", 2, same_node ? 1 : 2, bytes, hw))
+    return c->latency_s + bytes / c->busbw_bytes_per_s;
+  double bw = same_node ? hw.collectives.p2p_intra_bw : nic_busbw(hw);
+  if (!(bw > 0)) bw = same_node ? intra_busbw(hw) : hw.node.nic_bytes_per_s;
+  STEPCAST_CHECK(bw > 0, "no send/recv bandwidth in profile '" + hw.name + "'");
+  // NCCL p2p runs LL for small and Simple for large messages; one hop.
+  double best = std::numeric_limits<double>::infinity();
+  for (int p : {kLL, kSimple}) {
+    const double lat = kBaseRing[p] + (same_node ? kNvlinkRing[p] : kNetRing[p]);
+    best = std::min(best, lat * kUs + bytes / (bw * kProtoFactor[p]));
+  }
+  return best + hw.collectives.launch_overhead_s;
+}
+
+}  // namespace stepcast

@@ -1,0 +1,152 @@
+// Compute cost: roofline per op with shape-dependent efficiency (cost.h).
+//
+//   t = max(flops / (peak[dtype] * eff), bytes / (hbm * membound_eff)) + launch_overhead
+//
+// GEMM efficiency (fraction of the dtype's dense datasheet peak, kernel-timed):
+//   shape(M,n,k) = E * M/(M+hm) * n/(n+hn) * k/(k+hk),  M = batch * m,
+//   t_kernel     = flops / (peak * shape) + gemm_fixed_time_s,
+//   eff          = flops / (peak * t_kernel),
+// E = gemm_max_eff (bf16/fp16/fp32) or fp8_max_eff (fp8, of the fp8 peak). The fixed time
+// is the few-microsecond floor every GEMM kernel has (ramp-up, tail wave); without it the
+// product form cannot fit both 256^3 (0.7% of peak) and 4096^3 (79%) on H100.
+// Fit (tests/data/measured/fit_cost_params.py): Nelder-Mead on sum of squared log-errors
+// over XLA's sm_90 bf16 table (375 shapes, b in {1,2,4}, m,n,k in 256..4096) plus the MAMF
+// best shape (2048x2048x13312 at 80.3% of 989.4 TFLOP/s, weight 20) and a soft ceiling
+// (predicted 65536^3 above 80.3% penalised, weight 20), so E is not extrapolated from the
+// 4096-size trend alone (unconstrained: E=0.94). H100 SXM result: E=0.880 hm=107 hn=58
+// hk=109 fixed=5.8 us; rms log-error 8.9% over all 375 points, 4.9% where
+// min(M,n,k) >= 1024 (max 15%); MAMF point -3.6%; 16384^3 predicted at 86% of peak.
+// fp8 (same shape terms, fp8_max_eff 0.70): cuBLASLt H100 squares >= 2048 within 16%,
+// 16384^3 / 32768^3 within 3%. Checked in tests/sim/cost/compute_test.cc.
+//
+// Calibrated points (ComputeParams::gemm_table) override the curve for a shape whose
+// M, n and k are each within a factor kTableMatchRatio of a point of the same dtype (the
+// nearest such point in log-distance wins); the point's throughput is then the kernel's.
+//
+// Attention (flash kernels), of the bf16 peak:
+//   eff = E_pass * s/(s + half_seq) * d/(d + half_head_dim),
+// s = keys per query row: seq_kv, halved for causal square blocks (a row sees half the keys
+// on average); E_pass = attn_fwd_eff or attn_bwd_eff. Fitted per kernel on the FA3 paper's
+// H100 figures 5 (fwd) and 6 (bwd) by the same script; see the report in the test.
+#include <cmath>
+#include <limits>
+
+#include "model/error.h"
+#include "sim/cost/cost.h"
+
+namespace stepcast {
+namespace {
+
+// A gemm_table point applies when each of M, n, k is within this factor of it.
+constexpr double kTableMatchRatio = 1.1;
+
+double peak_flop_per_s(DType d, const HwProfile& hw) {
+  const auto& peaks = hw.gpu.peak_flop_per_s;
+  if (auto it = peaks.find(d); it != peaks.end() && it->second > 0) return it->second;
+  // fp16 and bf16 tensor-core peaks are equal on A100/H100/H200; anything missing falls back
+  // to bf16, the dtype every profile must give.
+  auto it = peaks.find(DType::kBf16);
+  STEPCAST_CHECK(it != peaks.end() && it->second > 0,
+                 "profile '" + hw.name + "' has no bf16 peak FLOP/s");
+  return it->second;
+}
+
+bool has_peak(DType d, const HwProfile& hw) {
+  auto it = hw.gpu.peak_flop_per_s.find(d);
+  return it != hw.gpu.peak_flop_per_s.end() && it->second > 0;
+}
+
+double gemm_flops(const GemmShape& g) {
+  return 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) *
+         static_cast<double>(g.n) * static_cast<double>(g.k);
+}
+
+double saturation(double x, double half) { return half > 0 ? x / (x + half) : 1.0; }
+
+const GemmPoint* table_match(const GemmShape& g, const ComputeParams& c) {
+  const double big_m = static_cast<double>(g.batch) * static_cast<double>(g.m);
+  const double q[3] = {big_m, static_cast<double>(g.n), static_cast<double>(g.k)};
+  const GemmPoint* best = nullptr;
+  double best_dist = std::numeric_limits<double>::infinity();
+  const double lim = std::log(kTableMatchRatio) + 1e-12;
+  for (const GemmPoint& p : c.gemm_table) {
+    if (p.dtype != g.dtype || p.flop_per_s <= 0 || p.m <= 0 || p.n <= 0 || p.k <= 0) continue;
+    const double d[3] = {std::log(q[0] / static_cast<double>(p.m)),
+                         std::log(q[1] / static_cast<double>(p.n)),
+                         std::log(q[2] / static_cast<double>(p.k))};
+    if (std::abs(d[0]) > lim || std::abs(d[1]) > lim || std::abs(d[2]) > lim) continue;
+    const double dist = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+    if (dist < best_dist) {
+      best_dist = dist;
+      best = &p;
+    }
+  }
+  return best;
+}
+
+double attention_efficiency(const AttentionShape& a, const ComputeParams& c) {
+  double s = static_cast<double>(a.seq_kv > 0 ? a.seq_kv : a.seq_q);
+  if (a.causal && a.seq_q == a.seq_kv) s *= 0.5;
+  const double e = a.backward ? c.attn_bwd_eff : c.attn_fwd_eff;
+  return e * saturation(std::max(s, 1.0), c.attn_half_seq) *
+         saturation(static_cast<double>(std::max<std::int64_t>(a.head_dim, 1)),
+                    c.attn_half_head_dim);
+}
+
+double memory_time_s(double bytes, const HwProfile& hw) {
+  if (bytes <= 0) return 0;
+  STEPCAST_CHECK(hw.gpu.hbm_bytes_per_s > 0 && hw.compute.membound_eff > 0,
+                 "profile '" + hw.name + "' has no HBM bandwidth");
+  return bytes / (hw.gpu.hbm_bytes_per_s * hw.compute.membound_eff);
+}
+
+}  // namespace
+
+double gemm_efficiency(const GemmShape& g, const HwProfile& hw) {
+  const ComputeParams& c = hw.compute;
+  const double peak = peak_flop_per_s(g.dtype, hw);
+  if (const GemmPoint* p = table_match(g, c)) return p->flop_per_s / peak;
+  const bool fp8 = g.dtype == DType::kFp8 && has_peak(DType::kFp8, hw);
+  const double ceiling = fp8 ? c.fp8_max_eff : c.gemm_max_eff;
+  const double big_m = static_cast<double>(std::max<std::int64_t>(g.batch, 1)) *
+                       static_cast<double>(std::max<std::int64_t>(g.m, 1));
+  const double shape = ceiling * saturation(big_m, c.gemm_half_m) *
+                       saturation(static_cast<double>(std::max<std::int64_t>(g.n, 1)), c.gemm_half_n) *
+                       saturation(static_cast<double>(std::max<std::int64_t>(g.k, 1)), c.gemm_half_k);
+  const double flops = gemm_flops(g);
+  if (flops <= 0 || c.gemm_fixed_time_s <= 0) return shape;
+  const double t_kernel = flops / (peak * shape) + c.gemm_fixed_time_s;
+  return flops / (peak * t_kernel);
+}
+
+double compute_time_s(const Task& t, const HwProfile& hw) {
+  const ComputeParams& c = hw.compute;
+  const double bytes = t.bytes_read + t.bytes_written;
+  switch (t.kind) {
+    case TaskKind::kGemm: {
+      const double flops = t.flops > 0 ? t.flops : gemm_flops(t.gemm);
+      const double eff = gemm_efficiency(t.gemm, hw);
+      STEPCAST_CHECK(eff > 0, "GEMM efficiency must be positive (" + t.label + ")");
+      const double t_flop = flops / (peak_flop_per_s(t.gemm.dtype, hw) * eff);
+      return std::max(t_flop, memory_time_s(bytes, hw)) + c.launch_overhead_s;
+    }
+    case TaskKind::kAttention: {
+      // Flash attention runs at the bf16/fp16 tensor-core rate whatever the GEMM dtype.
+      const double eff = attention_efficiency(t.attn, c);
+      STEPCAST_CHECK(eff > 0, "attention efficiency must be positive (" + t.label + ")");
+      const double t_flop = t.flops / (peak_flop_per_s(DType::kBf16, hw) * eff);
+      return std::max(t_flop, memory_time_s(bytes, hw)) + c.launch_overhead_s;
+    }
+    case TaskKind::kMemoryBound:
+      return memory_time_s(bytes, hw) + c.launch_overhead_s;
+    case TaskKind::kCollective:
+    case TaskKind::kSend:
+    case TaskKind::kRecv:
+    case TaskKind::kAlloc:
+    case TaskKind::kFree:
+      return 0;
+  }
+  return 0;
+}
+
+}  // namespace stepcast

@@ -1,0 +1,92 @@
+// task_durations / comm_compute_slowdown (coster.h).
+#include "sim/cost/coster.h"
+
+#include <cstring>
+#include <unordered_map>
+
+#include "model/error.h"
+
+namespace stepcast {
+namespace {
+
+struct CollKey {
+  int group;
+  CollOp op;
+  double bytes;
+  bool operator==(const CollKey& o) const {
+    return group == o.group && op == o.op && bytes == o.bytes;
+  }
+};
+
+struct CollKeyHash {
+  size_t operator()(const CollKey& k) const {
+    std::uint64_t b;
+    std::memcpy(&b, &k.bytes, sizeof b);
+    std::uint64_t h = b * 0x9E3779B97F4A7C15ull;
+    h ^= (static_cast<std::uint64_t>(k.group) << 8) ^ static_cast<std::uint64_t>(k.op);
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+
+}  // namespace
+
+Durations task_durations(const Program& p, const HwProfile& hw) {
+  STEPCAST_CHECK(p.gpus_per_node > 0, "program gpus_per_node must be positive");
+  std::vector<GroupShape> shapes;
+  shapes.reserve(p.groups.size());
+  for (const Group& g : p.groups)
+    shapes.push_back(group_shape(g.ranks, p.gpus_per_node, hw.fabric.pod_gpus));
+
+  std::unordered_map<CollKey, TimeNs, CollKeyHash> coll_cache;
+  Durations out(p.ranks.size());
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    const RankProgram& rp = p.ranks[r];
+    std::vector<TimeNs>& d = out[r];
+    d.resize(rp.tasks.size(), 0);
+    for (size_t i = 0; i < rp.tasks.size(); ++i) {
+      const Task& t = rp.tasks[i];
+      switch (t.kind) {
+        case TaskKind::kGemm:
+        case TaskKind::kAttention:
+        case TaskKind::kMemoryBound:
+          d[i] = to_ns(compute_time_s(t, hw));
+          break;
+        case TaskKind::kCollective: {
+          STEPCAST_CHECK(t.group >= 0 && t.group < static_cast<int>(shapes.size()),
+                         "collective '" + t.label + "' names a missing group");
+          const CollKey key{t.group, t.coll, t.bytes};
+          auto it = coll_cache.find(key);
+          if (it == coll_cache.end())
+            it = coll_cache
+                     .emplace(key, to_ns(collective_time(t.coll, t.bytes,
+                                                         shapes[static_cast<size_t>(t.group)], hw)
+                                             .time_s))
+                     .first;
+          d[i] = it->second;
+          break;
+        }
+        case TaskKind::kSend:
+        case TaskKind::kRecv: {
+          STEPCAST_CHECK(t.peer >= 0, "send/recv '" + t.label + "' has no peer");
+          const bool same_node = rp.rank / p.gpus_per_node == t.peer / p.gpus_per_node;
+          d[i] = to_ns(p2p_time_s(t.bytes, same_node, hw));
+          break;
+        }
+        case TaskKind::kAlloc:
+        case TaskKind::kFree:
+          d[i] = 0;
+          break;
+      }
+    }
+  }
+  return out;
+}
+
+double comm_compute_slowdown(const HwProfile& hw) {
+  const int sms = hw.gpu.sms, comm = hw.compute.comm_sms;
+  if (sms <= 0 || comm <= 0) return 0;
+  STEPCAST_CHECK(comm < sms, "compute.comm_sms must be below the GPU's SM count");
+  return static_cast<double>(comm) / static_cast<double>(sms - comm);
+}
+
+}  // namespace stepcast

@@ -1,0 +1,616 @@
+// The discrete-event engine (engine.h). Layout for speed (>= 10 M events/s on one core,
+// tests/bench/bench_engine.cc): every task of every rank gets a global index
+// g = rank_offset[r] + id; per-task data live in flat arrays; dependencies (deps plus the
+// stream-order edge from the previous task on the same stream) are a CSR successor list with
+// a countdown per task; the only events kept in the heap are task ends with positive
+// duration, keyed (time, g) — at most one running task per stream, so the heap stays small.
+// Zero-duration tasks (alloc/free, empty ops) end in the same instant through a work stack.
+//
+// Instant semantics (all order-independent, so results do not depend on tie-breaking):
+//  - a task starts at the instant its last dependency ends (or, for a rendezvous, when its
+//    last member becomes ready);
+//  - SM interference: a compute task of positive duration that starts at instant t is
+//    stretched by (1 + compute_slowdown_when_comm) when a communication task of its rank is
+//    running over [t, t+): started at or before t and ending after t. Compute starts are
+//    therefore deferred until every end and every zero-duration cascade of instant t is done.
+//  - memory: alloc/free apply at their instant in processing order, which follows causality
+//    (an alloc that depends on a free is applied after it); ties between independent events
+//    go by (time, rank, task id), so the peak is deterministic.
+#include "sim/engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+#include "sim/engine/flow_network.h"
+#include "sim/network/flows.h"
+#include "sim/network/topology.h"
+#include "sim/program/matching.h"
+
+namespace stepcast {
+namespace {
+
+enum : std::uint8_t {
+  kFlagComm = 1,     // collective / send / recv
+  kFlagCompute = 2,  // gemm / attention / memory_bound: subject to SM interference
+  kFlagAlloc = 4,
+  kFlagFree = 8,
+  kFlagDone = 16,
+};
+
+struct HeapEntry {
+  TimeNs t;
+  std::uint32_t g;
+};
+// std::push_heap builds a max-heap; "later" puts the earliest (time, g) on top.
+struct Later {
+  bool operator()(const HeapEntry& a, const HeapEntry& b) const {
+    return a.t != b.t ? a.t > b.t : a.g > b.g;
+  }
+};
+
+// One Engine per thread is kept and reused (simulate() below): build() refills every array
+// in place, so repeated runs — plan search, sweeps — reuse memory instead of faulting in
+// tens of MB of fresh pages per run. It holds the capacity of the largest program run on
+// the thread (about 60 bytes per task).
+class Engine {
+ public:
+  void reset(const Program& p, const Durations& d, const EngineOptions& o) {
+    program_ = &p;
+    options_ = &o;
+    build(d);
+  }
+
+  Timeline run();
+
+ private:
+  void build(const Durations& d);
+  void build_flows();
+  void start_flows(int inst, TimeNs t);
+  void make_ready(std::uint32_t g, TimeNs t);
+  void start_rendezvous(int inst, TimeNs t);
+  void start_task(std::uint32_t g, TimeNs t, TimeNs duration);
+  void launch(std::uint32_t g, TimeNs t, TimeNs duration);
+  void finish(std::uint32_t g, TimeNs t);
+  void apply_memory(std::uint32_t g, TimeNs t);
+  void settle(TimeNs t);
+  [[noreturn]] void report_deadlock() const;
+  void breakdown(Timeline& tl) const;
+
+  const Program* program_ = nullptr;
+  const EngineOptions* options_ = nullptr;
+  RendezvousMatching match_;
+  std::vector<std::uint32_t> preds_, pred_off_, fill_, now_;  // build / settle scratch
+
+  std::vector<std::uint32_t> rank_offset_;  // size ranks + 1
+  std::vector<std::int32_t> rank_of_;
+  std::vector<TimeNs> dur_;
+  std::vector<std::uint8_t> flags_;
+  std::vector<std::int32_t> left_;          // unfinished predecessors
+  std::vector<std::uint32_t> succ_off_;     // CSR, size tasks + 1
+  std::vector<std::uint32_t> succ_;
+  std::vector<TaskTiming*> timing_;         // per rank: the Timeline's task array
+  TimeNs& start_of(std::uint32_t g) { return at(g).start; }
+  TaskTiming& at(std::uint32_t g) {
+    const auto r = static_cast<size_t>(rank_of_[g]);
+    return timing_[r][g - rank_offset_[r]];
+  }
+  const TaskTiming& at(std::uint32_t g) const {
+    const auto r = static_cast<size_t>(rank_of_[g]);
+    return timing_[r][g - rank_offset_[r]];
+  }
+  Timeline tl_;
+
+  std::vector<std::int32_t> inst_left_;     // members not yet ready
+  std::vector<TimeNs> inst_dur_;            // max of the members' durations
+  std::vector<std::uint32_t> inst_member_;  // global indices, CSR by match_.offsets
+
+  std::vector<std::int32_t> comm_running_;  // per rank, comm tasks running with duration > 0
+  std::vector<double> mem_now_, mem_peak_;
+
+  // Flow mode (options_->flow): per rendezvous instance, its flow set (-1: analytical), the
+  // latency paid before bytes move and the bytes scale (analytical bandwidth time / time of
+  // the flow set alone). Heap entries with g >= tasks are "latency over" events of instance
+  // g - tasks.
+  struct FlowSet {
+    std::vector<FlowSpec> flows;
+    double alone_s = 0;  // the flows alone on the topology (simulate_flows_s)
+  };
+  const FlowMode* flow_ = nullptr;
+  MaxMinNetwork net_;
+  std::vector<FlowSet> flow_sets_;
+  std::vector<std::int32_t> inst_flow_set_;
+  std::vector<TimeNs> inst_alpha_;
+  std::vector<double> inst_scale_;
+  std::vector<std::int32_t> transfer_inst_;  // network transfer id -> instance
+  std::vector<int> completed_;
+
+  std::vector<HeapEntry> heap_;
+  std::vector<std::uint32_t> zero_stack_;   // tasks ending in the current instant
+  std::vector<std::uint32_t> deferred_;     // compute starts waiting for the instant to settle
+  std::uint64_t events_ = 0;
+  std::uint64_t finished_ = 0;
+};
+
+void Engine::build(const Durations& d) {
+  const size_t nranks = program_->ranks.size();
+  STEPCAST_CHECK(d.size() == nranks,
+                 fmt::format("durations for {} ranks, program has {}", d.size(), nranks));
+  rank_offset_.assign(nranks + 1, 0);
+  for (size_t r = 0; r < nranks; ++r) {
+    const RankProgram& rp = program_->ranks[r];
+    STEPCAST_CHECK(d[r].size() == rp.tasks.size(),
+                   fmt::format("rank {}: {} durations for {} tasks", rp.rank, d[r].size(),
+                               rp.tasks.size()));
+    rank_offset_[r + 1] = rank_offset_[r] + static_cast<std::uint32_t>(rp.tasks.size());
+  }
+  const size_t n = rank_offset_[nranks];
+
+  match_rendezvous(*program_, match_);
+  if (!match_.problems.empty()) {
+    std::string msg = "program cannot run: tasks that must meet do not match:";
+    for (size_t i = 0; i < std::min<size_t>(match_.problems.size(), 10); ++i)
+      msg += "\n  " + match_.problems[i];
+    throw InvariantError(msg);
+  }
+
+  rank_of_.resize(n);
+  dur_.resize(n);
+  flags_.assign(n, 0);
+  left_.assign(n, 0);
+  succ_off_.assign(n + 1, 0);
+  tl_ = Timeline{};
+  tl_.ranks.resize(nranks);
+  timing_.resize(nranks);
+  for (size_t r = 0; r < nranks; ++r) {
+    tl_.ranks[r].tasks.assign(program_->ranks[r].tasks.size(), TaskTiming{-1, -1});
+    timing_[r] = tl_.ranks[r].tasks.data();
+  }
+
+  // One pass over the Tasks (large structs) gathers per-task data and the predecessors
+  // (deps, then the previous task on the same stream) into flat arrays; the successor CSR is
+  // then built from those alone.
+  std::vector<std::uint32_t>& preds = preds_;
+  preds.clear();
+  std::vector<std::uint32_t>& pred_off = pred_off_;
+  pred_off.assign(n + 1, 0);
+  for (size_t r = 0; r < nranks; ++r) {
+    const RankProgram& rp = program_->ranks[r];
+    const std::uint32_t base = rank_offset_[r];
+    const int ntasks = static_cast<int>(rp.tasks.size());
+    std::array<int, kStreamCount> last{};
+    last.fill(-1);
+    for (int i = 0; i < ntasks; ++i) {
+      const Task& t = rp.tasks[static_cast<size_t>(i)];
+      STEPCAST_CHECK(t.id == i, fmt::format("rank {}: task ids must be dense", rp.rank));
+      const std::uint32_t g = base + static_cast<std::uint32_t>(i);
+      rank_of_[g] = static_cast<std::int32_t>(r);
+      TimeNs du = d[r][static_cast<size_t>(i)];
+      STEPCAST_CHECK(du >= 0, fmt::format("negative duration {} ns for {}", du, task_ref(rp, t.id)));
+      std::uint8_t f = 0;
+      switch (t.kind) {
+        case TaskKind::kCollective:
+        case TaskKind::kSend:
+        case TaskKind::kRecv: f = kFlagComm; break;
+        case TaskKind::kGemm:
+        case TaskKind::kAttention:
+        case TaskKind::kMemoryBound: f = kFlagCompute; break;
+        case TaskKind::kAlloc:
+          f = kFlagAlloc;
+          du = 0;
+          break;
+        case TaskKind::kFree:
+          f = kFlagFree;
+          du = 0;
+          break;
+      }
+      flags_[g] = f;
+      dur_[g] = du;
+      for (int dep : t.deps) {
+        STEPCAST_CHECK(dep >= 0 && dep < ntasks && dep != i,
+                       fmt::format("{} has dependency {} out of range", task_ref(rp, t.id), dep));
+        preds.push_back(base + static_cast<std::uint32_t>(dep));
+      }
+      const auto s = static_cast<size_t>(t.stream);
+      STEPCAST_CHECK(s < static_cast<size_t>(kStreamCount), "invalid stream");
+      if (last[s] >= 0) preds.push_back(base + static_cast<std::uint32_t>(last[s]));
+      last[s] = i;
+      pred_off[g + 1] = static_cast<std::uint32_t>(preds.size());
+    }
+  }
+  for (size_t g = 0; g < n; ++g) {
+    left_[g] = static_cast<std::int32_t>(pred_off[g + 1] - pred_off[g]);
+    for (std::uint32_t e = pred_off[g]; e < pred_off[g + 1]; ++e) ++succ_off_[preds[e] + 1];
+  }
+  for (size_t g = 0; g < n; ++g) succ_off_[g + 1] += succ_off_[g];
+  succ_.resize(succ_off_[n]);
+  {
+    std::vector<std::uint32_t>& fill = fill_;
+    fill.assign(succ_off_.begin(), succ_off_.end() - 1);
+    for (size_t g = 0; g < n; ++g)
+      for (std::uint32_t e = pred_off[g]; e < pred_off[g + 1]; ++e)
+        succ_[fill[preds[e]]++] = static_cast<std::uint32_t>(g);
+  }
+
+  // Rendezvous instances: members as global indices, duration = the longest member's.
+  const int ninst = match_.instance_count();
+  inst_left_.resize(static_cast<size_t>(ninst));
+  inst_dur_.assign(static_cast<size_t>(ninst), 0);
+  inst_member_.resize(match_.members.size());
+  for (int i = 0; i < ninst; ++i) {
+    const int b = match_.offsets[static_cast<size_t>(i)], e = match_.offsets[static_cast<size_t>(i) + 1];
+    inst_left_[static_cast<size_t>(i)] = e - b;
+    for (int k = b; k < e; ++k) {
+      const auto [r, id] = match_.members[static_cast<size_t>(k)];
+      const std::uint32_t g = rank_offset_[static_cast<size_t>(r)] + static_cast<std::uint32_t>(id);
+      inst_member_[static_cast<size_t>(k)] = g;
+      inst_dur_[static_cast<size_t>(i)] = std::max(inst_dur_[static_cast<size_t>(i)], dur_[g]);
+    }
+  }
+
+  flow_ = options_->flow;
+  if (flow_) build_flows();
+
+  comm_running_.assign(nranks, 0);
+  mem_now_.assign(nranks, 0.0);
+  mem_peak_.assign(nranks, 0.0);
+  heap_.clear();
+  zero_stack_.clear();
+  deferred_.clear();
+  events_ = 0;
+  finished_ = 0;
+}
+
+// Flow mode: one flow set per distinct (collective op, group, bytes) or (src, dst, bytes),
+// with its time alone on the topology; per instance, alpha and the bytes scale.
+void Engine::build_flows() {
+  STEPCAST_CHECK(flow_->topology != nullptr && flow_->latency_ns != nullptr,
+                 "flow mode needs a topology and per-task latencies");
+  const Topology& topo = *flow_->topology;
+  const Durations& lat = *flow_->latency_ns;
+  STEPCAST_CHECK(lat.size() == program_->ranks.size(), "flow mode: latencies per rank missing");
+  for (size_t r = 0; r < lat.size(); ++r)
+    STEPCAST_CHECK(lat[r].size() == program_->ranks[r].tasks.size(),
+                   fmt::format("flow mode: rank {} has {} latencies for {} tasks",
+                               program_->ranks[r].rank, lat[r].size(),
+                               program_->ranks[r].tasks.size()));
+  STEPCAST_CHECK(program_->world_size <= topo.gpus(),
+                 fmt::format("flow mode: program has {} ranks, topology {} GPUs",
+                             program_->world_size, topo.gpus()));
+  net_.reset(topo);
+  flow_sets_.clear();
+  transfer_inst_.clear();
+  std::map<std::tuple<int, int, int, double>, std::int32_t> key_to_set;
+  const int ninst = match_.instance_count();
+  inst_flow_set_.assign(static_cast<size_t>(ninst), -1);
+  inst_alpha_.assign(static_cast<size_t>(ninst), 0);
+  inst_scale_.assign(static_cast<size_t>(ninst), 0.0);
+  for (int i = 0; i < ninst; ++i) {
+    const auto ui = static_cast<size_t>(i);
+    const int b = match_.offsets[ui], e = match_.offsets[ui + 1];
+    // The task that defines the transfer: the collective of any member, or the send.
+    std::uint32_t lead = inst_member_[static_cast<size_t>(b)];
+    TimeNs alpha = 0;
+    for (int k = b; k < e; ++k) {
+      const std::uint32_t g = inst_member_[static_cast<size_t>(k)];
+      const auto r = static_cast<size_t>(rank_of_[g]);
+      const auto id = static_cast<size_t>(g - rank_offset_[r]);
+      alpha = std::max(alpha, lat[r][id]);
+      if (program_->ranks[r].tasks[id].kind == TaskKind::kSend) lead = g;
+    }
+    const TimeNs dur = inst_dur_[ui];
+    alpha = std::clamp<TimeNs>(alpha, 0, dur);
+    const TimeNs bw_ns = dur - alpha;
+    if (bw_ns <= 0) continue;  // latency only: nothing to share
+    const auto lr = static_cast<size_t>(rank_of_[lead]);
+    const RankProgram& rp = program_->ranks[lr];
+    const Task& t = rp.tasks[lead - rank_offset_[lr]];
+    std::tuple<int, int, int, double> key;
+    if (t.kind == TaskKind::kCollective) {
+      key = {0, t.group, static_cast<int>(t.coll), t.bytes};
+    } else if (t.kind == TaskKind::kSend) {
+      key = {1, rp.rank, t.peer, t.bytes};
+    } else {
+      continue;  // a rendezvous of non-communication tasks: not a transfer
+    }
+    auto it = key_to_set.find(key);
+    if (it == key_to_set.end()) {
+      FlowSet fs;
+      if (t.kind == TaskKind::kCollective) {
+        const Group& grp = program_->groups[static_cast<size_t>(t.group)];
+        fs.flows = collective_flows(t.coll, grp.ranks, t.bytes, topo, flow_->pxn);
+      } else if (rp.rank != t.peer && t.bytes > 0) {
+        fs.flows.push_back(FlowSpec{rp.rank, t.peer, topo.route(rp.rank, t.peer, flow_->pxn),
+                                    t.bytes});
+      }
+      bool moves = false;
+      for (const FlowSpec& f : fs.flows) moves = moves || (f.bytes > 0 && !f.links.empty());
+      fs.alone_s = moves ? simulate_flows_s(fs.flows, topo) : 0.0;
+      const std::int32_t id = fs.alone_s > 0 ? static_cast<std::int32_t>(flow_sets_.size()) : -1;
+      if (id >= 0) flow_sets_.push_back(std::move(fs));
+      it = key_to_set.emplace(key, id).first;
+    }
+    if (it->second < 0) continue;  // moves nothing over links (one GPU): analytical
+    inst_flow_set_[ui] = it->second;
+    inst_alpha_[ui] = alpha;
+    // Scaled so that the flow set alone takes exactly the analytical bandwidth time.
+    inst_scale_[ui] = to_s(bw_ns) / flow_sets_[static_cast<size_t>(it->second)].alone_s;
+  }
+}
+
+void Engine::start_flows(int inst, TimeNs t) {
+  const auto ui = static_cast<size_t>(inst);
+  const int x = net_.start(t, flow_sets_[static_cast<size_t>(inst_flow_set_[ui])].flows,
+                           inst_scale_[ui]);
+  STEPCAST_CHECK(x == static_cast<int>(transfer_inst_.size()), "network transfer ids out of order");
+  transfer_inst_.push_back(inst);
+}
+
+void Engine::make_ready(std::uint32_t g, TimeNs t) {
+  const std::int32_t inst = match_.instance_of[g];
+  if (inst < 0) {
+    start_task(g, t, dur_[g]);
+    return;
+  }
+  if (--inst_left_[static_cast<size_t>(inst)] == 0) start_rendezvous(inst, t);
+}
+
+// Every member of a collective or send/recv pair starts now and stays busy for the
+// instance's duration. Analytical network mode: the end is known at the start. A flow-mode
+// network model would take over here — register the instance's flows and push the members'
+// ends when its max-min solver says the last byte arrives — without touching the rest.
+void Engine::start_rendezvous(int inst, TimeNs t) {
+  const TimeNs d = inst_dur_[static_cast<size_t>(inst)];
+  const auto b = static_cast<size_t>(match_.offsets[static_cast<size_t>(inst)]);
+  const auto e = static_cast<size_t>(match_.offsets[static_cast<size_t>(inst) + 1]);
+  if (flow_ && inst_flow_set_[static_cast<size_t>(inst)] >= 0) {
+    // Flow mode: members are busy from now until the network says the last byte arrived
+    // (always after t: the transfer moves a positive number of bytes at a finite rate).
+    for (size_t k = b; k < e; ++k) {
+      const std::uint32_t g = inst_member_[k];
+      ++events_;
+      TaskTiming& tm = at(g);
+      tm.start = t;
+      tm.end = t;
+      ++comm_running_[static_cast<size_t>(rank_of_[g])];
+    }
+    const TimeNs alpha = inst_alpha_[static_cast<size_t>(inst)];
+    if (alpha == 0) {
+      start_flows(inst, t);
+    } else {
+      heap_.push_back({t + alpha, static_cast<std::uint32_t>(dur_.size() + static_cast<size_t>(inst))});
+      std::push_heap(heap_.begin(), heap_.end(), Later{});
+    }
+    return;
+  }
+  for (size_t k = b; k < e; ++k) start_task(inst_member_[k], t, d);
+}
+
+void Engine::start_task(std::uint32_t g, TimeNs t, TimeNs duration) {
+  if ((flags_[g] & kFlagCompute) && duration > 0 && options_->compute_slowdown_when_comm > 0) {
+    start_of(g) = t;  // marks it started; its length is decided when the instant settles
+    deferred_.push_back(g);
+    return;
+  }
+  launch(g, t, duration);
+}
+
+void Engine::launch(std::uint32_t g, TimeNs t, TimeNs duration) {
+  ++events_;
+  TaskTiming& tm = at(g);
+  tm.start = t;
+  tm.end = t + duration;
+  if (flags_[g] & (kFlagAlloc | kFlagFree)) apply_memory(g, t);
+  if (duration == 0) {
+    zero_stack_.push_back(g);
+    return;
+  }
+  if (flags_[g] & kFlagComm) ++comm_running_[static_cast<size_t>(rank_of_[g])];
+  heap_.push_back({t + duration, g});
+  std::push_heap(heap_.begin(), heap_.end(), Later{});
+}
+
+void Engine::finish(std::uint32_t g, TimeNs t) {
+  ++events_;
+  ++finished_;
+  flags_[g] |= kFlagDone;
+  if (flags_[g] & kFlagComm) {
+    const TaskTiming& tm = at(g);
+    if (tm.end > tm.start) --comm_running_[static_cast<size_t>(rank_of_[g])];
+  }
+  for (std::uint32_t e = succ_off_[g]; e < succ_off_[g + 1]; ++e) {
+    const std::uint32_t s = succ_[e];
+    if (--left_[s] == 0) make_ready(s, t);
+  }
+}
+
+void Engine::apply_memory(std::uint32_t g, TimeNs t) {
+  const size_t r = static_cast<size_t>(rank_of_[g]);
+  const double bytes = program_->ranks[r].tasks[g - rank_offset_[r]].bytes;
+  mem_now_[r] += (flags_[g] & kFlagAlloc) ? bytes : -bytes;
+  mem_peak_[r] = std::max(mem_peak_[r], mem_now_[r]);
+  if (!options_->record_memory_curve) return;
+  auto& curve = tl_.ranks[r].memory;
+  if (!curve.empty() && curve.back().t == t)
+    curve.back().bytes = mem_now_[r];  // coalesce same-instant samples: value after the instant
+  else
+    curve.push_back({t, mem_now_[r]});
+}
+
+void Engine::settle(TimeNs t) {
+  for (;;) {
+    while (!zero_stack_.empty()) {
+      const std::uint32_t g = zero_stack_.back();
+      zero_stack_.pop_back();
+      finish(g, t);
+    }
+    if (deferred_.empty()) return;
+    // Every end and zero-length cascade of this instant is done: the set of running comm
+    // tasks is final, so the interference decision does not depend on processing order.
+    std::vector<std::uint32_t>& now = now_;
+    now.swap(deferred_);
+    for (std::uint32_t g : now) {
+      TimeNs d = dur_[g];
+      if (comm_running_[static_cast<size_t>(rank_of_[g])] > 0)
+        d = static_cast<TimeNs>(std::llround(static_cast<double>(d) *
+                                             (1.0 + options_->compute_slowdown_when_comm)));
+      launch(g, t, d);
+    }
+    now.clear();
+    if (deferred_.empty()) deferred_.swap(now);  // keep the capacity
+  }
+}
+
+Timeline Engine::run() {
+  const size_t n = dur_.size();
+  for (std::uint32_t g = 0; g < n; ++g)
+    if (left_[g] == 0) make_ready(g, 0);
+  settle(0);
+  for (;;) {
+    TimeNs t = heap_.empty() ? kNoEvent : heap_.front().t;
+    const TimeNs net_t = flow_ ? net_.next_completion() : kNoEvent;
+    t = std::min(t, net_t);
+    if (t == kNoEvent) break;
+    if (net_t == t) {
+      completed_.clear();
+      net_.advance(t, completed_);
+      for (const int x : completed_) {
+        const auto inst = static_cast<size_t>(transfer_inst_[static_cast<size_t>(x)]);
+        for (auto k = static_cast<size_t>(match_.offsets[inst]);
+             k < static_cast<size_t>(match_.offsets[inst + 1]); ++k) {
+          const std::uint32_t g = inst_member_[k];
+          at(g).end = t;
+          finish(g, t);
+        }
+      }
+    }
+    while (!heap_.empty() && heap_.front().t == t) {
+      const std::uint32_t g = heap_.front().g;
+      std::pop_heap(heap_.begin(), heap_.end(), Later{});
+      heap_.pop_back();
+      if (g >= n)
+        start_flows(static_cast<int>(g - n), t);  // latency over: bytes start moving
+      else
+        finish(g, t);
+    }
+    settle(t);
+  }
+  if (finished_ != n) report_deadlock();
+
+  Timeline& tl = tl_;
+  const size_t nranks = program_->ranks.size();
+  for (size_t r = 0; r < nranks; ++r) {
+    RankTimeline& rt = tl.ranks[r];
+    for (const TaskTiming& tm : rt.tasks) rt.end = std::max(rt.end, tm.end);
+    rt.peak_bytes = mem_peak_[r];
+    if (rt.end > tl.step_ns) {
+      tl.step_ns = rt.end;
+      tl.critical_rank = static_cast<int>(r);
+    }
+  }
+  tl.events = events_;
+  breakdown(tl);
+  return std::move(tl_);
+}
+
+void Engine::report_deadlock() const {
+  std::vector<std::string> stuck;
+  size_t total = 0;
+  for (size_t r = 0; r < program_->ranks.size(); ++r) {
+    const RankProgram& rp = program_->ranks[r];
+    const std::uint32_t base = rank_offset_[r];
+    std::array<bool, kStreamCount> seen{};
+    for (size_t i = 0; i < rp.tasks.size(); ++i) {
+      const std::uint32_t g = base + static_cast<std::uint32_t>(i);
+      const size_t s = static_cast<size_t>(rp.tasks[i].stream);
+      if (at(g).start >= 0 || seen[s]) continue;
+      seen[s] = true;  // the head of this stream's queue
+      ++total;
+      if (stuck.size() >= 12) continue;
+      std::string why;
+      for (int dep : rp.tasks[i].deps)
+        if (!(flags_[base + static_cast<std::uint32_t>(dep)] & kFlagDone))
+          why += fmt::format("{}dep {}", why.empty() ? "" : ", ", task_ref(rp, dep));
+      const std::int32_t inst = match_.instance_of[g];
+      if (why.empty() && inst >= 0) {
+        for (auto k = static_cast<size_t>(match_.offsets[static_cast<size_t>(inst)]);
+             k < static_cast<size_t>(match_.offsets[static_cast<size_t>(inst) + 1]); ++k) {
+          const std::uint32_t m = inst_member_[k];
+          if (m == g || left_[m] == 0) continue;
+          const RankProgram& other = program_->ranks[static_cast<size_t>(rank_of_[m])];
+          why += fmt::format("{}{} {}", why.empty() ? "" : ", ",
+                             rp.tasks[i].kind == TaskKind::kCollective ? "group member" : "peer",
+                             task_ref(other, static_cast<int>(m - rank_offset_[static_cast<size_t>(rank_of_[m])])));
+        }
+      }
+      stuck.push_back(fmt::format("{} on stream {} waits for {}", task_ref(rp, static_cast<int>(i)),
+                                  stream_name(rp.tasks[i].stream), why.empty() ? "?" : why));
+    }
+  }
+  std::string msg = fmt::format("deadlock: {} of {} tasks never ran; nothing can start. Stuck "
+                                "stream heads ({}):",
+                                dur_.size() - finished_, dur_.size(), total);
+  for (const auto& s : stuck) msg += "\n  " + s;
+  if (total > stuck.size()) msg += fmt::format("\n  ... and {} more", total - stuck.size());
+  throw InvariantError(msg);
+}
+
+// Exposed time per category on the critical rank (engine.h): sweep the stream intervals.
+void Engine::breakdown(Timeline& tl) const {
+  tl.breakdown_ns.fill(0);
+  if (program_->ranks.empty()) return;
+  const size_t r = static_cast<size_t>(tl.critical_rank);
+  const RankProgram& rp = program_->ranks[r];
+  struct Edge {
+    TimeNs t;
+    std::int8_t start;  // 0 = end (applied first), 1 = start
+    std::int8_t stream;
+    std::int8_t cat;
+  };
+  std::vector<Edge> edges;
+  edges.reserve(rp.tasks.size() * 2);
+  for (size_t i = 0; i < rp.tasks.size(); ++i) {
+    const TaskTiming& tm = tl.ranks[r].tasks[i];
+    if (tm.end <= tm.start) continue;
+    const auto s = static_cast<std::int8_t>(rp.tasks[i].stream);
+    const auto c = static_cast<std::int8_t>(rp.tasks[i].category);
+    edges.push_back({tm.start, 1, s, c});
+    edges.push_back({tm.end, 0, s, c});
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
+    return a.t != b.t ? a.t < b.t : a.start < b.start;
+  });
+  std::array<int, kStreamCount> active;
+  active.fill(-1);
+  auto attribute = [&]() -> size_t {
+    // Compute stream first, then comm streams in enum order: tp, cp, ep, pp_send, pp_recv, dp.
+    for (int s = 0; s < kStreamCount; ++s)
+      if (active[static_cast<size_t>(s)] >= 0) return static_cast<size_t>(active[static_cast<size_t>(s)]);
+    return kCategoryCount;  // bubble
+  };
+  TimeNs prev = 0;
+  for (const Edge& e : edges) {
+    if (e.t > prev) {
+      tl.breakdown_ns[attribute()] += e.t - prev;
+      prev = e.t;
+    }
+    active[static_cast<size_t>(e.stream)] = e.start ? e.cat : -1;
+  }
+  tl.breakdown_ns[attribute()] += tl.step_ns - prev;
+}
+
+}  // namespace
+
+Timeline simulate(const Program& program, const Durations& durations,
+                  const EngineOptions& options) {
+  static thread_local Engine engine;
+  engine.reset(program, durations, options);
+  return engine.run();
+}
+
+}  // namespace stepcast

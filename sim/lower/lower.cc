@@ -1,0 +1,1056 @@
+// Lowering of a Scenario into a Program. See lower.h for the summary; the rules per technique
+// are documented where they are emitted below.
+//
+// Ordering of pipeline messages. Every stream runs its tasks in issue order and a send meets
+// its recv only when both are at the head of their streams. To be deadlock-free for any task
+// durations, the pp_recv stream of a rank holds its recvs in the order their consumers run,
+// and the pp_send stream its sends in the order their consumers (on the peer) run, both by
+// the start times of a nominal run of the schedule (schedule.h, nominal_start_times). Any
+// message a pass needs is consumed strictly before the messages that pass produces, so the
+// message with the smallest key can always proceed.
+#include "sim/lower/lower.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <numeric>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+#include "model/memory.h"
+#include "model/params.h"
+#include "sim/lower/schedule.h"
+#include "sim/plan/layout.h"
+
+namespace stepcast {
+namespace {
+
+constexpr double kGradBytesPerParam = 4.0;   // fp32 main grads, reduced in fp32
+constexpr std::int64_t kCpTagBase = std::int64_t{1} << 40;
+
+// One block of a model chunk: the embedding, a transformer layer, or the output head.
+struct Unit {
+  enum class Kind { kEmbed, kLayer, kHead } kind = Kind::kLayer;
+  int layer = -1;            // global layer index (kLayer), else -1
+  const LayerOps* ops = nullptr;
+  std::string name;          // "L12", "emb", "head"
+  double act_bytes = 0;      // saved per microbatch under the plan's recompute
+  double act_full_bytes = 0; // re-materialised during a full-recompute backward
+  double dense_params = 0, expert_params = 0;  // held on this rank
+  double dense_grad_bytes = 0, expert_grad_bytes = 0;
+  double fwd_flops = 0, bwd_input_flops = 0, bwd_weight_flops = 0, recompute_flops = 0;
+};
+
+double steps_flops(const std::vector<Step>& steps, bool selective_only = false) {
+  double f = 0;
+  for (const Step& s : steps)
+    if (!s.is_comm && (!selective_only || s.recompute_selective)) f += s.op.flops;
+  return f;
+}
+
+// Expert parameters of layer `layer` on one rank: experts / ep local experts, each an FFN of
+// 3 (SwiGLU: gate, up, down) or 2 matrices h x ffn, split over tp (Megatron's expert tensor
+// parallel size defaults to tp). Shared experts and the router are dense.
+double expert_params_on_rank(const ModelArch& arch, int layer, const ShardSpec& shard) {
+  if (!arch.moe || !arch.is_moe_layer(layer)) return 0;
+  const double mats = arch.activation == Activation::kSwiglu ? 3.0 : 2.0;
+  return static_cast<double>(arch.moe->experts) / shard.ep * mats *
+         static_cast<double>(arch.hidden) * static_cast<double>(arch.moe->ffn_hidden) / shard.tp;
+}
+
+void append_int(std::string& s, long long v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  s.append(buf, r.ptr);
+}
+
+// "fwd.L12.qkv.mb3"
+std::string make_label(const char* prefix, const std::string& unit, const std::string& op, int mb) {
+  std::string s;
+  s.reserve(8 + unit.size() + op.size() + 8);
+  s.append(prefix);
+  s.push_back('.');
+  s.append(unit);
+  s.push_back('.');
+  s.append(op);
+  if (mb >= 0) {
+    s.append(".mb");
+    append_int(s, mb);
+  }
+  return s;
+}
+
+struct MsgKey {
+  double key = 0;     // nominal start of the consuming pass
+  int consumer_vs = 0;
+  int dir = 0;        // 0: activation forward, 1: gradient backward
+  int mb = 0;
+  bool operator<(const MsgKey& o) const {
+    return std::tie(key, consumer_vs, dir, mb) < std::tie(o.key, o.consumer_vs, o.dir, o.mb);
+  }
+};
+
+class Lowerer {
+ public:
+  Lowerer(const Scenario& sc, const LowerOptions& opt)
+      : sc_(sc),
+        par_(sc.parallel),
+        arch_(sc.model),
+        layout_(par_.tp, par_.cp, par_.dp, par_.pp, par_.ep),
+        opt_(opt) {
+    p_ = par_.pp;
+    v_ = par_.vpp;
+    nv_ = p_ * v_;
+    STEPCAST_CHECK(par_.microbatch >= 1 && sc.training.global_batch >= 1 &&
+                       sc.training.seq_len >= 1,
+                   fmt::format("microbatch {}, global_batch {}, seq_len {} must be positive",
+                               par_.microbatch, sc.training.global_batch, sc.training.seq_len));
+    m_ = static_cast<int>(sc.microbatches());
+    STEPCAST_CHECK(m_ >= 1, fmt::format("{} microbatches: global_batch {} / (dp {} x microbatch {})",
+                                        m_, sc.training.global_batch, par_.dp, par_.microbatch));
+    STEPCAST_CHECK(sc.gpus == 0 || sc.gpus == layout_.world_size(),
+                   fmt::format("plan covers {} ranks, cluster has {} GPUs", layout_.world_size(),
+                               sc.gpus));
+    if (par_.schedule == Schedule::kInterleaved)
+      STEPCAST_CHECK(m_ % p_ == 0, fmt::format("interleaved 1F1B needs microbatches ({}) "
+                                               "divisible by pp ({})", m_, p_));
+    else
+      STEPCAST_CHECK(v_ == 1, fmt::format("schedule {} runs one chunk per stage, vpp is {}",
+                                          schedule_name(par_.schedule), v_));
+    split_w_ = par_.schedule == Schedule::kZbH1;
+    shard_.microbatch = par_.microbatch;
+    shard_.seq_len = sc.training.seq_len;
+    shard_.tp = par_.tp;
+    shard_.cp = par_.cp;
+    shard_.ep = par_.ep;
+    shard_.sequence_parallel = par_.sequence_parallel;
+    shard_.dtype = sc.training.dtype;
+    STEPCAST_CHECK(shard_.seq_len % (par_.cp > 1 ? 2 * par_.cp : 1) == 0,
+                   fmt::format("seq_len {} must split into 2*cp = {} chunks", shard_.seq_len,
+                               2 * par_.cp));
+    build_units();
+    build_schedule();
+  }
+
+  Program run() {
+    prog_.world_size = layout_.world_size();
+    prog_.folded = opt_.folded;
+    prog_.scenario_name = sc_.name;
+    prog_.gpus_per_node = sc_.profile.node.gpus;
+    if (opt_.folded) {
+      prog_.ranks.reserve(static_cast<size_t>(p_));
+      for (int s = 0; s < p_; ++s) {
+        RankProgram rp = lower_rank(layout_.rank(0, 0, 0, s));
+        rp.stands_for = layout_.stage_ranks(s);
+        prog_.ranks.push_back(std::move(rp));
+      }
+    } else {
+      prog_.ranks.resize(static_cast<size_t>(layout_.world_size()));
+      for (int s = 0; s < p_; ++s) {
+        for (int c = 0; c < par_.cp; ++c) {
+          const int trank = layout_.rank(0, c, 0, s);
+          RankProgram tmpl = lower_rank(trank);
+          for (int d = 0; d < par_.dp; ++d) {
+            for (int t = 0; t < par_.tp; ++t) {
+              const int g = layout_.rank(t, c, d, s);
+              RankProgram& rp = prog_.ranks[static_cast<size_t>(g)];
+              if (g == trank) {
+                rp = tmpl;
+              } else {
+                rp = retarget(tmpl, g);
+              }
+              rp.stands_for = {g};
+            }
+          }
+        }
+      }
+    }
+    return std::move(prog_);
+  }
+
+ private:
+  // ---- setup ---------------------------------------------------------------------------
+
+  void build_units() {
+    vs_layers_ = virtual_stage_layers(sc_);
+    layer_ops_.resize(static_cast<size_t>(arch_.layers));
+    embed_ops_ = embedding_ops(arch_, shard_);
+    head_ops_ = logits_loss_ops(arch_, shard_);
+    act_dtype_ = activation_dtype(sc_.training.dtype);
+    act_elem_bytes_ = dtype_bytes(act_dtype_);
+    chunks_.resize(static_cast<size_t>(nv_));
+    int layer = 0;
+    for (int vs = 0; vs < nv_; ++vs) {
+      auto& units = chunks_[static_cast<size_t>(vs)];
+      if (vs == 0) units.push_back(make_aux(Unit::Kind::kEmbed, &embed_ops_, "emb"));
+      for (int i = 0; i < vs_layers_[static_cast<size_t>(vs)]; ++i, ++layer) {
+        layer_ops_[static_cast<size_t>(layer)] = layer_ops(arch_, layer, shard_);
+        const LayerOps& ops = layer_ops_[static_cast<size_t>(layer)];
+        Unit u;
+        u.kind = Unit::Kind::kLayer;
+        u.layer = layer;
+        u.ops = &ops;
+        u.name = "L" + std::to_string(layer);
+        u.act_bytes = layer_activation_bytes(arch_, layer, shard_, par_.recompute, true);
+        u.act_full_bytes = layer_activation_bytes(arch_, layer, shard_, Recompute::kNone, true);
+        u.expert_params = std::min(ops.param_count, expert_params_on_rank(arch_, layer, shard_));
+        u.dense_params = ops.param_count - u.expert_params;
+        const double frac = ops.param_count > 0 ? u.expert_params / ops.param_count : 0.0;
+        u.expert_grad_bytes = ops.grad_bytes_fp32 * frac;
+        u.dense_grad_bytes = ops.grad_bytes_fp32 - u.expert_grad_bytes;
+        fill_flops(u);
+        units.push_back(std::move(u));
+      }
+      if (vs == nv_ - 1) {
+        units.push_back(make_aux(Unit::Kind::kHead, &head_ops_, "head"));
+        if (arch_.tied_embeddings && p_ == 1) {
+          // Tied output layer on the embedding's own stage: one weight, held and reduced once
+          // (only the final norm is the head's own).
+          Unit& h = units.back();
+          const double tied = static_cast<double>(arch_.vocab) *
+                              static_cast<double>(arch_.hidden) / par_.tp;
+          const double own = std::max(0.0, h.dense_params - tied);
+          h.dense_grad_bytes *= h.dense_params > 0 ? own / h.dense_params : 0.0;
+          h.dense_params = own;
+        }
+        // Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py) saves the
+        // fp32 softmax of this rank's vocabulary slice for the backward: b x s/cp x V/tp x 4.
+        units.back().act_bytes = static_cast<double>(par_.microbatch) *
+                                 static_cast<double>(shard_.seq_len / par_.cp) *
+                                 static_cast<double>(arch_.vocab) / par_.tp * 4.0;
+      }
+    }
+  }
+
+  Unit make_aux(Unit::Kind kind, const LayerOps* ops, const char* name) {
+    Unit u;
+    u.kind = kind;
+    u.ops = ops;
+    u.name = name;
+    u.dense_params = ops->param_count;
+    u.dense_grad_bytes = ops->grad_bytes_fp32;
+    fill_flops(u);
+    return u;
+  }
+
+  void fill_flops(Unit& u) const {
+    u.fwd_flops = steps_flops(u.ops->fwd);
+    u.bwd_input_flops = steps_flops(u.ops->bwd_input);
+    u.bwd_weight_flops = steps_flops(u.ops->bwd_weight);
+    if (u.kind == Unit::Kind::kLayer && par_.recompute == Recompute::kFull)
+      u.recompute_flops = u.fwd_flops;
+    else if (u.kind == Unit::Kind::kLayer && par_.recompute == Recompute::kSelective)
+      u.recompute_flops = steps_flops(u.ops->fwd, true);
+  }
+
+  void build_schedule() {
+    NominalCosts c;
+    c.f.assign(static_cast<size_t>(nv_), 1.0);  // +1: strictly positive durations
+    c.b = c.f;
+    c.w = c.f;
+    for (int vs = 0; vs < nv_; ++vs) {
+      for (const Unit& u : chunks_[static_cast<size_t>(vs)]) {
+        c.f[static_cast<size_t>(vs)] += u.fwd_flops;
+        c.b[static_cast<size_t>(vs)] += u.bwd_input_flops + u.recompute_flops +
+                                         (split_w_ ? 0.0 : u.bwd_weight_flops);
+        c.w[static_cast<size_t>(vs)] += u.bwd_weight_flops;
+      }
+    }
+    orders_ = pipeline_schedule(par_.schedule, p_, v_, m_);
+    if (!split_w_) c.w.clear();
+    const auto starts = nominal_start_times(orders_, p_, v_, m_, c);
+    const size_t n = static_cast<size_t>(nv_) * static_cast<size_t>(m_);
+    f_start_.assign(n, 0.0);
+    b_start_.assign(n, 0.0);
+    for (int s = 0; s < p_; ++s) {
+      const auto& ord = orders_[static_cast<size_t>(s)];
+      for (size_t i = 0; i < ord.size(); ++i) {
+        const int vs = ord[i].chunk * p_ + s;
+        const double t = starts[static_cast<size_t>(s)][i];
+        if (ord[i].kind == PassKind::kF) f_start_[vidx(vs, ord[i].mb)] = t;
+        if (ord[i].kind == PassKind::kB) b_start_[vidx(vs, ord[i].mb)] = t;
+      }
+    }
+  }
+
+  size_t vidx(int vs, int mb) const {
+    return static_cast<size_t>(vs) * static_cast<size_t>(m_) + static_cast<size_t>(mb);
+  }
+
+  // ---- groups --------------------------------------------------------------------------
+
+  int group_of(GroupKind kind, int rank) {
+    std::vector<int> members;
+    switch (kind) {
+      case GroupKind::kTp: members = layout_.tp_group(rank); break;
+      case GroupKind::kCp: members = layout_.cp_group(rank); break;
+      case GroupKind::kDp: members = layout_.dp_group(rank); break;
+      case GroupKind::kDpCp: members = layout_.dp_cp_group(rank); break;
+      case GroupKind::kEp: members = layout_.ep_group(rank); break;
+      case GroupKind::kEdp: members = layout_.edp_group(rank, par_.cp > 1); break;
+      case GroupKind::kPp: {
+        // The only pp-kind communicator the lowering uses: Megatron's embedding group, the
+        // first and last stage ranks sharing tied word embeddings.
+        const RankCoord c = layout_.coord(rank);
+        members = {layout_.rank(c.tp, c.cp, c.dp, 0), layout_.rank(c.tp, c.cp, c.dp, p_ - 1)};
+        break;
+      }
+      case GroupKind::kWorld:
+        members.resize(static_cast<size_t>(layout_.world_size()));
+        std::iota(members.begin(), members.end(), 0);
+        break;
+    }
+    const std::int64_t key = static_cast<std::int64_t>(kind) * layout_.world_size() + members.front();
+    auto it = group_ids_.find(key);
+    if (it != group_ids_.end()) return it->second;
+    Group g;
+    g.id = static_cast<int>(prog_.groups.size());
+    g.kind = kind;
+    g.ranks = std::move(members);
+    prog_.groups.push_back(std::move(g));
+    group_ids_.emplace(key, prog_.groups.back().id);
+    return prog_.groups.back().id;
+  }
+
+  // A full-fidelity copy of a template rank for global rank g of the same stage and cp
+  // index: collectives name g's groups, send/recv peers keep their cp and pp coordinates.
+  RankProgram retarget(const RankProgram& tmpl, int g) {
+    RankProgram rp = tmpl;
+    rp.rank = g;
+    const RankCoord gc = layout_.coord(g);
+    std::array<int, 8> gid;
+    gid.fill(-1);
+    for (Task& t : rp.tasks) {
+      if (t.kind == TaskKind::kCollective) {
+        const auto k = prog_.groups[static_cast<size_t>(t.group)].kind;
+        int& id = gid[static_cast<size_t>(k)];
+        if (id < 0) id = group_of(k, g);
+        t.group = id;
+      } else if (t.kind == TaskKind::kSend || t.kind == TaskKind::kRecv) {
+        const RankCoord pc = layout_.coord(t.peer);
+        t.peer = layout_.rank(gc.tp, pc.cp, gc.dp, pc.pp);
+      }
+    }
+    return rp;
+  }
+
+  // ---- per-rank emission ---------------------------------------------------------------
+
+  struct Emit {
+    RankProgram rp;
+    int rank = 0;
+    RankCoord coord;
+    int last_compute = -1;
+    std::vector<int> pending;  // comm tasks the next compute task waits for
+  };
+
+  int add(Emit& e, Task&& t) { return add_task(e.rp, std::move(t)); }
+
+  Task base_task(TaskKind kind, StreamKind stream, Phase phase, Category cat, int layer, int mb,
+                 int chunk) const {
+    Task t;
+    t.kind = kind;
+    t.stream = stream;
+    t.phase = phase;
+    t.category = cat;
+    t.layer = layer;
+    t.microbatch = mb;
+    t.chunk = chunk;
+    return t;
+  }
+
+  int emit_compute(Emit& e, const Op& op, Phase phase, Category cat, const char* prefix,
+                   const Unit& u, int mb, int chunk, std::vector<int> extra_deps = {}) {
+    Task t = base_task(op.kind == OpKind::kGemm        ? TaskKind::kGemm
+                       : op.kind == OpKind::kAttention ? TaskKind::kAttention
+                                                       : TaskKind::kMemoryBound,
+                       StreamKind::kCompute, phase, cat, u.layer, mb, chunk);
+    t.label = make_label(prefix, u.name, op.name, mb);
+    if (op.kind == OpKind::kGemm) t.gemm = op.gemm;
+    if (op.kind == OpKind::kAttention) t.attn = op.attn;
+    t.flops = op.flops;
+    t.bytes_read = op.bytes_read;
+    t.bytes_written = op.bytes_written;
+    t.deps = std::move(extra_deps);
+    t.deps.insert(t.deps.end(), e.pending.begin(), e.pending.end());
+    e.pending.clear();
+    e.last_compute = add(e, std::move(t));
+    return e.last_compute;
+  }
+
+  int emit_collective(Emit& e, CollOp op, GroupKind gk, StreamKind stream, Category cat,
+                      double bytes, DType dtype, Phase phase, std::string label, int layer, int mb,
+                      int chunk, std::vector<int> deps) {
+    Task t = base_task(TaskKind::kCollective, stream, phase, cat, layer, mb, chunk);
+    t.coll = op;
+    t.group = group_of(gk, e.rank);
+    t.bytes = bytes;
+    t.dtype = dtype;
+    t.label = std::move(label);
+    t.deps = std::move(deps);
+    return add(e, std::move(t));
+  }
+
+  void emit_mem(Emit& e, TaskKind kind, double bytes, std::string what, Phase phase, int layer,
+                int mb, int chunk, StreamKind stream = StreamKind::kCompute,
+                std::vector<int> deps = {}) {
+    if (bytes <= 0) return;
+    Task t = base_task(kind, stream, phase, Category::kCompute, layer, mb, chunk);
+    t.bytes = bytes;
+    t.label = (kind == TaskKind::kAlloc ? "alloc." : "free.") + what;
+    t.what = std::move(what);
+    t.deps = std::move(deps);
+    add(e, std::move(t));
+  }
+
+  // One model CommPoint -> the collective the plan calls for (or nothing).
+  void emit_comm_point(Emit& e, const CommPoint& cp, Phase phase, const char* prefix,
+                       const Unit& u, int mb, int chunk) {
+    CollOp op = CollOp::kAllReduce;
+    GroupKind gk = GroupKind::kTp;
+    StreamKind stream = StreamKind::kTp;
+    Category cat = Category::kTpComm;
+    switch (cp.kind) {
+      case CommPointKind::kTpReduce:
+        if (par_.tp == 1) return;
+        op = par_.sequence_parallel ? CollOp::kReduceScatter : CollOp::kAllReduce;
+        break;
+      case CommPointKind::kTpGather:
+        if (par_.tp == 1 || !par_.sequence_parallel) return;
+        op = CollOp::kAllGather;
+        break;
+      case CommPointKind::kEpDispatch:
+      case CommPointKind::kEpCombine:
+        if (par_.ep == 1) return;
+        op = CollOp::kAllToAll;
+        gk = GroupKind::kEp;
+        stream = StreamKind::kEp;
+        cat = Category::kEpComm;
+        break;
+    }
+    std::vector<int> deps;
+    if (e.last_compute >= 0) deps.push_back(e.last_compute);
+    const int id = emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase,
+                                   make_label(prefix, u.name, cp.name, mb), u.layer, mb, chunk,
+                                   std::move(deps));
+    e.pending.push_back(id);
+  }
+
+  // Bytes of this rank's K and V for its s/cp tokens: b x (s/cp) x kv_heads/tp x (d_qk + d_v)
+  // x activation bytes (kv heads replicated when tp > kv_heads, as the model does).
+  double kv_block_bytes() const {
+    const double kv_heads =
+        arch_.kv_heads >= par_.tp ? static_cast<double>(arch_.kv_heads) / par_.tp : 1.0;
+    return static_cast<double>(par_.microbatch) * static_cast<double>(shard_.seq_len / par_.cp) *
+           kv_heads * static_cast<double>(arch_.dim_qk() + arch_.dim_per_head()) * act_elem_bytes_;
+  }
+
+  // Context-parallel attention in place of the model's single attention op.
+  // pass: 0 forward, 1 backward, 2 recompute.
+  void emit_cp_attention(Emit& e, const Op& op, Phase phase, Category cat, const char* prefix,
+                         const Unit& u, int mb, int chunk, int pass) {
+    const bool bwd = pass == 1;
+    const int cp = par_.cp;
+    const int ci = e.coord.cp;
+    if (par_.cp_kind == CpKind::kAllGather) {
+      // Llama 3 (Dubey et al. 2024, section 3.3.2): all-gather K and V over the cp group
+      // before attention; in backward reduce-scatter dK, dV. S = the gathered size.
+      const double s_bytes = kv_block_bytes() * cp;
+      if (!bwd) {
+        std::vector<int> deps;
+        if (e.last_compute >= 0) deps.push_back(e.last_compute);
+        e.pending.push_back(emit_collective(e, CollOp::kAllGather, GroupKind::kCp,
+                                            StreamKind::kCp, Category::kCpComm, s_bytes,
+                                            act_dtype_, phase,
+                                            make_label(prefix, u.name, "cp_ag", mb), u.layer, mb,
+                                            chunk, std::move(deps)));
+        emit_compute(e, op, phase, cat, prefix, u, mb, chunk);
+      } else {
+        emit_compute(e, op, phase, cat, prefix, u, mb, chunk);
+        e.pending.push_back(emit_collective(e, CollOp::kReduceScatter, GroupKind::kCp,
+                                            StreamKind::kCp, Category::kCpComm, s_bytes,
+                                            act_dtype_, phase,
+                                            make_label(prefix, u.name, "cp_rs", mb), u.layer, mb,
+                                            chunk, {e.last_compute}));
+      }
+      return;
+    }
+    // Ring attention (Liu et al. 2023; Megatron/TransformerEngine context parallel with
+    // causal load balancing): the sequence is cut into 2*cp chunks, rank i holds chunks i
+    // and 2cp-1-i (sl = s/cp tokens). Step 0 attends the own KV causally; step j > 0 the KV of
+    // rank k = (i - j) mod cp: for k < i both query chunks against KV chunk k (sl x sl/2),
+    // for k > i only the second query chunk against both KV chunks (sl/2 x sl) — equal work
+    // on every step (see the shape note below). While step j computes, the KV block moves one hop around the ring
+    // (send to i+1 on the cp stream, recv from i-1 on the tp stream: different streams so
+    // that a folded rank can meet itself). Backward passes KV and dKV: twice the bytes.
+    const std::int64_t sl = shard_.seq_len / cp;
+    const double bytes = kv_block_bytes() * (bwd ? 2.0 : 1.0);
+    const int next = layout_.rank(e.coord.tp, (ci + 1) % cp, e.coord.dp, e.coord.pp);
+    const int prev = layout_.rank(e.coord.tp, (ci + cp - 1) % cp, e.coord.dp, e.coord.pp);
+    const int kv_producer = e.last_compute;
+    int prev_recv = -1;
+    for (int j = 0; j < cp; ++j) {
+      std::vector<int> deps;
+      if (prev_recv >= 0) deps.push_back(prev_recv);
+      if (j + 1 < cp) {
+        const std::int64_t tag =
+            kCpTagBase + ((static_cast<std::int64_t>(u.layer + 2) * m_ + mb) * 3 + pass) * cp + j;
+        Task s = base_task(TaskKind::kSend, StreamKind::kCp, phase, Category::kCpComm, u.layer, mb,
+                           chunk);
+        s.peer = next;
+        s.tag = tag;
+        s.bytes = bytes;
+        s.label = make_label(prefix, u.name, "cp_send", mb);
+        if (j == 0) {
+          if (kv_producer >= 0) s.deps.push_back(kv_producer);
+        } else {
+          s.deps.push_back(prev_recv);
+        }
+        add(e, std::move(s));
+        Task r = base_task(TaskKind::kRecv, StreamKind::kTp, phase, Category::kCpComm, u.layer, mb,
+                           chunk);
+        r.peer = prev;
+        r.tag = tag;
+        r.bytes = bytes;
+        r.label = make_label(prefix, u.name, "cp_recv", mb);
+        prev_recv = add(e, std::move(r));
+      }
+      // Every rank uses the (sl x sl/2) block shape for j > 0: the same FLOPs as the
+      // (sl/2 x sl) blocks of ranks whose KV source comes later, and rank-independent, so that
+      // a folded program is exactly the program of every rank it stands for.
+      Op step = j == 0 ? attention_op(arch_, shard_, sl, sl, true, bwd)
+                       : attention_op(arch_, shard_, sl, sl / 2, false, bwd);
+      step.name = op.name + std::to_string(j);
+      emit_compute(e, step, phase, cat, prefix, u, mb, chunk, std::move(deps));
+    }
+  }
+
+  void emit_steps(Emit& e, const std::vector<Step>& steps, Phase phase, Category cat,
+                  const char* prefix, const Unit& u, int mb, int chunk, int pass,
+                  bool selective_only = false) {
+    for (const Step& st : steps) {
+      if (selective_only && !st.recompute_selective) continue;
+      if (st.is_comm) {
+        emit_comm_point(e, st.comm, phase, prefix, u, mb, chunk);
+      } else if (st.op.kind == OpKind::kAttention && par_.cp > 1) {
+        emit_cp_attention(e, st.op, phase, cat, prefix, u, mb, chunk, pass);
+      } else {
+        emit_compute(e, st.op, phase, cat, prefix, u, mb, chunk);
+      }
+    }
+  }
+
+  // ---- ZeRO / DP -----------------------------------------------------------------------
+
+  GroupKind dense_dp_kind() const { return par_.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp; }
+  int dense_dp_size() const { return par_.dp * par_.cp; }
+  int expert_dp_size() const { return layout_.edp() * par_.cp; }
+
+  // ZeRO-3 / FSDP: gather one unit's parameters (dense over dp(xcp), experts over edp) and
+  // allocate the gathered copy. Returns the collective ids.
+  std::vector<int> zero3_gather(Emit& e, const Unit& u, int mb, int chunk, Phase phase,
+                                const char* tag, std::vector<int> deps) {
+    std::vector<int> ids;
+    const std::string what = make_label("zp", u.name, tag, mb);
+    emit_mem(e, TaskKind::kAlloc, (u.dense_params + u.expert_params) * act_elem_bytes_, what,
+             phase, u.layer, mb, chunk, StreamKind::kDp, deps);
+    if (u.dense_params > 0 && dense_dp_size() > 1)
+      ids.push_back(emit_collective(e, CollOp::kAllGather, dense_dp_kind(), StreamKind::kDp,
+                                    Category::kDpComm, u.dense_params * act_elem_bytes_,
+                                    act_dtype_, phase, make_label("ag", u.name, tag, mb), u.layer,
+                                    mb, chunk, deps));
+    if (u.expert_params > 0 && expert_dp_size() > 1)
+      ids.push_back(emit_collective(e, CollOp::kAllGather, GroupKind::kEdp, StreamKind::kDp,
+                                    Category::kDpComm, u.expert_params * act_elem_bytes_,
+                                    act_dtype_, phase, make_label("agx", u.name, tag, mb),
+                                    u.layer, mb, chunk, deps));
+    return ids;
+  }
+
+  void zero3_free(Emit& e, const Unit& u, int mb, int chunk, Phase phase, const char* tag) {
+    emit_mem(e, TaskKind::kFree, (u.dense_params + u.expert_params) * act_elem_bytes_,
+             make_label("zp", u.name, tag, mb), phase, u.layer, mb, chunk);
+  }
+
+  // Gradient buckets (Megatron DDP, ddp.py / param_and_grad_buffer.py): parameters are
+  // bucketed in backward order; a bucket's collective is launched when its last gradient is
+  // ready in the last microbatch. Sizes are cut exactly at bucket_bytes, so a stage with G
+  // bytes of gradients issues ceil(G / bucket_bytes) collectives per group.
+  struct Bucketer {
+    double dense = 0, expert = 0;
+  };
+
+  void grads_ready(Emit& e, Bucketer& b, const Unit& u, int chunk, bool flush) {
+    b.dense += u.dense_grad_bytes;
+    b.expert += u.expert_grad_bytes;
+    const double cap = par_.bucket_bytes;
+    auto issue = [&](double bytes, bool expert) {
+      if ((expert ? expert_dp_size() : dense_dp_size()) <= 1) return;
+      DeferredBucket d{bytes, expert, chunk, u.layer, e.last_compute};
+      if (par_.overlap_grad_reduce) {
+        emit_bucket(e, d);
+      } else {
+        deferred_.push_back(d);
+      }
+    };
+    while (b.dense >= cap) {
+      issue(cap, false);
+      b.dense -= cap;
+    }
+    while (b.expert >= cap) {
+      issue(cap, true);
+      b.expert -= cap;
+    }
+    if (flush) {
+      if (b.dense > 0) issue(b.dense, false);
+      if (b.expert > 0) issue(b.expert, true);
+      b = Bucketer{};
+    }
+  }
+
+  struct DeferredBucket {
+    double bytes;
+    bool expert;
+    int chunk;
+    int layer;
+    int after;  // compute task id whose end makes the bucket ready
+  };
+
+  void emit_bucket(Emit& e, const DeferredBucket& d) {
+    std::vector<int> deps;
+    if (d.after >= 0) deps.push_back(d.after);
+    std::string label = d.expert ? "gradx.c" : "grad.c";
+    append_int(label, d.chunk);
+    label += ".b";
+    append_int(label, bucket_count_++);
+    grad_sync_.push_back(emit_collective(
+        e, par_.zero >= 1 ? CollOp::kReduceScatter : CollOp::kAllReduce,
+        d.expert ? GroupKind::kEdp : dense_dp_kind(), StreamKind::kDp, Category::kDpComm, d.bytes,
+        DType::kFp32, Phase::kOther, std::move(label), d.layer, -1, d.chunk, std::move(deps)));
+  }
+
+  // ZeRO-1/2 parameter allgather buckets (Megatron distributed optimizer), in forward order,
+  // sized like the gradient buckets in elements (bucket_bytes / 4 fp32 grads -> bf16
+  // params). Returns per chunk and unit the collective its parameters arrive with.
+  std::vector<std::vector<std::vector<int>>> emit_param_gathers(Emit& e, std::vector<int> deps) {
+    std::vector<std::vector<std::vector<int>>> ready(static_cast<size_t>(v_));
+    const double cap = par_.bucket_bytes / kGradBytesPerParam * act_elem_bytes_;
+    for (int c = 0; c < v_; ++c) {
+      const auto& units = chunks_[static_cast<size_t>(c * p_ + e.coord.pp)];
+      ready[static_cast<size_t>(c)].resize(units.size());
+      double acc[2] = {0, 0};
+      std::vector<size_t> waiting[2];
+      auto issue = [&](double bytes, int x, const Unit& u) {
+        std::string label = x ? "pgx.c" : "pg.c";
+        append_int(label, c);
+        label += ".b";
+        append_int(label, bucket_count_++);
+        const int id = emit_collective(e, CollOp::kAllGather, x ? GroupKind::kEdp : dense_dp_kind(),
+                                       StreamKind::kDp, Category::kDpComm, bytes, act_dtype_,
+                                       Phase::kOptimizer, std::move(label), u.layer, -1, c, deps);
+        param_gathers_.push_back(id);
+        for (size_t w : waiting[x]) ready[static_cast<size_t>(c)][w].push_back(id);
+        waiting[x].clear();
+      };
+      for (size_t i = 0; i < units.size(); ++i) {
+        const Unit& u = units[i];
+        const double add_b[2] = {u.dense_params * act_elem_bytes_,
+                                 u.expert_params * act_elem_bytes_};
+        const int size[2] = {dense_dp_size(), expert_dp_size()};
+        for (int x = 0; x < 2; ++x) {
+          if (add_b[x] <= 0 || size[x] <= 1) continue;
+          acc[x] += add_b[x];
+          waiting[x].push_back(i);
+          while (acc[x] >= cap) {
+            issue(cap, x, u);
+            acc[x] -= cap;
+            if (acc[x] > 0) waiting[x].push_back(i);
+          }
+        }
+      }
+      for (int x = 0; x < 2; ++x)
+        if (acc[x] > 0) issue(acc[x], x, units.back());
+    }
+    return ready;
+  }
+
+  // ---- the rank program ----------------------------------------------------------------
+
+  RankProgram lower_rank(int rank) {
+    Emit e;
+    e.rank = rank;
+    e.coord = layout_.coord(rank);
+    e.rp.rank = rank;
+    e.rp.pp_stage = e.coord.pp;
+    deferred_.clear();
+    grad_sync_.clear();
+    param_gathers_.clear();
+    bucket_count_ = 0;
+    const int s = e.coord.pp;
+    const auto& order = orders_[static_cast<size_t>(s)];
+    e.rp.tasks.reserve(estimate_tasks(s));
+
+    // Training state at t = 0 (model/memory.h; ZeRO stage z shards over the dp(xcp) group,
+    // expert parameters over the expert-dp group).
+    double dense = 0, expert = 0;
+    for (int c = 0; c < v_; ++c)
+      for (const Unit& u : chunks_[static_cast<size_t>(c * p_ + s)]) {
+        dense += u.dense_params;
+        expert += u.expert_params;
+      }
+    const bool adam = sc_.training.optimizer == Optimizer::kAdam;
+    const auto sd = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, dense_dp_size());
+    const auto se = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, expert_dp_size());
+    const double state_bytes[3] = {dense * sd.weights + expert * se.weights,
+                                   dense * sd.grads + expert * se.grads,
+                                   dense * sd.optimizer + expert * se.optimizer};
+    const char* state_what[3] = {"weights", "grads", "optimizer"};
+    for (int i = 0; i < 3; ++i)
+      emit_mem(e, TaskKind::kAlloc, state_bytes[i], state_what[i], Phase::kOther, -1, -1, -1);
+
+    // ZeRO-1/2 with overlapped parameter gather: the previous step's updated parameters
+    // arrive in buckets at the start of this step and each chunk's first forward of a unit
+    // waits for its bucket (the steady-state equivalent of Megatron's overlap_param_gather,
+    // which hides the gather behind the next forward).
+    std::vector<std::vector<std::vector<int>>> pg_ready;
+    const bool sharded_opt = par_.zero == 1 || par_.zero == 2;
+    if (sharded_opt && par_.overlap_param_gather) pg_ready = emit_param_gathers(e, {});
+
+    // Pipeline recvs, in the order their consumers run (see the top of this file).
+    const int vs_count = nv_;
+    std::vector<std::pair<MsgKey, size_t>> recvs;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const PassOp& op = order[i];
+      const int vs = op.chunk * p_ + s;
+      if (op.kind == PassKind::kF && vs > 0)
+        recvs.push_back({MsgKey{f_start_[vidx(vs, op.mb)], vs, 0, op.mb}, i});
+      if (op.kind == PassKind::kB && vs < vs_count - 1)
+        recvs.push_back({MsgKey{b_start_[vidx(vs, op.mb)], vs, 1, op.mb}, i});
+    }
+    std::sort(recvs.begin(), recvs.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<int> recv_of(order.size(), -1);
+    const double p2p_bytes = static_cast<double>(par_.microbatch) *
+                             static_cast<double>(shard_.seq_len / par_.cp) *
+                             static_cast<double>(arch_.hidden) * act_elem_bytes_ /
+                             (par_.sequence_parallel ? par_.tp : 1);
+    for (const auto& [k, i] : recvs) {
+      const PassOp& op = order[i];
+      const int from_vs = k.dir == 0 ? k.consumer_vs - 1 : k.consumer_vs + 1;
+      Task t = base_task(TaskKind::kRecv, StreamKind::kPpRecv,
+                         k.dir == 0 ? Phase::kFwd : Phase::kBwdInput, Category::kPpComm, -1, op.mb,
+                         op.chunk);
+      t.peer = layout_.rank(e.coord.tp, e.coord.cp, e.coord.dp, from_vs % p_);
+      t.tag = pp_tag(k);
+      t.bytes = p2p_bytes;
+      t.label = make_label("recv", k.dir == 0 ? "act" : "grad", "vs" + std::to_string(k.consumer_vs), op.mb);
+      recv_of[i] = add(e, std::move(t));
+    }
+
+    struct SendRec {
+      MsgKey key;
+      int to_stage;
+      std::vector<int> deps;
+      int chunk, mb;
+    };
+    std::vector<SendRec> sends;
+    std::vector<char> chunk_started(static_cast<size_t>(v_), 0);
+    std::vector<Bucketer> bucketers(static_cast<size_t>(v_));
+    const bool zero3 = par_.zero == 3;
+    const bool prefetch = par_.overlap_param_gather;
+
+    for (size_t i = 0; i < order.size(); ++i) {
+      const PassOp& op = order[i];
+      const int c = op.chunk, mb = op.mb;
+      const int vs = c * p_ + s;
+      const auto& units = chunks_[static_cast<size_t>(vs)];
+      const int n = static_cast<int>(units.size());
+      if (recv_of[i] >= 0) e.pending.push_back(recv_of[i]);
+      const bool last_mb = mb == m_ - 1;
+
+      if (op.kind == PassKind::kF) {
+        std::vector<std::vector<int>> z3(static_cast<size_t>(n));
+        for (int k = 0; k < n; ++k) {
+          const Unit& u = units[static_cast<size_t>(k)];
+          if (u.act_bytes > 0)
+            emit_mem(e, TaskKind::kAlloc, u.act_bytes, act_what(u, mb), Phase::kFwd, u.layer, mb, c);
+          if (zero3) zero3_issue(e, units, z3, k, mb, c, Phase::kFwd, "f", prefetch, false);
+          e.pending.insert(e.pending.end(), z3[static_cast<size_t>(k)].begin(),
+                           z3[static_cast<size_t>(k)].end());
+          if (!chunk_started[static_cast<size_t>(c)] && !pg_ready.empty()) {
+            const auto& ids = pg_ready[static_cast<size_t>(c)][static_cast<size_t>(k)];
+            e.pending.insert(e.pending.end(), ids.begin(), ids.end());
+          }
+          emit_steps(e, u.ops->fwd, Phase::kFwd, Category::kCompute, "fwd", u, mb, c, 0);
+          if (zero3) zero3_free(e, u, mb, c, Phase::kFwd, "f");
+        }
+        chunk_started[static_cast<size_t>(c)] = 1;
+        if (vs < vs_count - 1) {
+          SendRec r{MsgKey{f_start_[vidx(vs + 1, mb)], vs + 1, 0, mb}, (vs + 1) % p_, {}, c, mb};
+          r.deps = e.pending;
+          if (e.last_compute >= 0) r.deps.push_back(e.last_compute);
+          sends.push_back(std::move(r));
+        }
+      } else if (op.kind == PassKind::kB) {
+        std::vector<std::vector<int>> z3(static_cast<size_t>(n));
+        std::vector<int> grad_out_deps;
+        for (int k = n - 1; k >= 0; --k) {
+          const Unit& u = units[static_cast<size_t>(k)];
+          if (zero3) {
+            zero3_issue(e, units, z3, k, mb, c, Phase::kBwdInput, "b", prefetch, true);
+            e.pending.insert(e.pending.end(), z3[static_cast<size_t>(k)].begin(),
+                             z3[static_cast<size_t>(k)].end());
+          }
+          emit_recompute(e, u, mb, c);
+          emit_steps(e, u.ops->bwd_input, Phase::kBwdInput, Category::kCompute, "bwd", u, mb, c, 1);
+          // ZB-H1 sends the input gradient as soon as B is done; the other schedules send
+          // after the whole backward (Megatron: autograd of the chunk, then send_backward).
+          if (k == 0 && split_w_) {
+            grad_out_deps = e.pending;
+            if (e.last_compute >= 0) grad_out_deps.push_back(e.last_compute);
+          }
+          if (!split_w_) {
+            emit_weight_grads(e, u, mb, c);
+            if (zero3) zero3_free(e, u, mb, c, Phase::kBwdInput, "b");
+            finish_unit_backward(e, u, mb, c, zero3);
+            if (last_mb && !zero3) grads_ready(e, bucketers[static_cast<size_t>(c)], u, c, k == 0);
+          } else if (zero3) {
+            zero3_free(e, u, mb, c, Phase::kBwdInput, "b");
+          }
+        }
+        if (!split_w_) {
+          grad_out_deps = e.pending;
+          if (e.last_compute >= 0) grad_out_deps.push_back(e.last_compute);
+        }
+        if (vs > 0) {
+          SendRec r{MsgKey{b_start_[vidx(vs - 1, mb)], vs - 1, 1, mb}, (vs - 1 + p_) % p_,
+                    std::move(grad_out_deps), c, mb};
+          sends.push_back(std::move(r));
+        }
+      } else {  // W (ZB-H1)
+        for (int k = n - 1; k >= 0; --k) {
+          const Unit& u = units[static_cast<size_t>(k)];
+          emit_weight_grads(e, u, mb, c);
+          finish_unit_backward(e, u, mb, c, zero3);
+          if (last_mb && !zero3) grads_ready(e, bucketers[static_cast<size_t>(c)], u, c, k == 0);
+        }
+      }
+    }
+
+    // Without overlap_grad_reduce every bucket waits for the end of the backward.
+    const int backward_end = e.last_compute;
+    for (DeferredBucket d : deferred_) {
+      d.after = backward_end;
+      emit_bucket(e, d);
+    }
+
+    // Tied embeddings over several stages: the first stage's input embedding and the last
+    // stage's output layer are one weight, so their gradients are summed between the two
+    // (Megatron finalize_model_grads, _allreduce_word_embedding_grads), after the dp sync.
+    if (arch_.tied_embeddings && p_ > 1 && (s == 0 || s == p_ - 1)) {
+      std::vector<int> deps = grad_sync_;
+      if (backward_end >= 0) deps.push_back(backward_end);
+      grad_sync_.push_back(emit_collective(
+          e, CollOp::kAllReduce, GroupKind::kPp, StreamKind::kDp, Category::kDpComm,
+          static_cast<double>(arch_.vocab) * static_cast<double>(arch_.hidden) / par_.tp *
+              kGradBytesPerParam,
+          DType::kFp32, Phase::kOther, "grad.tied_emb", -1, -1, -1, std::move(deps)));
+    }
+
+    // Pipeline sends, ordered by their consumers' start (see the top of this file).
+    std::stable_sort(sends.begin(), sends.end(),
+                     [](const SendRec& a, const SendRec& b) { return a.key < b.key; });
+    for (SendRec& r : sends) {
+      Task t = base_task(TaskKind::kSend, StreamKind::kPpSend,
+                         r.key.dir == 0 ? Phase::kFwd : Phase::kBwdInput, Category::kPpComm, -1,
+                         r.mb, r.chunk);
+      t.peer = layout_.rank(e.coord.tp, e.coord.cp, e.coord.dp, r.to_stage);
+      t.tag = pp_tag(r.key);
+      t.bytes = p2p_bytes;
+      t.label = make_label("send", r.key.dir == 0 ? "act" : "grad",
+                           "vs" + std::to_string(r.key.consumer_vs), r.mb);
+      t.deps = std::move(r.deps);
+      add(e, std::move(t));
+    }
+
+    // Optimizer step on the local shard, after every gradient collective (Megatron
+    // finalize_model_grads + optimizer.step).
+    const double local_params =
+        dense / (par_.zero >= 1 ? dense_dp_size() : 1) + expert / (par_.zero >= 1 ? expert_dp_size() : 1);
+    {
+      Op op = optimizer_op(local_params, adam);
+      Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, Phase::kOptimizer,
+                         Category::kOptimizer, -1, -1, -1);
+      t.label = "opt.step";
+      t.flops = op.flops;
+      t.bytes_read = op.bytes_read;
+      t.bytes_written = op.bytes_written;
+      t.deps = grad_sync_;
+      t.deps.insert(t.deps.end(), e.pending.begin(), e.pending.end());
+      e.pending.clear();
+      e.last_compute = add(e, std::move(t));
+    }
+    std::vector<int> end_deps{e.last_compute};
+    // ZeRO-1/2 without overlap: the updated parameters are gathered after the step, exposed.
+    if (sharded_opt && !par_.overlap_param_gather) {
+      emit_param_gathers(e, {e.last_compute});
+      end_deps.insert(end_deps.end(), param_gathers_.begin(), param_gathers_.end());
+    }
+    for (int i = 2; i >= 0; --i) {
+      emit_mem(e, TaskKind::kFree, state_bytes[i], state_what[i], Phase::kOther, -1, -1, -1,
+               StreamKind::kCompute, end_deps);
+      end_deps.clear();
+    }
+    return std::move(e.rp);
+  }
+
+  // ZeRO-3 gathers around unit k of a pass (units run forward for F, reverse for B). With
+  // prefetch (overlap.param_gather) the next unit's gather is issued when this unit starts;
+  // without, each unit's gather waits for the previous unit's compute.
+  void zero3_issue(Emit& e, const std::vector<Unit>& units, std::vector<std::vector<int>>& z3,
+                   int k, int mb, int c, Phase phase, const char* tag, bool prefetch, bool reverse) {
+    const int n = static_cast<int>(units.size());
+    const int first = reverse ? n - 1 : 0;
+    const int step = reverse ? -1 : 1;
+    std::vector<int> deps;
+    if (e.last_compute >= 0) deps.push_back(e.last_compute);
+    if (k == first || !prefetch)
+      z3[static_cast<size_t>(k)] = zero3_gather(e, units[static_cast<size_t>(k)], mb, c, phase, tag, deps);
+    const int nk = k + step;
+    if (prefetch && nk >= 0 && nk < n)
+      z3[static_cast<size_t>(nk)] = zero3_gather(e, units[static_cast<size_t>(nk)], mb, c, phase, tag, deps);
+  }
+
+  void emit_recompute(Emit& e, const Unit& u, int mb, int c) {
+    if (u.kind != Unit::Kind::kLayer) return;
+    if (par_.recompute == Recompute::kFull) {
+      // Re-run the whole layer forward, with its collectives (Chen et al. 2016; Megatron
+      // --recompute-granularity full): its activations exist again until its backward ends.
+      emit_mem(e, TaskKind::kAlloc, u.act_full_bytes - u.act_bytes, rc_what(u, mb),
+               Phase::kRecompute, u.layer, mb, c);
+      emit_steps(e, u.ops->fwd, Phase::kRecompute, Category::kRecompute, "rc", u, mb, c, 2);
+    } else if (par_.recompute == Recompute::kSelective) {
+      // Korthikanti et al. 2022, section 5: re-run only the attention core.
+      emit_steps(e, u.ops->fwd, Phase::kRecompute, Category::kRecompute, "rc", u, mb, c, 2, true);
+    }
+  }
+
+  // Weight gradients do not wait for the collectives of the input-gradient pass (Megatron
+  // overlaps the dgrad allreduce with the wgrad GEMM); the next compute still does.
+  void emit_weight_grads(Emit& e, const Unit& u, int mb, int c) {
+    std::vector<int> stash;
+    stash.swap(e.pending);
+    emit_steps(e, u.ops->bwd_weight, Phase::kBwdWeight, Category::kCompute, "wgt", u, mb, c, 1);
+    e.pending.insert(e.pending.end(), stash.begin(), stash.end());
+  }
+
+  void finish_unit_backward(Emit& e, const Unit& u, int mb, int c, bool zero3) {
+    if (zero3) {
+      // FSDP reduce-scatters each unit's gradients after its backward, every microbatch.
+      std::vector<int> deps;
+      if (e.last_compute >= 0) deps.push_back(e.last_compute);
+      if (u.dense_grad_bytes > 0 && dense_dp_size() > 1)
+        grad_sync_.push_back(emit_collective(e, CollOp::kReduceScatter, dense_dp_kind(),
+                                             StreamKind::kDp, Category::kDpComm,
+                                             u.dense_grad_bytes, DType::kFp32, Phase::kBwdWeight,
+                                             make_label("rs", u.name, "g", mb), u.layer, mb, c,
+                                             deps));
+      if (u.expert_grad_bytes > 0 && expert_dp_size() > 1)
+        grad_sync_.push_back(emit_collective(e, CollOp::kReduceScatter, GroupKind::kEdp,
+                                             StreamKind::kDp, Category::kDpComm,
+                                             u.expert_grad_bytes, DType::kFp32, Phase::kBwdWeight,
+                                             make_label("rsx", u.name, "g", mb), u.layer, mb, c,
+                                             deps));
+    }
+    if (u.act_bytes > 0) {
+      Phase ph = split_w_ ? Phase::kBwdWeight : Phase::kBwdInput;
+      if (u.kind == Unit::Kind::kLayer && par_.recompute == Recompute::kFull)
+        emit_mem(e, TaskKind::kFree, u.act_full_bytes - u.act_bytes, rc_what(u, mb), ph, u.layer,
+                 mb, c);
+      emit_mem(e, TaskKind::kFree, u.act_bytes, act_what(u, mb), ph, u.layer, mb, c);
+    }
+  }
+
+  static std::string mem_what(const char* prefix, const Unit& u, int mb) {
+    std::string s(prefix);
+    s.push_back('.');
+    s.append(u.name);
+    s.append(".mb");
+    append_int(s, mb);
+    return s;
+  }
+  static std::string act_what(const Unit& u, int mb) { return mem_what("act", u, mb); }
+  static std::string rc_what(const Unit& u, int mb) { return mem_what("rcx", u, mb); }
+
+  std::int64_t pp_tag(const MsgKey& k) const {
+    return (static_cast<std::int64_t>(k.dir) * nv_ + k.consumer_vs) * m_ + k.mb;
+  }
+
+  size_t estimate_tasks(int s) const {
+    size_t per_mb = 8;
+    for (int c = 0; c < v_; ++c)
+      for (const Unit& u : chunks_[static_cast<size_t>(c * p_ + s)])
+        per_mb += 2 * (u.ops->fwd.size() + u.ops->bwd_input.size() + u.ops->bwd_weight.size()) + 4;
+    return per_mb * static_cast<size_t>(m_) + 64;
+  }
+
+  const Scenario& sc_;
+  const ParallelSpec& par_;
+  const ModelArch& arch_;
+  RankLayout layout_;
+  LowerOptions opt_;
+  ShardSpec shard_;
+  int p_ = 1, v_ = 1, nv_ = 1, m_ = 1;
+  bool split_w_ = false;
+  // Activations on the wire and gathered (ZeRO) weights: 16-bit under bf16/fp16/fp8.
+  DType act_dtype_ = DType::kBf16;
+  double act_elem_bytes_ = 2;
+  std::vector<int> vs_layers_;
+  std::vector<LayerOps> layer_ops_;
+  LayerOps embed_ops_, head_ops_;
+  std::vector<std::vector<Unit>> chunks_;  // per virtual stage
+  std::vector<std::vector<PassOp>> orders_;
+  std::vector<double> f_start_, b_start_;  // nominal, per (virtual stage, microbatch)
+  Program prog_;
+  std::unordered_map<std::int64_t, int> group_ids_;
+  // per rank being lowered
+  std::vector<DeferredBucket> deferred_;
+  std::vector<int> grad_sync_;
+  std::vector<int> param_gathers_;
+  int bucket_count_ = 0;
+};
+
+}  // namespace
+
+std::vector<int> virtual_stage_layers(const Scenario& sc) {
+  const ParallelSpec& par = sc.parallel;
+  const int nv = par.pp * par.vpp;
+  const int layers = sc.model.layers;
+  if (!par.pipeline_layers.empty()) {
+    STEPCAST_CHECK(static_cast<int>(par.pipeline_layers.size()) == nv,
+                   fmt::format("pipeline_layers has {} entries, pp x vpp = {}",
+                               par.pipeline_layers.size(), nv));
+    int sum = 0;
+    for (int n : par.pipeline_layers) {
+      STEPCAST_CHECK(n >= 0, "pipeline_layers entries must be >= 0");
+      sum += n;
+    }
+    STEPCAST_CHECK(sum == layers,
+                   fmt::format("pipeline_layers add up to {}, the model has {} layers", sum, layers));
+    return par.pipeline_layers;
+  }
+  STEPCAST_CHECK(layers % nv == 0,
+                 fmt::format("{} layers do not split evenly over pp x vpp = {}", layers, nv));
+  return std::vector<int>(static_cast<size_t>(nv), layers / nv);
+}
+
+Program lower(const Scenario& sc, const LowerOptions& opt) {
+  Lowerer l(sc, opt);
+  return l.run();
+}
+
+}  // namespace stepcast

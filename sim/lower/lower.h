@@ -1,0 +1,43 @@
+// Lowering: Scenario -> Program (DESIGN.md, "What each parallel technique costs" and "The
+// Program"). Turns the model's per-layer ops and the plan into per-rank tasks with real
+// shapes on streams, with same-rank dependencies, pipeline send/recv with matched tags,
+// collectives over the plan's groups and memory as alloc/free events.
+//
+// What each technique lowers to (see lower.cc for the details and sources):
+//  - TP: the model's CommPoints -> allreduce on the tp stream (sequence parallel:
+//    reduce-scatter for kTpReduce, allgather for kTpGather); the next compute waits for it.
+//  - PP: GPipe / 1F1B / interleaved / ZB-H1 orders (schedule.h); activations and input
+//    gradients as send/recv on pp_send / pp_recv, b*(s/cp)*h*2 bytes (/tp with sequence
+//    parallel).
+//  - DP: gradient buckets of bucket_bytes (fp32 grads, reduced in fp32 as Megatron does for
+//    bf16) on the dp stream during the last microbatch's backward (or after the whole
+//    backward without overlap); ZeRO-1/2 reduce-scatter + parameter allgather; ZeRO-3
+//    per-layer allgather before forward and backward and reduce-scatter after backward.
+//  - CP: ring attention (KV blocks passed around the cp group, overlapped with attention
+//    chunks) or all-gather CP (K,V gathered before attention, dK,dV reduce-scattered after).
+//  - EP: all-to-all on the ep stream at the model's dispatch/combine points.
+//  - Recompute: selective (attention core) or full (whole layer) re-run before backward.
+//  - Optimizer: one memory-bound update of the local (ZeRO-sharded) parameters at the end.
+#pragma once
+
+#include <vector>
+
+#include "sim/program/program.h"
+#include "sim/scenario/scenario.h"
+
+namespace stepcast {
+
+struct LowerOptions {
+  // Simulate one rank per pipeline stage standing for every rank of the stage (ranks that
+  // differ only in tp / cp / dp / ep coordinates run the same program under uniform
+  // routing); false simulates every rank (full fidelity).
+  bool folded = true;
+};
+
+Program lower(const Scenario& sc, const LowerOptions& opt = {});
+
+// Transformer layers per virtual stage (index chunk * pp + stage): parallel.pipeline_layers
+// when given, else an even split. Throws InvariantError when they do not add up.
+std::vector<int> virtual_stage_layers(const Scenario& sc);
+
+}  // namespace stepcast

@@ -1,0 +1,179 @@
+#include "sim/lower/schedule.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+
+namespace stepcast {
+namespace {
+
+std::vector<PassOp> gpipe_order(int m) {
+  std::vector<PassOp> ops;
+  ops.reserve(static_cast<size_t>(2 * m));
+  for (int i = 0; i < m; ++i) ops.push_back({PassKind::kF, 0, i});
+  for (int i = 0; i < m; ++i) ops.push_back({PassKind::kB, 0, i});
+  return ops;
+}
+
+// PipeDream-Flush 1F1B (Narayanan et al. 2021, Figure 4 top).
+std::vector<PassOp> one_f_one_b_order(int p, int m, int s) {
+  const int warmup = std::min(p - s - 1, m);
+  std::vector<PassOp> ops;
+  ops.reserve(static_cast<size_t>(2 * m));
+  for (int i = 0; i < warmup; ++i) ops.push_back({PassKind::kF, 0, i});
+  for (int i = 0; i < m - warmup; ++i) {
+    ops.push_back({PassKind::kF, 0, warmup + i});
+    ops.push_back({PassKind::kB, 0, i});
+  }
+  for (int i = m - warmup; i < m; ++i) ops.push_back({PassKind::kB, 0, i});
+  return ops;
+}
+
+// Megatron-LM schedules.py, forward_backward_pipelining_with_interleaving (the classic
+// form, microbatch group size p): virtual microbatch k runs chunk (k mod pv) / p (reversed
+// for backward) on microbatch (k / pv) * p + k mod p.
+std::vector<PassOp> interleaved_order(int p, int v, int m, int s) {
+  const int total = m * v;
+  int warmup = 0;
+  if (m == p) {
+    warmup = total;  // Megatron: all_warmup_microbatches
+  } else {
+    warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  }
+  auto chunk_of = [&](int k, bool fwd) {
+    int c = (k % (p * v)) / p;
+    return fwd ? c : v - 1 - c;
+  };
+  auto mb_of = [&](int k) { return (k / (p * v)) * p + k % p; };
+  std::vector<PassOp> ops;
+  ops.reserve(static_cast<size_t>(2 * total));
+  for (int k = 0; k < warmup; ++k) ops.push_back({PassKind::kF, chunk_of(k, true), mb_of(k)});
+  const int remaining = total - warmup;
+  for (int i = 0; i < remaining; ++i) {
+    const int kf = i + warmup;
+    ops.push_back({PassKind::kF, chunk_of(kf, true), mb_of(kf)});
+    ops.push_back({PassKind::kB, chunk_of(i, false), mb_of(i)});
+  }
+  for (int k = remaining; k < total; ++k) ops.push_back({PassKind::kB, chunk_of(k, false), mb_of(k)});
+  return ops;
+}
+
+// ZB-H1 (Qi et al. 2023, section 3.1 and Figure 3): 1F1B's order of F and B (B = input
+// gradient only), with the W of microbatch k - s placed after B(k) on stage s and the last s
+// W passes drained at the end. Later stages thus postpone their W passes by s microbatches,
+// so that in the cool-down the B passes run back to back down the pipeline while the W
+// passes fill what were bubbles: with uniform stages the bubble is (p-1)(T_F + T_B - T_W)
+// instead of 1F1B's (p-1)(T_F + T_B + T_W). Microbatches in flight (F done, W not) on stage
+// s: at most (p - s) + s = p, stage 0's 1F1B figure, so the peak activation memory over the
+// stages is 1F1B's.
+std::vector<PassOp> zb_h1_order(int p, int m, int s) {
+  const int warmup = std::min(p - s - 1, m);
+  const int delay = s;
+  std::vector<PassOp> ops;
+  ops.reserve(static_cast<size_t>(3 * m));
+  auto after_b = [&](int k) {
+    if (k - delay >= 0) ops.push_back({PassKind::kW, 0, k - delay});
+  };
+  for (int i = 0; i < warmup; ++i) ops.push_back({PassKind::kF, 0, i});
+  for (int k = 0; k < m - warmup; ++k) {
+    ops.push_back({PassKind::kF, 0, warmup + k});
+    ops.push_back({PassKind::kB, 0, k});
+    after_b(k);
+  }
+  for (int k = m - warmup; k < m; ++k) {
+    ops.push_back({PassKind::kB, 0, k});
+    after_b(k);
+  }
+  for (int k = std::max(0, m - delay); k < m; ++k) ops.push_back({PassKind::kW, 0, k});
+  return ops;
+}
+
+constexpr double kUnknown = -1.0;
+
+}  // namespace
+
+std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int v, int m) {
+  STEPCAST_CHECK(p >= 1 && v >= 1 && m >= 1, fmt::format("p {} v {} m {}", p, v, m));
+  std::vector<std::vector<PassOp>> orders(static_cast<size_t>(p));
+  switch (schedule) {
+    case Schedule::kGpipe:
+      STEPCAST_CHECK(v == 1, "GPipe runs one model chunk per stage (vpp 1)");
+      for (auto& o : orders) o = gpipe_order(m);
+      break;
+    case Schedule::k1F1B:
+      STEPCAST_CHECK(v == 1, "1F1B runs one model chunk per stage (vpp 1)");
+      for (int s = 0; s < p; ++s) orders[static_cast<size_t>(s)] = one_f_one_b_order(p, m, s);
+      break;
+    case Schedule::kInterleaved:
+      STEPCAST_CHECK(m % p == 0,
+                     fmt::format("interleaved 1F1B needs microbatches ({}) divisible by pp ({})",
+                                 m, p));
+      for (int s = 0; s < p; ++s) orders[static_cast<size_t>(s)] = interleaved_order(p, v, m, s);
+      break;
+    case Schedule::kZbH1:
+      STEPCAST_CHECK(v == 1, "ZB-H1 runs one model chunk per stage (vpp 1)");
+      for (int s = 0; s < p; ++s) orders[static_cast<size_t>(s)] = zb_h1_order(p, m, s);
+      break;
+  }
+  return orders;
+}
+
+std::vector<std::vector<double>> nominal_start_times(
+    const std::vector<std::vector<PassOp>>& orders, int p, int v, int m,
+    const NominalCosts& costs) {
+  const int nv = p * v;
+  STEPCAST_CHECK(static_cast<int>(orders.size()) == p, "one order per stage");
+  STEPCAST_CHECK(costs.f.size() == static_cast<size_t>(nv) && costs.b.size() == static_cast<size_t>(nv),
+                 "nominal costs per virtual stage");
+  auto idx = [&](int vs, int mb) { return static_cast<size_t>(vs) * static_cast<size_t>(m) + static_cast<size_t>(mb); };
+  std::vector<double> f_end(static_cast<size_t>(nv) * static_cast<size_t>(m), kUnknown);
+  std::vector<double> b_end = f_end;
+  std::vector<std::vector<double>> start(static_cast<size_t>(p));
+  std::vector<size_t> next(static_cast<size_t>(p), 0);
+  std::vector<double> avail(static_cast<size_t>(p), 0.0);
+  size_t total = 0, placed = 0;
+  for (int s = 0; s < p; ++s) {
+    start[static_cast<size_t>(s)].assign(orders[static_cast<size_t>(s)].size(), 0.0);
+    total += orders[static_cast<size_t>(s)].size();
+  }
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int s = 0; s < p; ++s) {
+      const size_t su = static_cast<size_t>(s);
+      const auto& ord = orders[su];
+      while (next[su] < ord.size()) {
+        const PassOp& op = ord[next[su]];
+        const int vs = op.chunk * p + s;
+        double ready = 0;
+        double dur = 0;
+        if (op.kind == PassKind::kF) {
+          ready = vs == 0 ? 0.0 : f_end[idx(vs - 1, op.mb)];
+          dur = costs.f[static_cast<size_t>(vs)];
+        } else if (op.kind == PassKind::kB) {
+          ready = vs == nv - 1 ? f_end[idx(vs, op.mb)] : b_end[idx(vs + 1, op.mb)];
+          dur = costs.b[static_cast<size_t>(vs)];
+        } else {
+          ready = b_end[idx(vs, op.mb)];
+          dur = costs.w.empty() ? 0.0 : costs.w[static_cast<size_t>(vs)];
+        }
+        if (ready == kUnknown) break;
+        const double t0 = std::max(avail[su], ready);
+        start[su][next[su]] = t0;
+        avail[su] = t0 + dur;
+        if (op.kind == PassKind::kF) f_end[idx(vs, op.mb)] = t0 + dur;
+        if (op.kind == PassKind::kB) b_end[idx(vs, op.mb)] = t0 + dur;
+        ++next[su];
+        ++placed;
+        progress = true;
+      }
+    }
+  }
+  STEPCAST_CHECK(placed == total,
+                 fmt::format("pipeline orders deadlock: {} of {} passes could run", placed, total));
+  return start;
+}
+
+}  // namespace stepcast

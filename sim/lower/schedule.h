@@ -1,0 +1,53 @@
+// Pipeline schedules: the order in which each pipeline stage runs the forward (F), backward
+// (B) and, for zero-bubble schedules, weight-gradient (W) passes of its model chunks over the
+// microbatches. Pure functions of (schedule, p, v, m[, nominal costs]); no time, no model.
+//
+//  - GPipe (Huang et al. 2019): all forwards, then all backwards.
+//  - 1F1B (Narayanan et al. 2021, PipeDream-Flush): stage s runs min(p-s-1, m) warm-up
+//    forwards, then alternates one forward and one backward, then drains the backwards.
+//  - Interleaved 1F1B (Narayanan et al. 2021, section 2.2; Megatron-LM
+//    forward_backward_pipelining_with_interleaving): v chunks per stage, chunk c of stage s
+//    is virtual stage c*p + s; microbatches advance in groups of p per chunk.
+//  - ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", section 3.1): B computes
+//    input gradients only, W the weight gradients; stage s postpones its W passes by s
+//    microbatches so that they fill 1F1B's cool-down bubbles: bubble (p-1)(T_F + T_B - T_W),
+//    at most p microbatches in flight per stage (1F1B's stage-0 peak).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/scenario/scenario.h"
+
+namespace stepcast {
+
+enum class PassKind : std::uint8_t { kF, kB, kW };
+
+struct PassOp {
+  PassKind kind = PassKind::kF;
+  int chunk = 0;  // model chunk on this stage (virtual stage = chunk * p + stage)
+  int mb = 0;     // microbatch
+  bool operator==(const PassOp&) const = default;
+};
+
+// Relative cost of each pass per virtual stage (index chunk * p + stage), used only to order
+// pipeline messages (lower.cc). For schedules without a W pass, `b` is the whole backward
+// and `w` may be empty.
+struct NominalCosts {
+  std::vector<double> f, b, w;
+};
+
+// The per-stage pass orders of a schedule (index: stage). GPipe, 1F1B and ZB-H1 need
+// v == 1; interleaved needs m % p == 0 (Megatron's requirement).
+std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int v, int m);
+
+// Runs the orders with the nominal costs and instant communication (a pass starts when its
+// stage is free and its input is ready: F after F of the previous virtual stage, B after B
+// of the next one, or after the own F on the last virtual stage; W after its B). Returns
+// the start time of every pass, same indexing as `orders`. Throws InvariantError when the
+// orders deadlock or are incomplete.
+std::vector<std::vector<double>> nominal_start_times(
+    const std::vector<std::vector<PassOp>>& orders, int p, int v, int m,
+    const NominalCosts& costs);
+
+}  // namespace stepcast

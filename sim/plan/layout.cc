@@ -1,0 +1,110 @@
+#include "sim/plan/layout.h"
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+
+namespace stepcast {
+
+RankLayout::RankLayout(int tp, int cp, int dp, int pp, int ep)
+    : tp_(tp), cp_(cp), dp_(dp), pp_(pp), ep_(ep) {
+  STEPCAST_CHECK(tp >= 1 && cp >= 1 && dp >= 1 && pp >= 1 && ep >= 1,
+                 fmt::format("sizes must be >= 1: tp {} cp {} dp {} pp {} ep {}", tp, cp, dp,
+                             pp, ep));
+  STEPCAST_CHECK(dp % ep == 0, fmt::format("ep {} must divide dp {}", ep, dp));
+}
+
+int RankLayout::rank(int tp, int cp, int dp, int pp) const {
+  STEPCAST_CHECK(tp >= 0 && tp < tp_ && cp >= 0 && cp < cp_ && dp >= 0 && dp < dp_ &&
+                     pp >= 0 && pp < pp_,
+                 fmt::format("coordinate out of range: tp {} cp {} dp {} pp {}", tp, cp, dp, pp));
+  return tp + tp_ * (cp + cp_ * (dp + dp_ * pp));
+}
+
+RankCoord RankLayout::coord(int rank) const {
+  STEPCAST_CHECK(rank >= 0 && rank < world_size(),
+                 fmt::format("rank {} outside world of {}", rank, world_size()));
+  RankCoord c;
+  c.tp = rank % tp_;
+  rank /= tp_;
+  c.cp = rank % cp_;
+  rank /= cp_;
+  c.dp = rank % dp_;
+  c.pp = rank / dp_;
+  c.ep = c.dp % ep_;
+  c.edp = c.dp / ep_;
+  return c;
+}
+
+std::vector<int> RankLayout::tp_group(int r) const {
+  RankCoord c = coord(r);
+  std::vector<int> g;
+  g.reserve(static_cast<size_t>(tp_));
+  for (int i = 0; i < tp_; ++i) g.push_back(rank(i, c.cp, c.dp, c.pp));
+  return g;
+}
+
+std::vector<int> RankLayout::cp_group(int r) const {
+  RankCoord c = coord(r);
+  std::vector<int> g;
+  g.reserve(static_cast<size_t>(cp_));
+  for (int i = 0; i < cp_; ++i) g.push_back(rank(c.tp, i, c.dp, c.pp));
+  return g;
+}
+
+std::vector<int> RankLayout::dp_group(int r) const {
+  RankCoord c = coord(r);
+  std::vector<int> g;
+  g.reserve(static_cast<size_t>(dp_));
+  for (int i = 0; i < dp_; ++i) g.push_back(rank(c.tp, c.cp, i, c.pp));
+  return g;
+}
+
+std::vector<int> RankLayout::dp_cp_group(int r) const {
+  RankCoord c = coord(r);
+  std::vector<int> g;
+  g.reserve(static_cast<size_t>(dp_ * cp_));
+  for (int d = 0; d < dp_; ++d)
+    for (int i = 0; i < cp_; ++i) g.push_back(rank(c.tp, i, d, c.pp));
+  return g;
+}
+
+std::vector<int> RankLayout::ep_group(int r) const {
+  RankCoord c = coord(r);
+  std::vector<int> g;
+  g.reserve(static_cast<size_t>(ep_));
+  for (int i = 0; i < ep_; ++i) g.push_back(rank(c.tp, c.cp, c.edp * ep_ + i, c.pp));
+  return g;
+}
+
+std::vector<int> RankLayout::edp_group(int r, bool with_cp) const {
+  RankCoord c = coord(r);
+  std::vector<int> g;
+  g.reserve(static_cast<size_t>(edp() * (with_cp ? cp_ : 1)));
+  for (int e = 0; e < edp(); ++e) {
+    if (with_cp) {
+      for (int i = 0; i < cp_; ++i) g.push_back(rank(c.tp, i, e * ep_ + c.ep, c.pp));
+    } else {
+      g.push_back(rank(c.tp, c.cp, e * ep_ + c.ep, c.pp));
+    }
+  }
+  return g;
+}
+
+std::vector<int> RankLayout::pp_group(int r) const {
+  RankCoord c = coord(r);
+  std::vector<int> g;
+  g.reserve(static_cast<size_t>(pp_));
+  for (int i = 0; i < pp_; ++i) g.push_back(rank(c.tp, c.cp, c.dp, i));
+  return g;
+}
+
+std::vector<int> RankLayout::stage_ranks(int stage) const {
+  STEPCAST_CHECK(stage >= 0 && stage < pp_, fmt::format("stage {} of {}", stage, pp_));
+  std::vector<int> g;
+  g.reserve(static_cast<size_t>(ranks_per_stage()));
+  for (int i = 0; i < ranks_per_stage(); ++i) g.push_back(stage * ranks_per_stage() + i);
+  return g;
+}
+
+}  // namespace stepcast

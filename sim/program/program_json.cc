@@ -1,0 +1,619 @@
+#include "sim/program/program_json.h"
+
+#include <array>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+
+namespace stepcast {
+
+using nlohmann::json;
+
+namespace {
+
+template <typename E, int N>
+std::vector<std::string> names_of(const char* (*name)(E)) {
+  std::vector<std::string> out;
+  for (int i = 0; i < N; ++i) out.emplace_back(name(static_cast<E>(i)));
+  return out;
+}
+
+const std::vector<std::string>& stream_names() {
+  static const auto v = names_of<StreamKind, kStreamCount>(stream_name);
+  return v;
+}
+const std::vector<std::string>& kind_names() {
+  static const auto v = names_of<TaskKind, 8>(task_kind_name);
+  return v;
+}
+const std::vector<std::string>& phase_names() {
+  static const auto v = names_of<Phase, 6>(phase_name);
+  return v;
+}
+const std::vector<std::string>& category_names() {
+  static const auto v = names_of<Category, kCategoryCount>(category_name);
+  return v;
+}
+const std::vector<std::string>& coll_names() {
+  static const auto v = names_of<CollOp, 5>(coll_op_name);
+  return v;
+}
+const std::vector<std::string>& group_names() {
+  static const auto v = names_of<GroupKind, 8>(group_kind_name);
+  return v;
+}
+const std::vector<std::string>& dtype_names() {
+  static const auto v = names_of<DType, 4>(dtype_name);
+  return v;
+}
+
+json compute_args(const Task& t) {
+  return json{{"bytes_read", t.bytes_read}, {"bytes_written", t.bytes_written}};
+}
+
+json task_to_json(const Task& t) {
+  json j = {{"id", t.id},
+            {"kind", task_kind_name(t.kind)},
+            {"stream", stream_name(t.stream)},
+            {"phase", phase_name(t.phase)},
+            {"category", category_name(t.category)},
+            {"label", t.label},
+            {"layer", t.layer},
+            {"microbatch", t.microbatch},
+            {"chunk", t.chunk},
+            {"deps", t.deps},
+            {"flops", t.flops}};
+  json a;
+  switch (t.kind) {
+    case TaskKind::kGemm:
+      a = compute_args(t);
+      a["m"] = t.gemm.m;
+      a["n"] = t.gemm.n;
+      a["k"] = t.gemm.k;
+      a["batch"] = t.gemm.batch;
+      a["dtype"] = dtype_name(t.gemm.dtype);
+      a["layout"] = t.gemm.layout;
+      break;
+    case TaskKind::kAttention:
+      a = compute_args(t);
+      a["batch"] = t.attn.batch;
+      a["heads"] = t.attn.heads;
+      a["kv_heads"] = t.attn.kv_heads;
+      a["seq_q"] = t.attn.seq_q;
+      a["seq_kv"] = t.attn.seq_kv;
+      a["head_dim"] = t.attn.head_dim;
+      a["causal"] = t.attn.causal;
+      a["pass"] = t.attn.backward ? "bwd" : "fwd";
+      a["dtype"] = dtype_name(t.attn.dtype);
+      break;
+    case TaskKind::kMemoryBound:
+      a = compute_args(t);
+      a["what"] = t.what;
+      break;
+    case TaskKind::kCollective:
+      a = {{"op", coll_op_name(t.coll)}, {"group", t.group}, {"bytes", t.bytes},
+           {"dtype", dtype_name(t.dtype)}};
+      break;
+    case TaskKind::kSend:
+    case TaskKind::kRecv:
+      a = {{"peer", t.peer}, {"bytes", t.bytes}, {"tag", t.tag}};
+      break;
+    case TaskKind::kAlloc:
+    case TaskKind::kFree:
+      a = {{"bytes", t.bytes}, {"what", t.what}};
+      break;
+  }
+  j[task_kind_name(t.kind)] = std::move(a);
+  return j;
+}
+
+// Walks a parsed document, collecting every issue with its key path.
+class Reader {
+ public:
+  Reader(std::string file, std::vector<InputIssue>& issues)
+      : file_(std::move(file)), issues_(issues) {}
+
+  void error(const std::string& path, const std::string& msg) {
+    issues_.push_back({file_, 0, 0, path, msg});
+  }
+
+  static std::string type_of(const json& j) { return j.type_name(); }
+
+  bool object(const json& j, const std::string& path, const std::vector<std::string>& known) {
+    if (!j.is_object()) {
+      error(path, fmt::format("expected an object, got {}", type_of(j)));
+      return false;
+    }
+    for (const auto& [k, v] : j.items()) {
+      (void)v;
+      if (std::find(known.begin(), known.end(), k) != known.end()) continue;
+      std::string near = closest_match(k, known);
+      error(join(path, k), near.empty() ? "unknown key"
+                                        : fmt::format("unknown key (did you mean '{}'?)", near));
+    }
+    return true;
+  }
+
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  const json* find(const json& obj, const std::string& path, const std::string& key,
+                   bool required) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (required) error(join(path, key), "missing required key");
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  template <typename T>
+  void integer(const json& obj, const std::string& path, const std::string& key, T& out,
+               bool required, std::int64_t min = INT64_MIN) {
+    const json* v = find(obj, path, key, required);
+    if (!v) return;
+    if (!v->is_number_integer()) {
+      error(join(path, key), fmt::format("expected an integer, got {}", v->dump()));
+      return;
+    }
+    std::int64_t x = v->get<std::int64_t>();
+    if (x < min) {
+      error(join(path, key), fmt::format("expected an integer >= {}, got {}", min, x));
+      return;
+    }
+    out = static_cast<T>(x);
+  }
+
+  void number(const json& obj, const std::string& path, const std::string& key, double& out,
+              bool required) {
+    const json* v = find(obj, path, key, required);
+    if (!v) return;
+    if (!v->is_number()) {
+      error(join(path, key), fmt::format("expected a number, got {}", v->dump()));
+      return;
+    }
+    out = v->get<double>();
+    if (out < 0) error(join(path, key), fmt::format("expected a number >= 0, got {}", v->dump()));
+  }
+
+  void boolean(const json& obj, const std::string& path, const std::string& key, bool& out,
+               bool required) {
+    const json* v = find(obj, path, key, required);
+    if (!v) return;
+    if (!v->is_boolean()) {
+      error(join(path, key), fmt::format("expected true or false, got {}", v->dump()));
+      return;
+    }
+    out = v->get<bool>();
+  }
+
+  void string(const json& obj, const std::string& path, const std::string& key, std::string& out,
+              bool required) {
+    const json* v = find(obj, path, key, required);
+    if (!v) return;
+    if (!v->is_string()) {
+      error(join(path, key), fmt::format("expected a string, got {}", v->dump()));
+      return;
+    }
+    out = v->get<std::string>();
+  }
+
+  // Returns the index of the value in `allowed`, or -1 (issue reported unless absent).
+  int choice(const json& obj, const std::string& path, const std::string& key,
+             const std::vector<std::string>& allowed, bool required) {
+    const json* v = find(obj, path, key, required);
+    if (!v) return -1;
+    if (v->is_string()) {
+      auto s = v->get<std::string>();
+      for (size_t i = 0; i < allowed.size(); ++i)
+        if (allowed[i] == s) return static_cast<int>(i);
+    }
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    error(join(path, key), fmt::format("expected one of {}, got {}", list, v->dump()));
+    return -1;
+  }
+
+  template <typename E>
+  void enumeration(const json& obj, const std::string& path, const std::string& key, E& out,
+                   const std::vector<std::string>& allowed, bool required) {
+    int i = choice(obj, path, key, allowed, required);
+    if (i >= 0) out = static_cast<E>(i);
+  }
+
+  void int_list(const json& obj, const std::string& path, const std::string& key,
+                std::vector<int>& out, bool required) {
+    const json* v = find(obj, path, key, required);
+    if (!v) return;
+    if (!v->is_array()) {
+      error(join(path, key), fmt::format("expected a list of integers, got {}", type_of(*v)));
+      return;
+    }
+    out.clear();
+    out.reserve(v->size());
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& e = (*v)[i];
+      if (!e.is_number_integer()) {
+        error(fmt::format("{}[{}]", join(path, key), i),
+              fmt::format("expected an integer, got {}", e.dump()));
+        continue;
+      }
+      out.push_back(e.get<int>());
+    }
+  }
+
+ private:
+  std::string file_;
+  std::vector<InputIssue>& issues_;
+};
+
+const std::vector<std::string> kTopKeys = {"schema", "world_size", "folded", "scenario_name",
+                                           "gpus_per_node", "groups", "ranks"};
+const std::vector<std::string> kGroupKeys = {"id", "kind", "ranks"};
+const std::vector<std::string> kRankKeys = {"rank", "pp_stage", "stands_for", "streams", "tasks"};
+
+std::vector<std::string> task_keys() {
+  std::vector<std::string> k = {"id",    "kind",       "stream", "phase", "category", "label",
+                                "layer", "microbatch", "chunk",  "deps",  "flops"};
+  for (const auto& n : kind_names()) k.push_back(n);
+  return k;
+}
+
+void read_task(Reader& rd, const json& j, const std::string& path, Task& t) {
+  static const std::vector<std::string> keys = task_keys();
+  if (!rd.object(j, path, keys)) return;
+  rd.integer(j, path, "id", t.id, true, 0);
+  int kind = rd.choice(j, path, "kind", kind_names(), true);
+  rd.enumeration(j, path, "stream", t.stream, stream_names(), true);
+  rd.enumeration(j, path, "phase", t.phase, phase_names(), true);
+  rd.enumeration(j, path, "category", t.category, category_names(), true);
+  rd.string(j, path, "label", t.label, false);
+  rd.integer(j, path, "layer", t.layer, false, -1);
+  rd.integer(j, path, "microbatch", t.microbatch, false, -1);
+  rd.integer(j, path, "chunk", t.chunk, false, -1);
+  rd.int_list(j, path, "deps", t.deps, false);
+  rd.number(j, path, "flops", t.flops, false);
+  if (kind < 0) return;
+  t.kind = static_cast<TaskKind>(kind);
+  const std::string kn = task_kind_name(t.kind);
+  for (const auto& other : kind_names())
+    if (other != kn && j.contains(other))
+      rd.error(Reader::join(path, other),
+               fmt::format("arguments of a {} task given to a {} task", other, kn));
+  const json* a = rd.find(j, path, kn, true);
+  if (!a) return;
+  const std::string ap = Reader::join(path, kn);
+  switch (t.kind) {
+    case TaskKind::kGemm:
+      if (!rd.object(*a, ap, {"m", "n", "k", "batch", "dtype", "layout", "bytes_read",
+                              "bytes_written"}))
+        return;
+      rd.integer(*a, ap, "m", t.gemm.m, true, 0);
+      rd.integer(*a, ap, "n", t.gemm.n, true, 0);
+      rd.integer(*a, ap, "k", t.gemm.k, true, 0);
+      rd.integer(*a, ap, "batch", t.gemm.batch, false, 1);
+      rd.enumeration(*a, ap, "dtype", t.gemm.dtype, dtype_names(), true);
+      rd.string(*a, ap, "layout", t.gemm.layout, false);
+      rd.number(*a, ap, "bytes_read", t.bytes_read, false);
+      rd.number(*a, ap, "bytes_written", t.bytes_written, false);
+      break;
+    case TaskKind::kAttention: {
+      if (!rd.object(*a, ap, {"batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim",
+                              "causal", "pass", "dtype", "bytes_read", "bytes_written"}))
+        return;
+      rd.integer(*a, ap, "batch", t.attn.batch, true, 0);
+      rd.integer(*a, ap, "heads", t.attn.heads, true, 0);
+      rd.integer(*a, ap, "kv_heads", t.attn.kv_heads, true, 0);
+      rd.integer(*a, ap, "seq_q", t.attn.seq_q, true, 0);
+      rd.integer(*a, ap, "seq_kv", t.attn.seq_kv, true, 0);
+      rd.integer(*a, ap, "head_dim", t.attn.head_dim, true, 0);
+      rd.boolean(*a, ap, "causal", t.attn.causal, true);
+      int pass = rd.choice(*a, ap, "pass", {"fwd", "bwd"}, true);
+      if (pass >= 0) t.attn.backward = pass == 1;
+      rd.enumeration(*a, ap, "dtype", t.attn.dtype, dtype_names(), false);
+      rd.number(*a, ap, "bytes_read", t.bytes_read, false);
+      rd.number(*a, ap, "bytes_written", t.bytes_written, false);
+      break;
+    }
+    case TaskKind::kMemoryBound:
+      if (!rd.object(*a, ap, {"bytes_read", "bytes_written", "what"})) return;
+      rd.number(*a, ap, "bytes_read", t.bytes_read, true);
+      rd.number(*a, ap, "bytes_written", t.bytes_written, true);
+      rd.string(*a, ap, "what", t.what, false);
+      break;
+    case TaskKind::kCollective:
+      if (!rd.object(*a, ap, {"op", "group", "bytes", "dtype"})) return;
+      rd.enumeration(*a, ap, "op", t.coll, coll_names(), true);
+      rd.integer(*a, ap, "group", t.group, true, 0);
+      rd.number(*a, ap, "bytes", t.bytes, true);
+      rd.enumeration(*a, ap, "dtype", t.dtype, dtype_names(), false);
+      break;
+    case TaskKind::kSend:
+    case TaskKind::kRecv:
+      if (!rd.object(*a, ap, {"peer", "bytes", "tag"})) return;
+      rd.integer(*a, ap, "peer", t.peer, true, 0);
+      rd.number(*a, ap, "bytes", t.bytes, true);
+      rd.integer(*a, ap, "tag", t.tag, true);
+      break;
+    case TaskKind::kAlloc:
+    case TaskKind::kFree:
+      if (!rd.object(*a, ap, {"bytes", "what"})) return;
+      rd.number(*a, ap, "bytes", t.bytes, true);
+      rd.string(*a, ap, "what", t.what, true);
+      break;
+  }
+}
+
+void read_rank(Reader& rd, const json& j, const std::string& path, RankProgram& rp) {
+  if (!rd.object(j, path, kRankKeys)) return;
+  rd.integer(j, path, "rank", rp.rank, true, 0);
+  rd.integer(j, path, "pp_stage", rp.pp_stage, false, 0);
+  rd.int_list(j, path, "stands_for", rp.stands_for, false);
+  const json* tasks = rd.find(j, path, "tasks", true);
+  if (tasks) {
+    if (!tasks->is_array()) {
+      rd.error(Reader::join(path, "tasks"), "expected a list of tasks");
+    } else {
+      rp.tasks.resize(tasks->size());
+      for (size_t i = 0; i < tasks->size(); ++i) {
+        const std::string tp = fmt::format("{}.tasks[{}]", path, i);
+        read_task(rd, (*tasks)[i], tp, rp.tasks[i]);
+        if (rp.tasks[i].id != static_cast<int>(i))
+          rd.error(tp + ".id", fmt::format("expected {} (ids are dense: tasks[i].id == i), got {}",
+                                           i, rp.tasks[i].id));
+      }
+    }
+  }
+  // Issue order per stream is task order; the streams listing must say the same.
+  const json* streams = rd.find(j, path, "streams", false);
+  if (!streams) return;
+  const std::string sp = Reader::join(path, "streams");
+  if (!rd.object(*streams, sp, stream_names())) return;
+  std::array<std::vector<int>, kStreamCount> expect;
+  for (const Task& t : rp.tasks) expect[static_cast<size_t>(t.stream)].push_back(t.id);
+  for (int s = 0; s < kStreamCount; ++s) {
+    const std::string name = stream_name(static_cast<StreamKind>(s));
+    std::vector<int> got;
+    if (streams->contains(name)) rd.int_list(*streams, sp, name, got, false);
+    if (got != expect[static_cast<size_t>(s)])
+      rd.error(Reader::join(sp, name),
+               fmt::format("lists {} task ids but the tasks on stream '{}' are, in issue order, "
+                           "{} ids starting {}",
+                           got.size(), name, expect[static_cast<size_t>(s)].size(),
+                           expect[static_cast<size_t>(s)].empty()
+                               ? std::string("(none)")
+                               : std::to_string(expect[static_cast<size_t>(s)].front())));
+  }
+}
+
+// Where each value of a (valid) JSON text starts, by key path ("ranks[0].tasks[3].gemm.m"):
+// nlohmann::json keeps no positions, so on error the text is scanned once more. O(size).
+class Locator {
+ public:
+  explicit Locator(const std::string& text) : s_(text) {
+    value("");
+  }
+
+  // Position of `path`, or of its closest enclosing value (a missing key points at the
+  // object that lacks it).
+  std::pair<int, int> find(std::string path) const {
+    for (;;) {
+      auto it = pos_.find(path);
+      if (it != pos_.end()) return it->second;
+      if (path.empty()) return {0, 0};
+      const size_t cut = path.find_last_of(".[");
+      path = cut == std::string::npos ? std::string() : path.substr(0, cut);
+    }
+  }
+
+ private:
+  void advance() {
+    if (s_[i_] == '\n') {
+      ++line_;
+      col_ = 1;
+    } else {
+      ++col_;
+    }
+    ++i_;
+  }
+  void ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r'))
+      advance();
+  }
+  std::string str() {
+    std::string out;
+    advance();  // opening quote
+    while (i_ < s_.size() && s_[i_] != '"') {
+      if (s_[i_] == '\\') {
+        advance();
+        if (i_ >= s_.size()) break;
+      }
+      out += s_[i_];
+      advance();
+    }
+    if (i_ < s_.size()) advance();  // closing quote
+    return out;
+  }
+  void value(const std::string& path) {
+    ws();
+    if (i_ >= s_.size()) return;
+    pos_.emplace(path, std::make_pair(line_, col_));
+    const char c = s_[i_];
+    if (c == '{') {
+      advance();
+      for (;;) {
+        ws();
+        if (i_ >= s_.size() || s_[i_] == '}') break;
+        if (s_[i_] == ',') {
+          advance();
+          continue;
+        }
+        const std::string key = str();
+        ws();
+        if (i_ < s_.size() && s_[i_] == ':') advance();
+        value(path.empty() ? key : path + "." + key);
+      }
+      if (i_ < s_.size()) advance();
+    } else if (c == '[') {
+      advance();
+      size_t k = 0;
+      for (;;) {
+        ws();
+        if (i_ >= s_.size() || s_[i_] == ']') break;
+        if (s_[i_] == ',') {
+          advance();
+          continue;
+        }
+        value(path + "[" + std::to_string(k++) + "]");
+      }
+      if (i_ < s_.size()) advance();
+    } else if (c == '"') {
+      str();
+    } else {
+      while (i_ < s_.size() && s_[i_] != ',' && s_[i_] != '}' && s_[i_] != ']' && s_[i_] != ' ' &&
+             s_[i_] != '\n' && s_[i_] != '\t' && s_[i_] != '\r')
+        advance();
+    }
+  }
+
+  const std::string& s_;
+  size_t i_ = 0;
+  int line_ = 1, col_ = 1;
+  std::unordered_map<std::string, std::pair<int, int>> pos_;
+};
+
+// Fills line:column of each issue from its key path and throws them all.
+void throw_located(std::vector<InputIssue> issues, const std::string& text) {
+  const Locator at(text);
+  for (InputIssue& i : issues) std::tie(i.line, i.column) = at.find(i.key);
+  throw InputError(std::move(issues));
+}
+
+// 1-based line and column of byte offset `byte` (nlohmann counts the byte after the error).
+std::pair<int, int> line_col(const std::string& text, size_t byte) {
+  int line = 1, col = 1;
+  for (size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return {line, col};
+}
+
+}  // namespace
+
+json program_to_json(const Program& p) {
+  json groups = json::array();
+  for (const Group& g : p.groups)
+    groups.push_back({{"id", g.id}, {"kind", group_kind_name(g.kind)}, {"ranks", g.ranks}});
+  json ranks = json::array();
+  for (const RankProgram& rp : p.ranks) {
+    json streams = json::object();
+    std::array<std::vector<int>, kStreamCount> ids;
+    for (const Task& t : rp.tasks) ids[static_cast<size_t>(t.stream)].push_back(t.id);
+    for (int s = 0; s < kStreamCount; ++s)
+      if (!ids[static_cast<size_t>(s)].empty())
+        streams[stream_name(static_cast<StreamKind>(s))] = ids[static_cast<size_t>(s)];
+    json tasks = json::array();
+    for (const Task& t : rp.tasks) tasks.push_back(task_to_json(t));
+    ranks.push_back({{"rank", rp.rank},
+                     {"pp_stage", rp.pp_stage},
+                     {"stands_for", rp.stands_for},
+                     {"streams", std::move(streams)},
+                     {"tasks", std::move(tasks)}});
+  }
+  return {{"schema", p.schema},         {"world_size", p.world_size},
+          {"folded", p.folded},         {"scenario_name", p.scenario_name},
+          {"gpus_per_node", p.gpus_per_node}, {"groups", std::move(groups)},
+          {"ranks", std::move(ranks)}};
+}
+
+std::string write_program_json(const Program& p, int indent) {
+  return program_to_json(p).dump(indent) + "\n";
+}
+
+void save_program_json(const Program& p, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw InputError(InputIssue{path, 0, 0, "", "cannot open for writing"});
+  out << write_program_json(p);
+  if (!out) throw InputError(InputIssue{path, 0, 0, "", "write failed"});
+}
+
+Program program_from_json(const std::string& text, const std::string& file) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    auto [line, col] = line_col(text, e.byte);
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..."
+    auto colon = what.find(": ");
+    throw InputError(InputIssue{file, line, col, "",
+                                "invalid JSON: " + (colon == std::string::npos
+                                                        ? what
+                                                        : what.substr(colon + 2))});
+  }
+  std::vector<InputIssue> issues;
+  Reader rd(file, issues);
+  Program p;
+  if (!rd.object(j, "", kTopKeys)) throw_located(std::move(issues), text);
+  std::string schema;
+  rd.string(j, "", "schema", schema, true);
+  if (j.contains("schema") && j["schema"].is_string() && schema != kProgramSchema)
+    rd.error("schema", fmt::format("expected \"{}\", got \"{}\"", kProgramSchema, schema));
+  p.schema = kProgramSchema;
+  rd.integer(j, "", "world_size", p.world_size, true, 1);
+  rd.boolean(j, "", "folded", p.folded, false);
+  rd.string(j, "", "scenario_name", p.scenario_name, false);
+  rd.integer(j, "", "gpus_per_node", p.gpus_per_node, false, 1);
+  if (const json* groups = rd.find(j, "", "groups", true)) {
+    if (!groups->is_array()) {
+      rd.error("groups", "expected a list of groups");
+    } else {
+      p.groups.resize(groups->size());
+      for (size_t i = 0; i < groups->size(); ++i) {
+        const std::string gp = fmt::format("groups[{}]", i);
+        const json& gj = (*groups)[i];
+        Group& g = p.groups[i];
+        if (!rd.object(gj, gp, kGroupKeys)) continue;
+        rd.integer(gj, gp, "id", g.id, true, 0);
+        if (g.id != static_cast<int>(i))
+          rd.error(gp + ".id", fmt::format("expected {} (group ids equal their index), got {}", i,
+                                           g.id));
+        rd.enumeration(gj, gp, "kind", g.kind, group_names(), true);
+        rd.int_list(gj, gp, "ranks", g.ranks, true);
+      }
+    }
+  }
+  if (const json* ranks = rd.find(j, "", "ranks", true)) {
+    if (!ranks->is_array()) {
+      rd.error("ranks", "expected a list of ranks");
+    } else {
+      p.ranks.resize(ranks->size());
+      for (size_t i = 0; i < ranks->size(); ++i)
+        read_rank(rd, (*ranks)[i], fmt::format("ranks[{}]", i), p.ranks[i]);
+    }
+  }
+  if (!issues.empty()) throw_located(std::move(issues), text);
+  return p;
+}
+
+Program load_program_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open file"});
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return program_from_json(ss.str(), path);
+}
+
+}  // namespace stepcast

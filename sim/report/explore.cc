@@ -1,0 +1,192 @@
+#include "sim/report/explore.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace stepcast {
+
+static std::string scalar_text(const YAML::Node& n) {
+  if (n.IsScalar()) return n.Scalar();
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
+}
+
+static ExplorePoint evaluate(const YAML::Node& doc, const std::string& file,
+                             std::vector<std::pair<std::string, std::string>> settings) {
+  ExplorePoint pt;
+  pt.settings = std::move(settings);
+  try {
+    YAML::Node copy = YAML::Clone(doc);
+    copy.remove("sweep");
+    Scenario sc = load_scenario_node(copy, file);
+    pt.result = predict(sc).result;
+  } catch (const InputError& e) {
+    pt.valid = false;
+    pt.error = e.issues().empty() ? e.what() : e.issues().front().str();
+  }
+  return pt;
+}
+
+std::vector<ExplorePoint> run_sweep(const Scenario& base, const Progress& progress) {
+  std::vector<ExplorePoint> out;
+  if (base.sweep.empty()) {
+    out.push_back(evaluate(base.source, base.file, {}));
+    if (progress) progress(1, 1);
+    return out;
+  }
+  size_t total = 1;
+  for (const auto& ax : base.sweep) total *= ax.values.size();
+  std::vector<size_t> idx(base.sweep.size(), 0);
+  for (size_t n = 0; n < total; ++n) {
+    size_t rem = n;
+    for (size_t a = base.sweep.size(); a-- > 0;) {
+      idx[a] = rem % base.sweep[a].values.size();
+      rem /= base.sweep[a].values.size();
+    }
+    YAML::Node doc = YAML::Clone(base.source);
+    std::vector<std::pair<std::string, std::string>> settings;
+    for (size_t a = 0; a < base.sweep.size(); ++a) {
+      const YAML::Node& v = base.sweep[a].values[idx[a]];
+      doc = with_dotted_key(doc, base.sweep[a].key, v);
+      settings.emplace_back(base.sweep[a].key, scalar_text(v));
+    }
+    out.push_back(evaluate(doc, base.file, std::move(settings)));
+    if (progress) progress(n + 1, total);
+  }
+  return out;
+}
+
+SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
+  struct Candidate {
+    YAML::Node doc;
+    std::vector<std::pair<std::string, std::string>> settings;
+  };
+  std::vector<Candidate> cands;
+  const int gpus = base.gpus;
+  const int node = base.profile.node.gpus;
+  const ModelArch& m = base.model;
+  const std::int64_t gb = base.training.global_batch;
+  for (int tp : {1, 2, 4, 8}) {
+    if (tp > node || m.heads % tp != 0 || m.kv_heads % tp != 0) continue;
+    for (int pp = 1; pp <= m.layers && pp <= gpus; ++pp) {
+      if (m.layers % pp != 0) continue;
+      for (int cp : {1, 2, 4}) {
+        if (cp > 1 && base.training.seq_len < 16384) continue;
+        if (gpus % (tp * pp * cp) != 0) continue;
+        const int dp = gpus / (tp * pp * cp);
+        for (int mb : {1, 2, 4}) {
+          if (gb % (static_cast<std::int64_t>(dp) * mb) != 0) continue;
+          const std::int64_t micro = gb / (static_cast<std::int64_t>(dp) * mb);
+          for (int vpp : {1, 2}) {
+            if (vpp > 1 && (pp == 1 || m.layers % (pp * vpp) != 0 || micro % pp != 0)) continue;
+            for (int zero : {0, 1, 3}) {
+              if (zero == 3 && pp > 1) continue;
+              if (zero > 0 && dp == 1) continue;
+              for (const char* rc : {"none", "selective", "full"}) {
+                YAML::Node doc = YAML::Clone(base.source);
+                YAML::Node par = doc["parallel"] ? doc["parallel"] : YAML::Node(YAML::NodeType::Map);
+                par["tp"] = tp;
+                par["pp"] = pp;
+                par["dp"] = dp;
+                par["cp"] = cp;
+                par["vpp"] = vpp;
+                par["microbatch"] = mb;
+                par["schedule"] = vpp > 1 ? "interleaved" : "1f1b";
+                par["zero"] = zero;
+                par["sequence_parallel"] = tp > 1;
+                par["recompute"] = rc;
+                par.remove("pipeline_layers");
+                doc["parallel"] = par;
+                Candidate c;
+                c.doc = doc;
+                c.settings = {{"tp", std::to_string(tp)},   {"pp", std::to_string(pp)},
+                              {"dp", std::to_string(dp)},   {"cp", std::to_string(cp)},
+                              {"vpp", std::to_string(vpp)}, {"mb", std::to_string(mb)},
+                              {"zero", std::to_string(zero)}, {"recompute", rc}};
+                cands.push_back(std::move(c));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::vector<ExplorePoint> pts(cands.size());
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex progress_mu;
+  auto worker = [&]() {
+    for (size_t i = next++; i < cands.size(); i = next++) {
+      pts[i] = evaluate(cands[i].doc, base.file, cands[i].settings);
+      size_t d = ++done;
+      if (opt.progress) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        opt.progress(d, cands.size());
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < std::max(1, opt.threads); ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+
+  SearchOutcome out;
+  out.considered = static_cast<int>(pts.size());
+  std::vector<ExplorePoint> good;
+  for (auto& p : pts) {
+    if (!p.valid) {
+      ++out.invalid;
+    } else if (!p.result.fits_memory) {
+      ++out.not_fitting;
+    } else {
+      good.push_back(std::move(p));
+    }
+  }
+  std::stable_sort(good.begin(), good.end(), [](const ExplorePoint& a, const ExplorePoint& b) {
+    if (a.result.step_time_s != b.result.step_time_s) return a.result.step_time_s < b.result.step_time_s;
+    return a.result.layout < b.result.layout;
+  });
+  if (static_cast<int>(good.size()) > opt.top) good.resize(static_cast<size_t>(opt.top));
+  out.best = std::move(good);
+  return out;
+}
+
+std::string render_points(const std::vector<ExplorePoint>& pts) {
+  std::string o;
+  o += fmt::format("{:<4} {:<52} {:>11} {:>12} {:>7} {:>10} {:>5}\n", "#", "plan", "step",
+                   "tokens/s", "MFU", "mem GiB", "fits");
+  int i = 0;
+  for (const auto& p : pts) {
+    std::string plan;
+    for (const auto& [k, v] : p.settings) plan += (plan.empty() ? "" : " ") + k + "=" + v;
+    if (plan.empty()) plan = p.result.layout;
+    if (!p.valid) {
+      o += fmt::format("{:<4} {:<52} invalid: {}\n", ++i, plan, p.error);
+      continue;
+    }
+    o += fmt::format("{:<4} {:<52} {:>11} {:>12.0f} {:>6.1f}% {:>10.2f} {:>5}\n", ++i, plan,
+                     format_time(p.result.step_time_s), p.result.tokens_per_s,
+                     100 * p.result.mfu, p.result.memory_peak_gib, p.result.fits_memory ? "yes" : "NO");
+  }
+  return o;
+}
+
+std::string points_csv(const std::vector<ExplorePoint>& pts) {
+  std::string o;
+  if (pts.empty()) return o;
+  for (const auto& [k, v] : pts.front().settings) o += k + ",";
+  o += "layout,valid,step_time_s,tokens_per_s,tflops_per_gpu,mfu,memory_peak_gib,fits_memory,error\n";
+  for (const auto& p : pts) {
+    for (const auto& [k, v] : p.settings) o += v + ",";
+    o += fmt::format("\"{}\",{},{:.9g},{:.9g},{:.6g},{:.6g},{:.6g},{},\"{}\"\n", p.result.layout,
+                     p.valid, p.result.step_time_s, p.result.tokens_per_s, p.result.tflops_per_gpu,
+                     p.result.mfu, p.result.memory_peak_gib, p.result.fits_memory, p.error);
+  }
+  return o;
+}
+
+}  // namespace stepcast

@@ -1,0 +1,162 @@
+#include "sim/report/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "model/params.h"
+#include "sim/cost/coster.h"
+#include "sim/engine/flow_mode.h"
+#include "sim/lower/lower.h"
+
+namespace stepcast {
+
+const char* breakdown_name(int index) {
+  if (index == kCategoryCount) return "bubble";
+  return category_name(static_cast<Category>(index));
+}
+
+Prediction predict(const Scenario& sc, const RunOptions& opt) {
+  Prediction out;
+  LowerOptions lo;
+  lo.folded = opt.folded;
+  out.program = lower(sc, lo);
+  EngineOptions eo;
+  eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
+  if (sc.network == NetworkMode::kFlow)  // communication as flows sharing links (flow_mode.h)
+    out.timeline = simulate_flow_mode(out.program, sc.profile, eo);
+  else
+    out.timeline = simulate(out.program, task_durations(out.program, sc.profile), eo);
+  out.result = make_result(sc, out.program, out.timeline);
+  return out;
+}
+
+double model_flops_per_step(const ModelArch& a, std::int64_t seq_len, std::int64_t global_batch) {
+  return model_flops_per_sequence(a, seq_len) * static_cast<double>(global_batch);
+}
+
+static std::string layout_string(const Scenario& sc) {
+  const ParallelSpec& p = sc.parallel;
+  std::string s = fmt::format("tp{} pp{} dp{} cp{} ep{}", p.tp, p.pp, p.dp, p.cp, p.ep);
+  if (p.vpp > 1) s += fmt::format(" vpp{}", p.vpp);
+  s += fmt::format(" mb{} {} zero{}", p.microbatch, schedule_name(p.schedule), p.zero);
+  if (p.sequence_parallel) s += " sp";
+  s += fmt::format(" recompute={}", recompute_name(p.recompute));
+  return s;
+}
+
+Result make_result(const Scenario& sc, const Program& p, const Timeline& t) {
+  Result r;
+  r.scenario_name = sc.name;
+  r.scenario_file = sc.file;
+  r.model_name = sc.model.name;
+  r.profile_name = sc.profile.name;
+  r.gpus = sc.gpus;
+  r.layout = layout_string(sc);
+  r.step_time_s = to_s(t.step_ns);
+  const double tokens = static_cast<double>(sc.training.global_batch) *
+                        static_cast<double>(sc.training.seq_len);
+  r.model_flops = model_flops_per_step(sc.model, sc.training.seq_len, sc.training.global_batch);
+  if (r.step_time_s > 0) {
+    r.tokens_per_s = tokens / r.step_time_s;
+    r.tflops_per_gpu = r.model_flops / r.step_time_s / sc.gpus / 1e12;
+    auto it = sc.profile.gpu.peak_flop_per_s.find(sc.training.dtype);
+    double peak = it != sc.profile.gpu.peak_flop_per_s.end() ? it->second : 0.0;
+    r.mfu = peak > 0 ? r.model_flops / (r.step_time_s * sc.gpus * peak) : 0.0;
+  }
+  r.params_total = count_params(sc.model).total;
+  r.memory_capacity_gib = sc.profile.gpu.memory_bytes / kGiB;
+  r.memory_peak_gib_per_stage.assign(static_cast<size_t>(sc.parallel.pp), 0.0);
+  for (size_t i = 0; i < p.ranks.size(); ++i) {
+    double gib = t.ranks[i].peak_bytes / kGiB;
+    int stage = p.ranks[i].pp_stage;
+    STEPCAST_CHECK(stage >= 0 && stage < sc.parallel.pp, "rank stage out of range");
+    auto& slot = r.memory_peak_gib_per_stage[static_cast<size_t>(stage)];
+    slot = std::max(slot, gib);
+    r.memory_peak_gib = std::max(r.memory_peak_gib, gib);
+  }
+  r.fits_memory = r.memory_peak_gib <= r.memory_capacity_gib;
+  for (int i = 0; i <= kCategoryCount; ++i) {
+    r.breakdown_s[static_cast<size_t>(i)] = to_s(t.breakdown_ns[static_cast<size_t>(i)]);
+  }
+  if (!p.ranks.empty()) {
+    const auto& rp = p.ranks[static_cast<size_t>(t.critical_rank)];
+    const auto& rt = t.ranks[static_cast<size_t>(t.critical_rank)];
+    for (const Task& task : rp.tasks) {
+      if (task.kind == TaskKind::kAlloc || task.kind == TaskKind::kFree) continue;
+      const TaskTiming& tt = rt.tasks[static_cast<size_t>(task.id)];
+      double sec = to_s(tt.end - tt.start);
+      r.busy_by_kind_s[task_kind_name(task.kind)] += sec;
+      r.busy_by_phase_s[phase_name(task.phase)] += sec;
+    }
+  }
+  r.critical_rank = p.ranks.empty() ? 0 : p.ranks[static_cast<size_t>(t.critical_rank)].rank;
+  r.events = t.events;
+  r.simulated_ranks = static_cast<int>(p.ranks.size());
+  r.folded = p.folded;
+  return r;
+}
+
+std::string render_text(const Result& r) {
+  std::string o;
+  o += fmt::format("stepcast: {}\n", r.scenario_name);
+  o += fmt::format("  model    {} ({:.2f} B parameters)\n", r.model_name, r.params_total / 1e9);
+  o += fmt::format("  cluster  {} x {} GPUs\n", r.profile_name, r.gpus);
+  o += fmt::format("  plan     {}\n", r.layout);
+  o += fmt::format("  engine   {} simulated ranks ({}), {} events\n\n", r.simulated_ranks,
+                   r.folded ? "folded" : "full fidelity", r.events);
+  if (!r.fits_memory) {
+    o += "  *** DOES NOT FIT IN GPU MEMORY: the step time below is not achievable ***\n\n";
+  }
+  o += fmt::format("  Step time            {}\n", format_time(r.step_time_s));
+  o += fmt::format("  Tokens/s             {:.0f}\n", r.tokens_per_s);
+  o += fmt::format("  TFLOP/s per GPU      {:.1f}\n", r.tflops_per_gpu);
+  o += fmt::format("  MFU                  {:.1f} %\n", r.mfu * 100);
+  o += fmt::format("  Peak memory per GPU  {:.2f} GiB of {:.2f} GiB ({})\n", r.memory_peak_gib,
+                   r.memory_capacity_gib, r.fits_memory ? "fits" : "does not fit");
+  for (size_t s = 0; s < r.memory_peak_gib_per_stage.size(); ++s) {
+    if (r.memory_peak_gib_per_stage.size() > 1) {
+      o += fmt::format("    stage {:<3} {:8.2f} GiB\n", s, r.memory_peak_gib_per_stage[s]);
+    }
+  }
+  o += "\n  Breakdown (exposed time on the critical rank)\n";
+  for (int i = 0; i <= kCategoryCount; ++i) {
+    double v = r.breakdown_s[static_cast<size_t>(i)];
+    double pct = r.step_time_s > 0 ? 100.0 * v / r.step_time_s : 0.0;
+    o += fmt::format("    {:<10} {:>12}  {:5.1f} %\n", breakdown_name(i), format_time(v), pct);
+  }
+  return o;
+}
+
+nlohmann::json result_to_json(const Result& r) {
+  nlohmann::json j;
+  j["schema"] = kResultSchema;
+  j["scenario"] = r.scenario_name;
+  j["model"] = r.model_name;
+  j["profile"] = r.profile_name;
+  j["gpus"] = r.gpus;
+  j["layout"] = r.layout;
+  j["step_time_s"] = r.step_time_s;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["tflops_per_gpu"] = r.tflops_per_gpu;
+  j["mfu"] = r.mfu;
+  j["model_flops_per_step"] = r.model_flops;
+  j["params_total"] = r.params_total;
+  j["memory_peak_gib"] = r.memory_peak_gib;
+  j["memory_peak_gib_per_stage"] = r.memory_peak_gib_per_stage;
+  j["memory_capacity_gib"] = r.memory_capacity_gib;
+  j["fits_memory"] = r.fits_memory;
+  nlohmann::json b = nlohmann::json::object();
+  for (int i = 0; i <= kCategoryCount; ++i) b[breakdown_name(i)] = r.breakdown_s[static_cast<size_t>(i)];
+  j["breakdown_s"] = b;
+  j["busy_by_kind_s"] = r.busy_by_kind_s;
+  j["busy_by_phase_s"] = r.busy_by_phase_s;
+  j["critical_rank"] = r.critical_rank;
+  j["simulated_ranks"] = r.simulated_ranks;
+  j["folded"] = r.folded;
+  j["events"] = r.events;
+  return j;
+}
+
+}  // namespace stepcast

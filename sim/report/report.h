@@ -1,0 +1,39 @@
+// From a scenario to a result: the pipeline (lower -> cost -> engine) and the renderers of
+// its Result (text summary, stepcast.result/1 JSON).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/engine/engine.h"
+#include "sim/program/program.h"
+#include "sim/report/result.h"
+#include "sim/scenario/scenario.h"
+
+namespace stepcast {
+
+struct RunOptions {
+  bool folded = true;  // --fidelity folded (default) | full
+};
+
+struct Prediction {
+  Program program;
+  Timeline timeline;
+  Result result;
+};
+
+// Lowers, costs and simulates one scenario.
+Prediction predict(const Scenario& sc, const RunOptions& opt = {});
+
+// Model FLOPs of one step for the whole cluster, without recomputation (what MFU counts):
+// model_flops_per_sequence (model/workload.h) x global batch. For a GPT with ffn = 4h this is
+// 72*B*L*s*h^2*(1 + s/(6h) + V/(12hL)) (Korthikanti et al. 2022, eq. 7).
+double model_flops_per_step(const ModelArch& arch, std::int64_t seq_len, std::int64_t global_batch);
+
+Result make_result(const Scenario& sc, const Program& p, const Timeline& t);
+
+std::string render_text(const Result& r);
+nlohmann::json result_to_json(const Result& r);
+
+}  // namespace stepcast

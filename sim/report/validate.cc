@@ -1,0 +1,200 @@
+#include "sim/report/validate.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "sim/scenario/yaml_util.h"
+
+namespace stepcast {
+
+std::vector<ValidationCase> load_cases(const std::string& path) {
+  YAML::Node root = load_yaml_file(path);
+  IssueList issues;
+  YamlReader r(path, issues);
+  r.expect_map(root, "", {"cases"});
+  std::vector<ValidationCase> out;
+  YAML::Node list = root["cases"];
+  if (!list || !list.IsSequence() || list.size() == 0) {
+    r.error(list ? list : root, "cases", "expected a non-empty list of cases");
+    issues.throw_if_any();
+  }
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node c = list[i];
+    const std::string cp = fmt::format("cases[{}]", i);
+    if (!r.expect_map(c, cp, {"id", "source", "assumed", "scenario", "measured"})) continue;
+    ValidationCase vc;
+    if (r.require(c, cp, "id")) vc.id = r.get_string(c, cp, "id").value_or("");
+    vc.source = r.get_string(c, cp, "source").value_or("");
+    vc.assumed = r.get_string(c, cp, "assumed").value_or("");
+    bool ok = r.require(c, cp, "scenario") && r.require(c, cp, "measured");
+    if (!ok) continue;
+    const YAML::Node m = c["measured"];
+    const std::string mp = cp + ".measured";
+    if (r.expect_map(m, mp, {"step_time_s", "memory_peak_gib", "tflops_per_gpu_published",
+                             "mfu_published", "flops_formula", "note"})) {
+      if (r.require(m, mp, "step_time_s")) {
+        vc.measured_step_s = r.get_double(m, mp, "step_time_s", 1e-9, 1e9).value_or(0);
+      }
+      vc.measured_memory_gib = r.get_double(m, mp, "memory_peak_gib", 0, 1e6).value_or(0);
+      r.get_double(m, mp, "tflops_per_gpu_published", 0, 1e6);
+      r.get_double(m, mp, "mfu_published", 0, 1);
+      r.get_string(m, mp, "flops_formula");
+      r.get_string(m, mp, "note");
+    }
+    try {
+      const YAML::Node s = c["scenario"];
+      if (s.IsScalar()) {
+        std::filesystem::path sp = s.Scalar();
+        if (sp.is_relative()) sp = dir / sp;
+        vc.scenario_file = sp.string();
+        vc.scenario = load_scenario(vc.scenario_file);
+      } else {
+        vc.scenario_file = path;
+        vc.scenario = load_scenario_node(s, path);
+      }
+    } catch (const InputError& e) {
+      for (const auto& issue : e.issues()) issues.add(issue);
+      continue;
+    }
+    out.push_back(std::move(vc));
+  }
+  issues.throw_if_any();
+  return out;
+}
+
+ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOptions& opt,
+                           const Progress& progress) {
+  ValidationReport rep;
+  double sum = 0, mem_sum = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const ValidationCase& c = cases[i];
+    Prediction p = predict(c.scenario, opt);
+    CaseOutcome o;
+    o.id = c.id;
+    o.measured_step_s = c.measured_step_s;
+    o.predicted_step_s = p.result.step_time_s;
+    o.error = (o.predicted_step_s - o.measured_step_s) / o.measured_step_s;
+    o.measured_memory_gib = c.measured_memory_gib;
+    if (c.measured_memory_gib > 0) {
+      o.memory_error = (p.result.memory_peak_gib - c.measured_memory_gib) / c.measured_memory_gib;
+      mem_sum += std::fabs(o.memory_error);
+      ++rep.memory_cases;
+    }
+    o.result = std::move(p.result);
+    sum += std::fabs(o.error);
+    if (std::fabs(o.error) > rep.worst_abs_error || rep.worst_id.empty()) {
+      rep.worst_abs_error = std::fabs(o.error);
+      rep.worst_id = o.id;
+    }
+    rep.cases.push_back(std::move(o));
+    if (progress) progress(i + 1, cases.size());
+  }
+  if (!rep.cases.empty()) rep.mape = sum / static_cast<double>(rep.cases.size());
+  if (rep.memory_cases > 0) rep.memory_mape = mem_sum / rep.memory_cases;
+  return rep;
+}
+
+std::string render_validation(const ValidationReport& r) {
+  std::string o;
+  o += fmt::format("{:<40} {:>10} {:>10} {:>8}  {:>8} {:>8} {:>8} {:>8} {:>8}  {:>16}\n", "case",
+                   "measured", "predicted", "error", "compute", "recomp", "tp", "pp+dp",
+                   "bubble", "memory GiB (err)");
+  for (const auto& c : r.cases) {
+    const auto& b = c.result.breakdown_s;
+    auto at = [&](Category cat) { return b[static_cast<size_t>(cat)]; };
+    std::string mem = fmt::format("{:.1f}", c.result.memory_peak_gib);
+    if (c.measured_memory_gib > 0) mem += fmt::format(" ({:+.1f}%)", 100 * c.memory_error);
+    o += fmt::format("{:<40} {:>9.3f}s {:>9.3f}s {:>+7.1f}%  {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f}  {:>16}\n",
+                     c.id, c.measured_step_s, c.predicted_step_s, 100 * c.error,
+                     at(Category::kCompute), at(Category::kRecompute), at(Category::kTpComm),
+                     at(Category::kPpComm) + at(Category::kDpComm),
+                     b[static_cast<size_t>(kCategoryCount)], mem);
+  }
+  o += fmt::format("\nMAPE {:.2f}% over {} cases; worst {} ({:.2f}%)\n", 100 * r.mape,
+                   r.cases.size(), r.worst_id, 100 * r.worst_abs_error);
+  if (r.memory_cases > 0) {
+    o += fmt::format("memory: mean absolute error {:.2f}% over {} cases with published figures\n",
+                     100 * r.memory_mape, r.memory_cases);
+  }
+  return o;
+}
+
+nlohmann::json validation_to_json(const ValidationReport& r) {
+  nlohmann::json j;
+  j["schema"] = "stepcast.validation/1";
+  j["mape"] = r.mape;
+  j["worst_case"] = r.worst_id;
+  j["worst_abs_error"] = r.worst_abs_error;
+  j["memory_mape"] = r.memory_mape;
+  j["cases"] = nlohmann::json::array();
+  for (const auto& c : r.cases) {
+    nlohmann::json cj;
+    cj["id"] = c.id;
+    cj["measured_step_time_s"] = c.measured_step_s;
+    cj["predicted_step_time_s"] = c.predicted_step_s;
+    cj["error"] = c.error;
+    if (c.measured_memory_gib > 0) {
+      cj["measured_memory_gib"] = c.measured_memory_gib;
+      cj["memory_error"] = c.memory_error;
+    }
+    cj["prediction"] = result_to_json(c.result);
+    j["cases"].push_back(cj);
+  }
+  return j;
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open the file"});
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(InputIssue{path, 0, 0, "", fmt::format("not valid JSON: {}", e.what())});
+  }
+}
+
+static void require_result(const nlohmann::json& j, const std::string& file) {
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != kResultSchema) {
+    throw InputError(InputIssue{file, 0, 0, "schema",
+                                fmt::format("expected a \"{}\" document", kResultSchema)});
+  }
+  if (!j.contains("step_time_s") || !j["step_time_s"].is_number()) {
+    throw InputError(InputIssue{file, 0, 0, "step_time_s", "missing or not a number"});
+  }
+}
+
+std::string compare_results(const nlohmann::json& pred, const std::string& pred_file,
+                            const nlohmann::json& meas, const std::string& meas_file,
+                            nlohmann::json* json_out) {
+  require_result(pred, pred_file);
+  require_result(meas, meas_file);
+  nlohmann::json rows = nlohmann::json::array();
+  std::string o = fmt::format("{:<28} {:>12} {:>12} {:>8}\n", "what", "predicted", "measured",
+                              "error");
+  auto row = [&](const std::string& what, double p, double m) {
+    double err = m != 0 ? (p - m) / m : 0.0;
+    o += fmt::format("{:<28} {:>12} {:>12} {:>+7.1f}%\n", what, format_time(p), format_time(m),
+                     100 * err);
+    rows.push_back({{"what", what}, {"predicted_s", p}, {"measured_s", m}, {"error", err}});
+  };
+  row("step", pred["step_time_s"].get<double>(), meas["step_time_s"].get<double>());
+  for (const char* section : {"busy_by_kind_s", "busy_by_phase_s", "breakdown_s"}) {
+    if (!pred.contains(section) || !meas.contains(section)) continue;
+    for (const auto& [k, v] : pred[section].items()) {
+      if (!v.is_number() || !meas[section].contains(k) || !meas[section][k].is_number()) continue;
+      row(std::string(section).substr(0, std::string(section).size() - 2) + "." + k,
+          v.get<double>(), meas[section][k].get<double>());
+    }
+  }
+  if (json_out) *json_out = {{"schema", "stepcast.comparison/1"}, {"rows", rows}};
+  return o;
+}
+
+}  // namespace stepcast

@@ -1,0 +1,69 @@
+// Accuracy against measured runs (`stepcast validate --cases FILE`) and against a measured
+// timeline of the same Program (`stepcast validate PREDICTED.json MEASURED.json`).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/report/report.h"
+
+namespace stepcast {
+
+// A cases file:
+//   cases:
+//   - id: megatron2021-t1-1.7B
+//     source: "paper, table"
+//     assumed: "what was not published"        (optional)
+//     scenario: megatron2021-t1-1.7B.yaml       (path relative to the cases file, or inline)
+//     measured: {step_time_s: 3.528, memory_peak_gib: 55.2, ...}   (step_time_s required)
+struct ValidationCase {
+  std::string id;
+  std::string source;
+  std::string assumed;
+  std::string scenario_file;  // file the scenario was read from
+  Scenario scenario;
+  double measured_step_s = 0;
+  double measured_memory_gib = 0;  // 0: not published
+};
+
+std::vector<ValidationCase> load_cases(const std::string& path);
+
+struct CaseOutcome {
+  std::string id;
+  double measured_step_s = 0;
+  double predicted_step_s = 0;
+  double error = 0;  // (predicted - measured) / measured
+  double measured_memory_gib = 0;
+  double memory_error = 0;  // when measured_memory_gib > 0
+  Result result;
+};
+
+struct ValidationReport {
+  std::vector<CaseOutcome> cases;
+  double mape = 0;            // mean of |error|
+  std::string worst_id;
+  double worst_abs_error = 0;
+  double memory_mape = 0;     // over cases with a published memory figure
+  int memory_cases = 0;
+};
+
+using Progress = std::function<void(size_t done, size_t total)>;
+
+ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOptions& opt,
+                           const Progress& progress = nullptr);
+std::string render_validation(const ValidationReport& r);
+nlohmann::json validation_to_json(const ValidationReport& r);
+
+// Compares two stepcast.result/1 documents (predicted and measured, e.g. from the GPU
+// executor): step time, busy time per task kind and per phase. Returns the table text and
+// fills `json_out`. Throws InputError on a document that is not stepcast.result/1.
+std::string compare_results(const nlohmann::json& predicted, const std::string& predicted_file,
+                            const nlohmann::json& measured, const std::string& measured_file,
+                            nlohmann::json* json_out);
+
+nlohmann::json read_json_file(const std::string& path);  // InputError on failure
+
+}  // namespace stepcast

@@ -1,0 +1,46 @@
+// Outputs people look at: a Chrome/Perfetto trace, the pipeline schedule as SVG, and a
+// self-contained HTML report. All are deterministic functions of the Program + Timeline.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/report/report.h"
+
+namespace stepcast {
+
+// Chrome trace-event JSON (opens in ui.perfetto.dev and chrome://tracing): one process per
+// simulated rank (named with the ranks it stands for), one thread per stream, a complete
+// event ("ph": "X", microseconds) per task with kind, phase, layer, microbatch, bytes and
+// FLOPs in args, and a "memory in use" counter per rank. `ranks`: keep only simulated ranks
+// standing for one of these global ranks (empty: all).
+nlohmann::json trace_json(const Program& p, const Timeline& t, const std::vector<int>& ranks = {});
+
+// One block of the pipeline picture: consecutive tasks of one pipeline unit (phase,
+// microbatch, chunk) on the compute stream, or consecutive communication of one category.
+struct ScheduleBlock {
+  int stage = 0;
+  bool comm = false;
+  Phase phase = Phase::kFwd;
+  Category category = Category::kCompute;
+  int microbatch = -1;
+  int chunk = -1;
+  TimeNs start = 0, end = 0;
+};
+
+// The blocks drawn for each pipeline stage (one simulated rank per stage: the lowest).
+std::vector<ScheduleBlock> schedule_blocks(const Program& p, const Timeline& t);
+
+// SVG: stages by time (forward / backward-input / weight-gradient / recompute / optimizer /
+// communication / bubble in distinct colours, microbatch numbers on the blocks, legend,
+// time axis in ms) and below it the memory in use per stage over the step. Each block is a
+// <rect class="block" ...>.
+std::string pipeline_svg(const Program& p, const Timeline& t);
+
+// A self-contained HTML page (no network): summary, breakdown stacked bar, pipeline picture,
+// memory per stage against capacity, the plan and the profile used.
+std::string html_report(const Scenario& sc, const Prediction& pred);
+
+}  // namespace stepcast

@@ -1,0 +1,331 @@
+// Collective model (sim/cost/collective.cc) against NETWORK.md's latency table and measured
+// busbw, the nccl-tests CSVs in tests/data/measured/, and properties.
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "sim/cost/cost.h"
+#include "tests/sim/cost/csv.h"
+#include "tests/sim/cost/test_profiles.h"
+
+namespace stepcast {
+namespace {
+
+using testing::a100_profile;
+using testing::h100_profile;
+using testing::read_measured_csv;
+
+GroupShape shape(int ranks, int nodes, int ppn, int pods = 1) {
+  return GroupShape{ranks, nodes, ppn, pods};
+}
+
+double busbw(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw) {
+  return bytes * bus_factor_of(op, g.ranks) / collective_time(op, bytes, g, hw).time_s;
+}
+
+double candidate_us(CollOp op, const GroupShape& g, const HwProfile& hw, CollAlgo a,
+                    CollProto p) {
+  for (const auto& c : collective_candidates(op, 0, g, hw))
+    if (c.algo == a && c.proto == p) return c.time_s * 1e6;
+  return -1;
+}
+
+// NETWORK.md "Computed allreduce alpha": 8 ranks/1 node: Ring LL 15 (6.6 + 14*0.6), Ring
+// Simple 56 (8.4 + 14*3.4), Tree Simple 64 (8.4 + 2*7*4.0), NVLS 25.
+TEST(CollectiveLatency, MatchesNcclTableOneNode) {
+  const HwProfile hw = h100_profile();
+  const GroupShape g = shape(8, 1, 8);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kRing, CollProto::kLL), 15.0, 1e-9);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kRing, CollProto::kSimple), 56.0, 1e-9);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kTree, CollProto::kSimple), 64.4, 1e-9);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kNvls, CollProto::kSimple), 25.0, 1e-9);
+  // Small messages are latency-bound: at 8 bytes the cheapest is Ring LL at ~15 us.
+  const CollectiveChoice c = collective_time(CollOp::kAllReduce, 8, g, hw);
+  EXPECT_EQ(c.algo, CollAlgo::kRing);
+  EXPECT_EQ(c.proto, CollProto::kLL);
+  EXPECT_NEAR(c.time_s * 1e6, 15.0, 0.01);
+}
+
+// 1024 ranks / 128 nodes: Ring Simple 8.4 + 1792*3.4 + 254*14 = 9657, Tree LL
+// 6.8 + 2(7*0.6 + 7*5.0) = 85.2, Tree Simple 8.4 + 2(7*4 + 7*14) = 260.4, NVLS-Tree
+// 25 + 2*7*20.9 = 317.6. (NETWORK.md's Ring LL 2484 does not follow from its own table:
+// 6.6 + 1792*0.6 + 254*2.7 = 1767.6, which is what this model uses.)
+TEST(CollectiveLatency, MatchesNcclTableAtScale) {
+  const HwProfile hw = h100_profile();
+  const GroupShape g = shape(1024, 128, 8);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kRing, CollProto::kSimple), 9657.2, 1e-6);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kTree, CollProto::kLL), 85.2, 1e-9);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kTree, CollProto::kSimple), 260.4, 1e-9);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kNvlsTree, CollProto::kSimple), 317.6, 1e-9);
+  const CollectiveChoice c = collective_time(CollOp::kAllReduce, 8, g, hw);
+  EXPECT_EQ(c.algo, CollAlgo::kTree);  // logarithmic latency wins at scale
+}
+
+// PAT (NCCL >= 2.23) for RS/AG with one rank per node: 64 nodes, tiny message:
+// PAT 8.4 + log2(64)*14 = 92.4 us beats Ring LL 6.6 + 63*2.7 = 176.7 us; absent on 2.21.
+TEST(CollectiveLatency, PatOnlyFromNccl223WithOneRankPerNode) {
+  HwProfile hw = h100_profile();
+  const GroupShape g = shape(64, 64, 1);
+  EXPECT_EQ(collective_time(CollOp::kReduceScatter, 64, g, hw).algo, CollAlgo::kRing);
+  EXPECT_NEAR(collective_time(CollOp::kReduceScatter, 64, g, hw).time_s * 1e6,
+              176.7 + 64 * 63.0 / 64 / 24e9 * 1e6, 1e-6);  // + S(n-1)/n / (0.5 * 48 GB/s)
+  hw.collectives.nccl_version = "2.23.4";
+  const CollectiveChoice c = collective_time(CollOp::kAllGather, 64, g, hw);
+  EXPECT_EQ(c.algo, CollAlgo::kPat);
+  EXPECT_NEAR(c.time_s * 1e6, 92.4 + 64 * 63.0 / 64 / 48e9 * 1e6, 1e-6);
+  EXPECT_NE(collective_time(CollOp::kReduceScatter, 64, shape(64, 8, 8), hw).algo, CollAlgo::kPat);
+}
+
+// NETWORK.md measured large-message busbw.
+TEST(CollectiveBandwidth, MatchesNetworkMdFigures) {
+  const HwProfile a100 = a100_profile();
+  const HwProfile h100 = h100_profile();
+  HwProfile h100_ring = h100;
+  h100_ring.node.nvls = false;
+  const double big = 8e9;
+  // 8x A100 allreduce 230-232 GB/s.
+  EXPECT_NEAR(busbw(CollOp::kAllReduce, big, shape(8, 1, 8), a100) / 1e9, 231, 2);
+  // 8x H100 NVLS allreduce ~480; ring RS/AG 365-370.
+  EXPECT_NEAR(busbw(CollOp::kAllReduce, big, shape(8, 1, 8), h100) / 1e9, 480, 2);
+  EXPECT_EQ(collective_time(CollOp::kAllReduce, big, shape(8, 1, 8), h100).algo, CollAlgo::kNvls);
+  EXPECT_NEAR(busbw(CollOp::kReduceScatter, big, shape(8, 1, 8), h100) / 1e9, 368, 3);
+  EXPECT_NEAR(busbw(CollOp::kAllGather, big, shape(8, 1, 8), h100) / 1e9, 368, 3);
+  EXPECT_NEAR(busbw(CollOp::kAllReduce, big, shape(8, 1, 8), h100_ring) / 1e9, 368, 3);
+  // NVLS vs GPUs in node: 2-4 no gain (~370), 5/6/7/8: 420/440/460/480.
+  EXPECT_EQ(collective_time(CollOp::kAllReduce, big, shape(4, 1, 4), h100).algo, CollAlgo::kRing);
+  const double nvls_expected[] = {420, 440, 460, 480};
+  for (int n = 5; n <= 8; ++n)
+    EXPECT_NEAR(busbw(CollOp::kAllReduce, big, shape(n, 1, n), h100) / 1e9, nvls_expected[n - 5], 2);
+  // A100 multi-node, 8x HDR: ~192 (24 per NIC, 8 NICs aggregated by a full-node ring).
+  EXPECT_NEAR(busbw(CollOp::kAllReduce, big, shape(16, 2, 8), a100) / 1e9, 192, 2);
+  // NDR 400G per NIC 46-49: a one-GPU-per-node group uses one NIC.
+  const double ndr = busbw(CollOp::kAllReduce, big, shape(2, 2, 1), h100) / 1e9;
+  EXPECT_GE(ndr, 46);
+  EXPECT_LE(ndr, 49);
+  // All-to-all never aggregates NICs: 2 nodes x 8, S(n-g)/n of the data over one NIC.
+  // t ~ S/2 / 24 GB/s -> busbw = (15/16) S / t = 45 GB/s, far below the 192 of a ring.
+  EXPECT_NEAR(busbw(CollOp::kAllToAll, big, shape(16, 2, 8), a100) / 1e9, 45, 1);
+}
+
+// Half-bandwidth size S_1/2 (busbw = half its large-message value): NETWORK.md ~12 MB for
+// a one-node H100 ring, 16-33 MB for A100; the H100 ring CSV crosses half (184 GB/s) at
+// 8 MiB. Located by bisection on the model: H100 must land in 8-30 MB. A100 lands at ~5 MB
+// (the LL protocol's 15 us alpha wins up to a few MB); the stas00 A100 sweep has a ~100 us
+// floor at 1-4 MB (single process driving 8 GPUs) and crosses half only at 32 MB, so the
+// model is optimistic there: A100 is only required in 4-30 MB (known gap, see report).
+TEST(CollectiveBandwidth, HalfBandwidthSizeIn10To30MB) {
+  for (const HwProfile& base : {h100_profile(), a100_profile()}) {
+    HwProfile hw = base;
+    hw.node.nvls = false;
+    const GroupShape g = shape(8, 1, 8);
+    const double peak = busbw(CollOp::kAllReduce, 1e12, g, hw);
+    double lo = 1e3, hi = 1e10;
+    for (int i = 0; i < 100; ++i) {
+      const double mid = std::sqrt(lo * hi);
+      (busbw(CollOp::kAllReduce, mid, g, hw) < 0.5 * peak ? lo : hi) = mid;
+    }
+    EXPECT_GE(lo, hw.name == "test-a100" ? 4e6 : 8e6) << hw.name;
+    EXPECT_LE(lo, 30e6) << hw.name;
+  }
+}
+
+// nccl-tests sweeps (tests/data/measured/): modelled busbw within 4% for S >= 2 GiB (at
+// 1 GiB the H100 RS/AG sweeps are still 5.5% below their plateau; the model reaches it
+// sooner).
+// Ring-only runs (NCCL_ALGO=RING, NVLS off) use the profile with nvls = false.
+struct SweepCase {
+  const char* file;
+  CollOp op;
+  bool a100;
+  bool nvls;
+  const char* busbw_column;
+};
+
+TEST(CollectiveBandwidth, MatchesNcclTestsSweepsAtLargeSizes) {
+  const SweepCase cases[] = {
+      {"nccl_allreduce_8xA100_1node_stas00.csv", CollOp::kAllReduce, true, false, "busbw_GBps"},
+      {"nccl_allreduce_8xH100_1node_NVLSon_together.csv", CollOp::kAllReduce, false, true, "ip_busbw_GBps"},
+      {"nccl_allreduce_8xH100_1node_NVLSoff_ring_together.csv", CollOp::kAllReduce, false, false, "ip_busbw_GBps"},
+      {"nccl_reducescatter_8xH100_1node_ring_together.csv", CollOp::kReduceScatter, false, false, "ip_busbw_GBps"},
+      {"nccl_allgather_8xH100_1node_ring_together.csv", CollOp::kAllGather, false, false, "ip_busbw_GBps"},
+  };
+  for (const SweepCase& c : cases) {
+    HwProfile hw = c.a100 ? a100_profile() : h100_profile();
+    hw.node.nvls = c.nvls;
+    int checked = 0;
+    for (const auto& r : read_measured_csv(c.file)) {
+      const double bytes = std::stod(r.at("size_bytes"));
+      if (bytes < 2.0 * kGiB) continue;
+      const double measured = std::stod(r.at(c.busbw_column));
+      EXPECT_NEAR(busbw(c.op, bytes, shape(8, 1, 8), hw) / 1e9 / measured, 1.0, 0.04)
+          << c.file << " @" << bytes;
+      ++checked;
+    }
+    EXPECT_GE(checked, 3) << c.file;
+  }
+}
+
+// Whole H100 sweeps (1 MiB - 8 GiB) with collectives.launch_overhead = 20 us, the launch
+// floor of nccl-tests without CUDA graphs (reduce_scatter_perf at 128 B - 64 KiB: 34-36 us
+// vs the table's Ring LL 6.6 + 7*0.6 = 10.8 us): every size within 35% (max seen 33%, at
+// 1-16 MiB, where NCCL's protocol switch points differ from the cheapest-estimate choice);
+// the small-message floor itself within 15%.
+TEST(CollectiveBandwidth, H100SweepsWithLaunchOverheadWholeRange) {
+  const SweepCase cases[] = {
+      {"nccl_allreduce_8xH100_1node_NVLSon_together.csv", CollOp::kAllReduce, false, true, "ip_busbw_GBps"},
+      {"nccl_allreduce_8xH100_1node_NVLSoff_ring_together.csv", CollOp::kAllReduce, false, false, "ip_busbw_GBps"},
+      {"nccl_reducescatter_8xH100_1node_ring_together.csv", CollOp::kReduceScatter, false, false, "ip_busbw_GBps"},
+      {"nccl_allgather_8xH100_1node_ring_together.csv", CollOp::kAllGather, false, false, "ip_busbw_GBps"},
+  };
+  for (const SweepCase& c : cases) {
+    HwProfile hw = h100_profile();
+    hw.node.nvls = c.nvls;
+    hw.collectives.launch_overhead_s = 20e-6;
+    for (const auto& r : read_measured_csv(c.file)) {
+      const double bytes = std::stod(r.at("size_bytes"));
+      if (bytes < 1024.0 * 1024) continue;
+      EXPECT_NEAR(busbw(c.op, bytes, shape(8, 1, 8), hw) / 1e9 / std::stod(r.at(c.busbw_column)),
+                  1.0, 0.35) << c.file << " @" << bytes;
+    }
+  }
+  HwProfile hw = h100_profile();
+  hw.collectives.launch_overhead_s = 20e-6;
+  for (const auto& r : read_measured_csv("nccl_reducescatter_8xH100_1node_ring_together.csv")) {
+    const double bytes = std::stod(r.at("size_bytes"));
+    if (bytes < 128 || bytes > 65536) continue;
+    EXPECT_NEAR(collective_time(CollOp::kReduceScatter, bytes, shape(8, 1, 8), hw).time_s * 1e6 /
+                    std::stod(r.at("ip_time_us")), 1.0, 0.15) << bytes;
+  }
+}
+
+// H200 NVLS by GPU count (stas00): 4 GPUs Ring 363, 5..8 NVLS 414/436/460/473 at 8 GiB; within 3%.
+TEST(CollectiveBandwidth, MatchesNvlsByGpuCountTable) {
+  const HwProfile hw = h100_profile();  // H200 shares H100's NVLink 4 / NVSwitch
+  int checked = 0;
+  for (const auto& r : read_measured_csv("nccltests_busbw_points_8xH200_NVLS_on_off_by_gpucount_stas00.csv")) {
+    if (r.at("gpu") != "H200" || r.at("payload") != "8GiB" ||
+        r.at("nvls_setting") != "default(NVLS allowed)")
+      continue;
+    const int n = std::stoi(r.at("num_gpus"));
+    const CollectiveChoice ch = collective_time(CollOp::kAllReduce, 8 * kGiB, shape(n, 1, n), hw);
+    EXPECT_EQ(std::string(algo_name(ch.algo)), r.at("algo_reported") == "NVLS" ? "nvls" : "ring");
+    EXPECT_NEAR(busbw(CollOp::kAllReduce, 8 * kGiB, shape(n, 1, n), hw) / 1e9 /
+                    std::stod(r.at("busbw_GBps")), 1.0, 0.03) << n;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 5);
+}
+
+// NDmv4 (A100 + 8x HDR) points, NCCL 2.17: 1 node and 2x8 AG/AR at 1G/4G within 10%
+// (A100 allgather reaches 254 GB/s on one node vs 232 for allreduce: one intra busbw for
+// every op costs ~9%);
+// 2x8 all-to-all (37.8 GB/s measured) within 20% (model: 45). 2x1 (one GPU per node, one
+// NIC): measured 15.5-18.7 GB/s against one HDR NIC's 24 GB/s, i.e. 2-rank runs reach only
+// 65-78% of a NIC; the model is an upper bound there (measured <= model <= 1.6 measured).
+TEST(CollectiveBandwidth, MatchesNdmv4Points) {
+  const HwProfile hw = a100_profile();
+  int checked = 0;
+  for (const auto& r : read_measured_csv("nccl_collectives_points_NDmv4_A100_mscclpp.csv")) {
+    if (r.at("metric") != "busbw_GBps") continue;
+    const int nodes = std::stoi(r.at("nodes")), ppn = std::stoi(r.at("gpus_per_node"));
+    const std::string coll = r.at("collective");
+    const CollOp op = coll == "AllGather" ? CollOp::kAllGather
+                      : coll == "AllReduce" ? CollOp::kAllReduce : CollOp::kAllToAll;
+    const double bytes = (r.at("message_size_label") == "4G" ? 4.0 : 1.0) * kGiB;
+    const double ratio = busbw(op, bytes, shape(nodes * ppn, nodes, ppn), hw) / 1e9 /
+                         std::stod(r.at("value"));
+    if (ppn == 1) {
+      EXPECT_GE(ratio, 1.0) << coll;
+      EXPECT_LE(ratio, 1.6) << coll;
+    } else {
+      EXPECT_NEAR(ratio, 1.0, op == CollOp::kAllToAll ? 0.20 : 0.10)
+          << coll << " " << nodes << "x" << ppn;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 12);
+}
+
+// Send/recv over NVLink, 8xA100 (li-plus): 512 MiB and 1 GiB at ~193-195 GB/s; within 3%.
+TEST(P2p, MatchesA100SendRecv) {
+  const HwProfile hw = a100_profile();
+  for (const auto& r : read_measured_csv("nccl_sendrecv_8xA100_1node_liplus.csv")) {
+    const double bytes = std::stod(r.at("size_bytes"));
+    if (bytes < 512.0 * 1024 * 1024) continue;
+    EXPECT_NEAR(bytes / p2p_time_s(bytes, true, hw) / 1e9 / std::stod(r.at("oop_busbw_GBps")), 1.0, 0.03);
+  }
+  // Across nodes one NIC: 1 GB at 24 GB/s + Simple latency 8.4 + 14 us.
+  EXPECT_NEAR(p2p_time_s(1e9, false, hw), 22.4e-6 + 1e9 / 24e9, 1e-12);
+}
+
+TEST(GroupShapeTest, CountsNodesPpnAndPods) {
+  // DP group, one GPU per node, pods of 16 GPUs: ranks 0,8 in pod 0; 16,24 in pod 1.
+  const GroupShape g = group_shape({0, 8, 16, 24}, 8, 16);
+  EXPECT_EQ(g.ranks, 4);
+  EXPECT_EQ(g.nodes, 4);
+  EXPECT_EQ(g.ranks_per_node, 1);
+  EXPECT_EQ(g.pods, 2);
+  const GroupShape t = group_shape({8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, 8, 0);
+  EXPECT_EQ(t.nodes, 2);
+  EXPECT_EQ(t.ranks_per_node, 8);
+  EXPECT_EQ(t.pods, 1);
+}
+
+// Above a pod the oversubscription divides inter-node bandwidth: 1:7 -> a ppn=1 ring's
+// busbw drops from 48 to 48/7 GB/s at large sizes.
+TEST(CollectiveBandwidth, OversubscriptionAbovePodDividesInterNodeBandwidth) {
+  HwProfile hw = h100_profile();
+  hw.fabric.oversubscription = 7;
+  const double in_pod = busbw(CollOp::kAllReduce, 1e11, shape(4, 4, 1, 1), hw);
+  const double cross = busbw(CollOp::kAllReduce, 1e11, shape(4, 4, 1, 2), hw);
+  EXPECT_NEAR(in_pod / 1e9, 48, 0.1);
+  EXPECT_NEAR(cross / 1e9, 48.0 / 7, 0.05);
+}
+
+TEST(CollectiveCalibration, OverridesMatchingEntriesOnly) {
+  HwProfile hw = h100_profile();
+  hw.collectives.calibrated = {{"allreduce", 8, 1, 1e6, 1e9, 20e-6, 300e9, "test"}};
+  const GroupShape g = shape(8, 1, 8);
+  const CollectiveChoice c = collective_time(CollOp::kAllReduce, 1e8, g, hw);
+  EXPECT_TRUE(c.calibrated);
+  EXPECT_DOUBLE_EQ(c.time_s, 20e-6 + 1e8 * 1.75 / 300e9);
+  EXPECT_FALSE(collective_time(CollOp::kAllReduce, 2e9, g, hw).calibrated);       // size
+  EXPECT_FALSE(collective_time(CollOp::kAllGather, 1e8, g, hw).calibrated);       // op
+  EXPECT_FALSE(collective_time(CollOp::kAllReduce, 1e8, shape(4, 1, 4), hw).calibrated);  // ranks
+}
+
+TEST(Collective, OneRankCostsNothing) {
+  EXPECT_EQ(collective_time(CollOp::kAllReduce, 1e9, shape(1, 1, 1), h100_profile()).time_s, 0.0);
+}
+
+// Properties over random shapes and sizes: time monotone in bytes; more bandwidth (all of
+// intra, NVLS, NIC x1.5) never slower; the cheapest never worse than any ring candidate.
+TEST(CollectiveProperties, MonotoneBandwidthAndCheapest) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> node_count(1, 64), ppn_pick(0, 3), op_pick(0, 4);
+  std::uniform_real_distribution<double> log_bytes(0, 11);
+  const int ppns[] = {1, 2, 4, 8};
+  for (int i = 0; i < 3000; ++i) {
+    HwProfile hw = (i % 2) ? h100_profile() : a100_profile();
+    const int nodes = node_count(rng), ppn = nodes == 1 ? 8 : ppns[ppn_pick(rng)];
+    const GroupShape g = shape(nodes * ppn, nodes, ppn, nodes > 16 ? 2 : 1);
+    hw.fabric.oversubscription = 3;
+    const CollOp op = static_cast<CollOp>(op_pick(rng));
+    const double s = std::pow(10.0, log_bytes(rng));
+    const double t = collective_time(op, s, g, hw).time_s;
+    EXPECT_GE(collective_time(op, s * 1.7, g, hw).time_s, t);
+    HwProfile fast = hw;
+    fast.collectives.intra_ring_busbw *= 1.5;
+    fast.collectives.nvls_busbw *= 1.5;
+    fast.collectives.nic_busbw *= 1.5;
+    EXPECT_LE(collective_time(op, s, g, fast).time_s, t * (1 + 1e-12));
+    for (const auto& c : collective_candidates(op, s, g, hw))
+      if (c.algo == CollAlgo::kRing) {
+        EXPECT_LE(t, c.time_s * (1 + 1e-12));
+      }
+  }
+}
+
+}  // namespace
+}  // namespace stepcast

@@ -1,0 +1,216 @@
+// Compute cost model (sim/cost/compute.cc) against the measured tables it was fitted to,
+// plus roofline / override / property checks.
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "sim/cost/cost.h"
+#include "tests/sim/cost/csv.h"
+#include "tests/sim/cost/test_profiles.h"
+
+namespace stepcast {
+namespace {
+
+using testing::h100_profile;
+using testing::read_measured_csv;
+
+double measured_to_seconds(const std::string& s) {
+  return s.find('k') != std::string::npos ? std::stod(s) * 1024 : std::stod(s);
+}
+
+Task gemm_task(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t b, DType d) {
+  Task t;
+  t.kind = TaskKind::kGemm;
+  t.gemm.m = m;
+  t.gemm.n = n;
+  t.gemm.k = k;
+  t.gemm.batch = b;
+  t.gemm.dtype = d;
+  t.flops = 2.0 * b * m * n * k;
+  return t;
+}
+
+// XLA sm_90 bf16 table (375 shapes): the fitted H100 parameters reproduce it with rms
+// log-error <= 10% overall (fit: 8.9%) and every point within 16% once min(M,n,k) >= 1024
+// (fit: max 15.2%, rms 4.9%). Small shapes are ramp-up dominated; the fixed time handles them.
+TEST(GemmEfficiency, ReproducesXlaSm90Bf16Table) {
+  const HwProfile hw = h100_profile();
+  const double peak = hw.gpu.peak_flop_per_s.at(DType::kBf16);
+  double sum_sq = 0, sum_sq_big = 0, max_big = 0;
+  int count = 0, count_big = 0;
+  for (const auto& r : read_measured_csv("gemm_xla_perf_table_sm90_bf16_fp32_fp8.csv")) {
+    GemmShape g;
+    g.batch = std::stoll(r.at("b"));
+    g.m = std::stoll(r.at("m"));
+    g.n = std::stoll(r.at("n"));
+    g.k = std::stoll(r.at("k"));
+    const double measured = std::stod(r.at("flops_bf16xbf16_to_bf16")) / peak;
+    const double e = std::log(gemm_efficiency(g, hw) / measured);
+    sum_sq += e * e;
+    ++count;
+    if (std::min({g.batch * g.m, g.n, g.k}) >= 1024) {
+      sum_sq_big += e * e;
+      ++count_big;
+      max_big = std::max(max_big, std::abs(gemm_efficiency(g, hw) / measured - 1));
+    }
+  }
+  ASSERT_EQ(count, 375);
+  ASSERT_EQ(count_big, 108);
+  EXPECT_LE(std::sqrt(sum_sq / count), 0.10);
+  EXPECT_LE(std::sqrt(sum_sq_big / count_big), 0.06);
+  EXPECT_LE(max_big, 0.16);
+}
+
+// MAMF best H100 bf16 shape 2048x2048x13312: 794.5 / 989 = 80.3% (stas00); within 5%.
+TEST(GemmEfficiency, MatchesMamfBestShape) {
+  const HwProfile hw = h100_profile();
+  GemmShape g{2048, 2048, 13312, 1, DType::kBf16, "NN"};
+  EXPECT_NEAR(gemm_efficiency(g, hw) / 0.803, 1.0, 0.05);
+}
+
+// cuBLASLt fp8 on H100 (Azure ND H100 v5): square shapes >= 2048 within 16% at the fp8
+// peak x fp8_max_eff (0.70); 16384^3 and 32768^3 (the plateau, 1377/1382 TFLOP/s) within 3%.
+TEST(GemmEfficiency, Fp8UsesFp8PeakAndCeiling) {
+  const HwProfile hw = h100_profile();
+  for (const auto& r : read_measured_csv("gemm_cublaslt_azure_ND_A100v4_fp16_H100v5_H200v5_fp8.csv")) {
+    if (r.at("gpu") != "H100") continue;
+    const std::int64_t m = std::stoll(r.at("m")), n = std::stoll(r.at("n")), k = std::stoll(r.at("k"));
+    if (m != n || n != k || m < 2048) continue;
+    const Task t = gemm_task(m, n, k, 1, DType::kFp8);
+    HwProfile no_launch = hw;
+    no_launch.compute.launch_overhead_s = 0;
+    const double model_tflops = t.flops / compute_time_s(t, no_launch) / 1e12;
+    const double measured = std::stod(r.at("tflops"));
+    const double tol = m >= 16384 ? 0.03 : 0.16;
+    EXPECT_NEAR(model_tflops / measured, 1.0, tol) << m;
+  }
+}
+
+// A100 fp16 cuBLASLt (Azure ND A100 v4, 8 shapes incl. 802816x192x768): max_eff 0.815 and
+// fixed time 8.05 us fitted with the H100 shape terms; fit rms 6.5%, max 12%.
+TEST(GemmEfficiency, ReproducesA100CublasLtPoints) {
+  const HwProfile hw = testing::a100_profile();
+  double sum_sq = 0;
+  int count = 0;
+  for (const auto& r : read_measured_csv("gemm_cublaslt_azure_ND_A100v4_fp16_H100v5_H200v5_fp8.csv")) {
+    if (r.at("gpu") != "A100") continue;
+    GemmShape g{std::stoll(r.at("m")), std::stoll(r.at("n")), std::stoll(r.at("k")), 1,
+                DType::kFp16, "NN"};
+    const double ratio = gemm_efficiency(g, hw) * 312e12 / (std::stod(r.at("tflops")) * 1e12);
+    EXPECT_NEAR(ratio, 1.0, 0.13) << g.m << "x" << g.n << "x" << g.k;
+    sum_sq += std::log(ratio) * std::log(ratio);
+    ++count;
+  }
+  ASSERT_EQ(count, 8);
+  EXPECT_LE(std::sqrt(sum_sq / count), 0.07);
+}
+
+// Attention: FA3 paper Fig.5 (fwd) / Fig.6 (bwd), FlashAttention-3 rows, H100 bf16 peak.
+// Fitted (fit_cost_params.py): fwd rms 7.6% max 16.3%; bwd rms 4.6% max 10.8%.
+TEST(AttentionEfficiency, ReproducesFa3PaperFigures) {
+  HwProfile hw = h100_profile();
+  hw.compute.launch_overhead_s = 0;
+  const double peak = hw.gpu.peak_flop_per_s.at(DType::kBf16);
+  for (bool bwd : {false, true}) {
+    double sum_sq = 0, worst = 0;
+    int count = 0;
+    const char* file = bwd ? "attention_fa3_H100_bwd_fp16_paperfig6.csv"
+                           : "attention_fa3_H100_fwd_fp16_paperfig5.csv";
+    for (const auto& r : read_measured_csv(file)) {
+      if (r.at("impl") != "FlashAttention-3") continue;
+      Task t;
+      t.kind = TaskKind::kAttention;
+      const auto seq = static_cast<std::int64_t>(measured_to_seconds(r.at("seqlen")));
+      t.attn.head_dim = std::stoll(r.at("head_dim"));
+      t.attn.seq_q = t.attn.seq_kv = seq;
+      t.attn.heads = 2048 / t.attn.head_dim;   // hidden 2048 (FA benchmark setting)
+      t.attn.batch = 16384 / seq;              // 16k tokens
+      t.attn.causal = r.at("causal") == "True";
+      t.attn.backward = bwd;
+      // FA convention: fwd 4*b*h*s^2*d (halved when causal), bwd 2.5x.
+      t.flops = 4.0 * t.attn.batch * t.attn.heads * seq * seq * t.attn.head_dim *
+                (t.attn.causal ? 0.5 : 1.0) * (bwd ? 2.5 : 1.0);
+      const double model = t.flops / compute_time_s(t, hw) / peak;
+      const double measured = std::stod(r.at("tflops")) * 1e12 / peak;
+      const double e = std::log(model / measured);
+      sum_sq += e * e;
+      worst = std::max(worst, std::abs(model / measured - 1));
+      ++count;
+    }
+    ASSERT_EQ(count, bwd ? 12 : 36);
+    EXPECT_LE(std::sqrt(sum_sq / count), bwd ? 0.06 : 0.09) << (bwd ? "bwd" : "fwd");
+    EXPECT_LE(worst, bwd ? 0.12 : 0.18) << (bwd ? "bwd" : "fwd");
+  }
+}
+
+// Memory-bound: t = bytes / (hbm * eff) + launch = 1 GB / (3.35 TB/s * 0.85) + 4 us.
+TEST(ComputeTime, MemoryBoundIsBytesOverHbm) {
+  const HwProfile hw = h100_profile();
+  Task t;
+  t.kind = TaskKind::kMemoryBound;
+  t.bytes_read = 0.6e9;
+  t.bytes_written = 0.4e9;
+  EXPECT_NEAR(compute_time_s(t, hw), 1e9 / (3.35e12 * 0.85) + 4e-6, 1e-12);
+}
+
+// Roofline: a GEMM with tiny k and huge operands is HBM-bound; the max() picks the bytes term.
+TEST(ComputeTime, GemmRooflineTakesMemoryTermWhenLarger) {
+  const HwProfile hw = h100_profile();
+  Task t = gemm_task(65536, 65536, 16, 1, DType::kBf16);
+  t.bytes_written = 2.0 * 65536 * 65536;  // 8.6 GB of output
+  const double mem = t.bytes_written / (3.35e12 * 0.85);
+  const double flop = t.flops / (989.4e12 * gemm_efficiency(t.gemm, hw));
+  ASSERT_GT(mem, flop);
+  EXPECT_NEAR(compute_time_s(t, hw), mem + 4e-6, 1e-12);
+}
+
+TEST(ComputeTime, NonComputeKindsCostNothing) {
+  const HwProfile hw = h100_profile();
+  for (TaskKind k : {TaskKind::kCollective, TaskKind::kSend, TaskKind::kRecv, TaskKind::kAlloc,
+                     TaskKind::kFree}) {
+    Task t;
+    t.kind = k;
+    t.bytes = 1e9;
+    EXPECT_EQ(compute_time_s(t, hw), 0.0);
+  }
+}
+
+// gemm_table: a point applies when M, n, k are each within 10% of it (nearest wins).
+TEST(GemmEfficiency, TablePointOverridesCurveNearItsShape) {
+  HwProfile hw = h100_profile();
+  hw.compute.gemm_table = {{8192, 8192, 8192, DType::kBf16, 700e12},
+                           {8192, 8192, 9000, DType::kBf16, 600e12}};
+  GemmShape exact{8192, 8192, 8192, 1, DType::kBf16, "NN"};
+  EXPECT_DOUBLE_EQ(gemm_efficiency(exact, hw), 700e12 / 989.4e12);
+  GemmShape near{8600, 8192, 8300, 1, DType::kBf16, "NN"};  // 5% / 0% / 1.3% off point 1
+  EXPECT_DOUBLE_EQ(gemm_efficiency(near, hw), 700e12 / 989.4e12);
+  GemmShape near2{8192, 8192, 8900, 1, DType::kBf16, "NN"};  // nearer the 9000 point
+  EXPECT_DOUBLE_EQ(gemm_efficiency(near2, hw), 600e12 / 989.4e12);
+  GemmShape far{8192, 8192, 12000, 1, DType::kBf16, "NN"};   // > 10% from both: curve
+  HwProfile plain = h100_profile();
+  EXPECT_DOUBLE_EQ(gemm_efficiency(far, hw), gemm_efficiency(far, plain));
+  GemmShape other_dtype{8192, 8192, 8192, 1, DType::kFp8, "NN"};
+  EXPECT_DOUBLE_EQ(gemm_efficiency(other_dtype, hw), gemm_efficiency(other_dtype, plain));
+}
+
+// Properties over random shapes: efficiency in (0, max_eff], non-decreasing in m, n, k.
+TEST(GemmEfficiency, MonotoneAndBoundedOverRandomShapes) {
+  const HwProfile hw = h100_profile();
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> dim(1, 32768);
+  for (int i = 0; i < 2000; ++i) {
+    GemmShape g{dim(rng), dim(rng), dim(rng), 1, DType::kBf16, "NN"};
+    const double e = gemm_efficiency(g, hw);
+    EXPECT_GT(e, 0);
+    EXPECT_LE(e, hw.compute.gemm_max_eff);
+    for (int d = 0; d < 3; ++d) {
+      GemmShape h = g;
+      (d == 0 ? h.m : d == 1 ? h.n : h.k) *= 2;
+      EXPECT_GE(gemm_efficiency(h, hw), e * (1 - 1e-12));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stepcast

@@ -1,0 +1,103 @@
+// task_durations / comm_compute_slowdown (sim/cost/coster.cc).
+#include <gtest/gtest.h>
+
+#include "sim/cost/coster.h"
+#include "tests/sim/cost/test_profiles.h"
+
+namespace stepcast {
+namespace {
+
+using testing::h100_profile;
+
+Task make(TaskKind k) {
+  Task t;
+  t.kind = k;
+  return t;
+}
+
+// Two simulated ranks (0 and 8, on nodes 0 and 1) of a 16-GPU program: each task's duration
+// equals its cost function converted with to_ns; same-key collectives share one cached value.
+TEST(TaskDurations, MapsEveryKindToItsCostModel) {
+  const HwProfile hw = h100_profile();
+  Program p;
+  p.world_size = 16;
+  p.gpus_per_node = 8;
+  p.groups.push_back(Group{0, GroupKind::kTp, {0, 1, 2, 3, 4, 5, 6, 7}});
+  p.groups.push_back(Group{1, GroupKind::kDp, {0, 8}});
+  RankProgram r0;
+  r0.rank = 0;
+  Task g = make(TaskKind::kGemm);
+  g.gemm = GemmShape{4096, 4096, 4096, 1, DType::kBf16, "NN"};
+  g.flops = 2.0 * 4096 * 4096 * 4096;
+  r0.tasks.push_back(g);
+  Task ar = make(TaskKind::kCollective);
+  ar.coll = CollOp::kAllReduce;
+  ar.group = 0;
+  ar.bytes = 64e6;
+  r0.tasks.push_back(ar);
+  r0.tasks.push_back(ar);  // same key: cached
+  Task dp = make(TaskKind::kCollective);
+  dp.coll = CollOp::kReduceScatter;
+  dp.group = 1;
+  dp.bytes = 1e9;
+  r0.tasks.push_back(dp);
+  Task send = make(TaskKind::kSend);
+  send.peer = 8;  // other node
+  send.bytes = 32e6;
+  r0.tasks.push_back(send);
+  Task recv = make(TaskKind::kRecv);
+  recv.peer = 3;  // same node
+  recv.bytes = 32e6;
+  r0.tasks.push_back(recv);
+  Task alloc = make(TaskKind::kAlloc);
+  alloc.bytes = 1e9;
+  r0.tasks.push_back(alloc);
+  r0.tasks.push_back(make(TaskKind::kFree));
+  for (size_t i = 0; i < r0.tasks.size(); ++i) r0.tasks[i].id = static_cast<int>(i);
+  RankProgram r8 = r0;
+  r8.rank = 8;
+  r8.tasks.resize(1);
+  p.ranks = {r0, r8};
+
+  const Durations d = task_durations(p, hw);
+  ASSERT_EQ(d.size(), 2u);
+  ASSERT_EQ(d[0].size(), r0.tasks.size());
+  ASSERT_EQ(d[1].size(), 1u);
+  EXPECT_EQ(d[0][0], to_ns(compute_time_s(g, hw)));
+  EXPECT_EQ(d[1][0], d[0][0]);
+  const GroupShape tp = group_shape(p.groups[0].ranks, 8, 0);
+  EXPECT_EQ(d[0][1], to_ns(collective_time(CollOp::kAllReduce, 64e6, tp, hw).time_s));
+  EXPECT_EQ(d[0][2], d[0][1]);
+  const GroupShape dps = group_shape({0, 8}, 8, 0);
+  EXPECT_EQ(dps.nodes, 2);
+  EXPECT_EQ(d[0][3], to_ns(collective_time(CollOp::kReduceScatter, 1e9, dps, hw).time_s));
+  EXPECT_EQ(d[0][4], to_ns(p2p_time_s(32e6, false, hw)));
+  EXPECT_EQ(d[0][5], to_ns(p2p_time_s(32e6, true, hw)));
+  EXPECT_EQ(d[0][6], 0);
+  EXPECT_EQ(d[0][7], 0);
+  EXPECT_GT(d[0][4], d[0][5]);  // one NIC (48 GB/s) is slower than NVLink (370 GB/s)
+}
+
+TEST(TaskDurations, MissingGroupIsAnInvariantError) {
+  Program p;
+  p.world_size = 8;
+  RankProgram r;
+  Task t = make(TaskKind::kCollective);
+  t.group = 3;
+  r.tasks.push_back(t);
+  p.ranks.push_back(r);
+  EXPECT_THROW(task_durations(p, h100_profile()), InvariantError);
+}
+
+// slowdown = comm_sms / (sms - comm_sms): H100 16 / (132 - 16) = 0.1379.
+TEST(CommComputeSlowdown, SmShareModel) {
+  HwProfile hw = h100_profile();
+  EXPECT_NEAR(comm_compute_slowdown(hw), 16.0 / 116.0, 1e-15);
+  hw.compute.comm_sms = 0;
+  EXPECT_EQ(comm_compute_slowdown(hw), 0.0);
+  hw.compute.comm_sms = 132;
+  EXPECT_THROW(comm_compute_slowdown(hw), InvariantError);
+}
+
+}  // namespace
+}  // namespace stepcast

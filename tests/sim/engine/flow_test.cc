@@ -1,0 +1,317 @@
+// Engine flow mode (engine.h, flow_mode.h, flow_network.h): communication as flows sharing
+// links by max-min fairness. Hand-built Programs with hand-set durations and latencies on a
+// topology whose NIC rate is C = 50 GB/s = 50 bytes/ns, so every expectation below is a
+// short derivation in ns.
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "sim/cluster/profile.h"
+#include "sim/cost/coster.h"
+#include "sim/engine/engine.h"
+#include "sim/engine/flow_mode.h"
+#include "sim/network/topology.h"
+#include "tests/sim/program/program_builder.h"
+
+namespace stepcast {
+namespace {
+
+using testing::Builder;
+
+constexpr double kNic = 50e9;   // C, bytes/s per NIC per direction
+constexpr double kNvl = 450e9;  // per GPU per direction
+
+HwProfile hand_profile(int nics = 8, int pod_gpus = 0, double oversub = 1.0) {
+  HwProfile hw;
+  hw.name = "hand";
+  hw.node.gpus = 8;
+  hw.node.nics = nics;
+  hw.node.nic_bytes_per_s = kNic;
+  hw.node.nvlink_bytes_per_s = kNvl;
+  hw.fabric.pod_gpus = pod_gpus;
+  hw.fabric.oversubscription = oversub;
+  return hw;
+}
+
+// Latencies: `alpha` for every communication task, 0 otherwise.
+Durations latencies(const Program& p, TimeNs alpha) {
+  Durations l(p.ranks.size());
+  for (size_t r = 0; r < p.ranks.size(); ++r)
+    for (const Task& t : p.ranks[r].tasks)
+      l[r].push_back(t.kind == TaskKind::kCollective || t.kind == TaskKind::kSend ||
+                             t.kind == TaskKind::kRecv
+                         ? alpha
+                         : 0);
+  return l;
+}
+
+Timeline run_flow(const Builder& b, const Topology& topo, const Durations& lat) {
+  FlowMode fm;
+  fm.topology = &topo;
+  fm.latency_ns = &lat;
+  EngineOptions eo;
+  eo.flow = &fm;
+  return simulate(b.p, b.d, eo);
+}
+
+// Sends i -> i + 8 (node 0 -> node 1) for each i in `srcs`, each `dur` ns alone.
+Builder sends_across(const std::vector<int>& srcs, TimeNs dur) {
+  Builder b;
+  for (int s : srcs) {
+    const int a = b.rank(s), c = b.rank(s + 8);
+    b.p2p(a, true, "send", s + 8, s, dur, {}, 1e6);
+    b.p2p(c, false, "recv", s, s, dur, {}, 1e6);
+  }
+  return b;
+}
+
+TEST(EngineFlow, OneFlowAloneTakesItsAnalyticalTime) {
+  // A send alone: latency 0, bandwidth time 1 ms; flow bytes are scaled so the lone flow at
+  // the NIC rate takes exactly 1 ms (+ <= 1 ns ceil rounding).
+  const HwProfile hw = hand_profile(1);
+  const Topology topo(hw, 16);
+  const Builder b = sends_across({0}, 1'000'000);
+  const Timeline tl = run_flow(b, topo, latencies(b.p, 0));
+  EXPECT_NEAR(static_cast<double>(tl.step_ns), 1e6, 1.0);
+  EXPECT_GE(tl.step_ns, 1'000'000);
+}
+
+TEST(EngineFlow, TwoEqualFlowsOnOneLinkEachGetHalf) {
+  // One NIC per node: sends 0 -> 8 and 1 -> 9 both cross nic_up(node 0) and nic_down(node 1).
+  // Max-min: each gets C/2, so each 1 ms transfer takes 2 ms; both end together.
+  const HwProfile hw = hand_profile(1);
+  const Topology topo(hw, 16);
+  const Builder b = sends_across({0, 1}, 1'000'000);
+  const Timeline tl = run_flow(b, topo, latencies(b.p, 0));
+  for (const RankTimeline& r : tl.ranks) EXPECT_NEAR(static_cast<double>(r.end), 2e6, 2.0);
+  // Eight NICs per node: GPUs 0 and 1 are on rails 0 and 1, no shared link: 1 ms each.
+  const HwProfile hw8 = hand_profile(8);
+  const Topology topo8(hw8, 16);
+  const Timeline tl8 = run_flow(b, topo8, latencies(b.p, 0));
+  EXPECT_NEAR(static_cast<double>(tl8.step_ns), 1e6, 1.0);
+}
+
+TEST(EngineFlow, LatencyIsPaidBeforeBytesMove) {
+  // Same two sends, latency 200 us of a 1.2 ms duration, the second issued 500 us later (after
+  // a compute task). Send A's bytes move from 200 us, alone at C until B's bytes start at
+  // 500 + 200 = 700 us: A has done 500/1000 of its bytes. Then both at C/2: A's remaining
+  // 500 us-at-C takes 1000 us -> A ends at 1700 us; B has done 500 by then, its remaining
+  // 500 at C -> B ends at 2200 us.
+  const HwProfile hw = hand_profile(1);
+  const Topology topo(hw, 16);
+  Builder b;
+  const int r0 = b.rank(0), r8 = b.rank(8), r1 = b.rank(1), r9 = b.rank(9);
+  b.p2p(r0, true, "A.send", 8, 1, 1'200'000, {}, 1e6);
+  b.p2p(r8, false, "A.recv", 0, 1, 1'200'000, {}, 1e6);
+  const int w = b.compute(r1, "wait", 500'000);
+  b.p2p(r1, true, "B.send", 9, 2, 1'200'000, {w}, 1e6);
+  b.p2p(r9, false, "B.recv", 1, 2, 1'200'000, {}, 1e6);
+  const Timeline tl = run_flow(b, topo, latencies(b.p, 200'000));
+  EXPECT_NEAR(static_cast<double>(tl.ranks[static_cast<size_t>(r0)].end), 1.7e6, 2.0);
+  EXPECT_NEAR(static_cast<double>(tl.ranks[static_cast<size_t>(r8)].end), 1.7e6, 2.0);
+  EXPECT_NEAR(static_cast<double>(tl.ranks[static_cast<size_t>(r1)].end), 2.2e6, 2.0);
+  EXPECT_EQ(tl.ranks[static_cast<size_t>(r1)].tasks[1].start, 500'000);
+}
+
+TEST(EngineFlow, DpAllreduceAndPpSendShareANic) {
+  // GPUs 0 (node 0) and 8 (node 1), both rail 0. DP allreduce over {0, 8}: ring flows 0 -> 8
+  // and 8 -> 0, each S * 2(n-1)/n = S. PP send 0 -> 8. Alone: DP 1 ms, PP 0.5 ms (latency 0).
+  // Together on nic_up(n0.r0) / nic_down(n1.r0): DP(0->8) and PP at C/2 each. PP (0.5 ms of
+  // work at C) ends at 1 ms; DP(0->8) has done 0.5 ms of its 1 ms by then, the rest at C ->
+  // DP ends at 1.5 ms (its 8 -> 0 flow, alone on node 1's uplink, ended at 1 ms).
+  // Both slow down: DP 1 -> 1.5 ms, PP 0.5 -> 1 ms.
+  const HwProfile hw = hand_profile(8);
+  const Topology topo(hw, 16);
+  Builder b;
+  const int r0 = b.rank(0), r8 = b.rank(8);
+  const int dp = b.group(GroupKind::kDp, {0, 8});
+  const int ar0 = b.coll(r0, "dp.ar", dp, 1'000'000, {}, StreamKind::kDp, Category::kDpComm);
+  const int ar8 = b.coll(r8, "dp.ar", dp, 1'000'000, {}, StreamKind::kDp, Category::kDpComm);
+  const int s = b.p2p(r0, true, "pp.send", 8, 7, 500'000, {}, 1e6);
+  const int v = b.p2p(r8, false, "pp.recv", 0, 7, 500'000, {}, 1e6);
+  const Timeline an = simulate(b.p, b.d);
+  EXPECT_EQ(an.ranks[0].tasks[static_cast<size_t>(ar0)].end, 1'000'000);
+  EXPECT_EQ(an.ranks[0].tasks[static_cast<size_t>(s)].end, 500'000);
+  const Timeline tl = run_flow(b, topo, latencies(b.p, 0));
+  EXPECT_NEAR(static_cast<double>(tl.ranks[0].tasks[static_cast<size_t>(ar0)].end), 1.5e6, 2.0);
+  EXPECT_NEAR(static_cast<double>(tl.ranks[1].tasks[static_cast<size_t>(ar8)].end), 1.5e6, 2.0);
+  EXPECT_NEAR(static_cast<double>(tl.ranks[0].tasks[static_cast<size_t>(s)].end), 1e6, 2.0);
+  EXPECT_NEAR(static_cast<double>(tl.ranks[1].tasks[static_cast<size_t>(v)].end), 1e6, 2.0);
+  // On different rails (PP between GPUs 1 and 9) nothing is shared: analytical times.
+  Builder c;
+  const int c0 = c.rank(0), c8 = c.rank(8), c1 = c.rank(1), c9 = c.rank(9);
+  const int dp2 = c.group(GroupKind::kDp, {0, 8});
+  c.coll(c0, "dp.ar", dp2, 1'000'000, {}, StreamKind::kDp, Category::kDpComm);
+  c.coll(c8, "dp.ar", dp2, 1'000'000, {}, StreamKind::kDp, Category::kDpComm);
+  c.p2p(c1, true, "pp.send", 9, 7, 500'000, {}, 1e6);
+  c.p2p(c9, false, "pp.recv", 1, 7, 500'000, {}, 1e6);
+  const Timeline tc = run_flow(c, topo, latencies(c.p, 0));
+  EXPECT_NEAR(static_cast<double>(tc.ranks[0].end), 1e6, 1.0);
+  EXPECT_NEAR(static_cast<double>(tc.ranks[2].end), 5e5, 1.0);
+}
+
+TEST(EngineFlow, OversubscribedCrossPodAllreduceSlowsByTheRatio) {
+  // Pods of one node (8 GPUs), 1:7 above them. Eight DP groups {i, 8 + i} (one per rail),
+  // each an allreduce of 1 ms alone (bottleneck: its NIC, C; the pod uplink has 8 C / 7).
+  // All eight at once: pod_up(p0) carries the 8 flows i -> 8 + i, fair share 8C/7 / 8 = C/7
+  // (the leaf uplinks, capacity 1 node * C, carry one flow each) -> each takes 7 ms.
+  const HwProfile hw = hand_profile(8, 8, 7.0);
+  const Topology topo(hw, 16);
+  Builder all, one;
+  for (int i = 0; i < 8; ++i) {
+    const int a = all.rank(i), c = all.rank(8 + i);
+    const int g = all.group(GroupKind::kDp, {i, 8 + i});
+    all.coll(a, "dp.ar", g, 1'000'000, {}, StreamKind::kDp, Category::kDpComm);
+    all.coll(c, "dp.ar", g, 1'000'000, {}, StreamKind::kDp, Category::kDpComm);
+  }
+  {
+    const int a = one.rank(0), c = one.rank(8);
+    const int g = one.group(GroupKind::kDp, {0, 8});
+    one.coll(a, "dp.ar", g, 1'000'000, {}, StreamKind::kDp, Category::kDpComm);
+    one.coll(c, "dp.ar", g, 1'000'000, {}, StreamKind::kDp, Category::kDpComm);
+  }
+  const Timeline t1 = run_flow(one, topo, latencies(one.p, 0));
+  EXPECT_NEAR(static_cast<double>(t1.step_ns), 1e6, 1.0);
+  const Timeline t8 = run_flow(all, topo, latencies(all.p, 0));
+  for (const RankTimeline& r : t8.ranks) EXPECT_NEAR(static_cast<double>(r.end), 7e6, 8.0);
+  // Full bisection (1:1): the uplink has 8 C for 8 flows, no slowdown.
+  const HwProfile full = hand_profile(8, 8, 1.0);
+  const Topology topo_full(full, 16);
+  EXPECT_NEAR(static_cast<double>(run_flow(all, topo_full, latencies(all.p, 0)).step_ns), 1e6, 1.0);
+}
+
+std::string profiles_dir() {
+  const char* env = std::getenv("STEPCAST_PROFILES");
+  return env ? env : std::string(STEPCAST_SOURCE_DIR) + "/hw_profiles";
+}
+
+TEST(EngineFlow, LoneCollectivesMatchTheAnalyticalModel) {
+  // With the H100 profile's costs (alpha-beta per algorithm), each collective or send alone
+  // ends at the analytical time to within 2 ns (ceil rounding of the flow end, ns rounding of
+  // alpha): the flow bytes are scaled to the analytical bandwidth time. Groups: TP 8 in a node
+  // (NVLS or ring), DP 4 across nodes (one per node), a 16-rank all-to-all over two nodes,
+  // a cross-node and an intra-node send.
+  const HwProfile hw = load_profile("h100-sxm", profiles_dir());
+  struct Case {
+    CollOp op;
+    std::vector<int> ranks;
+    double bytes;
+  };
+  const std::vector<Case> cases = {
+      {CollOp::kAllReduce, {0, 1, 2, 3, 4, 5, 6, 7}, 64e6},
+      {CollOp::kAllGather, {0, 1, 2, 3, 4, 5, 6, 7}, 16e6},
+      {CollOp::kAllReduce, {0, 8, 16, 24}, 100e6},
+      {CollOp::kReduceScatter, {0, 8, 16, 24}, 3e6},
+      {CollOp::kAllToAll, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 32e6},
+  };
+  for (const Case& c : cases) {
+    Builder b;
+    const int g = b.group(GroupKind::kDp, c.ranks);
+    for (int r : c.ranks) {
+      const int s = b.rank(r);
+      Task t;
+      t.kind = TaskKind::kCollective;
+      t.stream = StreamKind::kDp;
+      t.category = Category::kDpComm;
+      t.coll = c.op;
+      t.group = g;
+      t.bytes = c.bytes;
+      t.label = "coll";
+      b.add(s, t, 0);
+    }
+    b.p.world_size = 32;
+    const Timeline an = simulate(b.p, task_durations(b.p, hw));
+    const Timeline fl = simulate_flow_mode(b.p, hw, {});
+    EXPECT_GT(an.step_ns, 0);
+    EXPECT_NEAR(static_cast<double>(fl.step_ns), static_cast<double>(an.step_ns), 2.0)
+        << coll_op_name(c.op) << " over " << c.ranks.size();
+  }
+  for (int peer : {8, 1}) {
+    Builder b;
+    const int a = b.rank(0), c = b.rank(peer);
+    b.p2p(a, true, "send", peer, 1, 0, {}, 50e6);
+    b.p2p(c, false, "recv", 0, 1, 0, {}, 50e6);
+    b.p.world_size = 16;
+    const Timeline an = simulate(b.p, task_durations(b.p, hw));
+    const Timeline fl = simulate_flow_mode(b.p, hw, {});
+    EXPECT_NEAR(static_cast<double>(fl.step_ns), static_cast<double>(an.step_ns), 2.0) << peer;
+  }
+}
+
+TEST(EngineFlow, TaskLatenciesAreTheAlphaOfTheCostModel) {
+  // A 2-rank cross-node send: p2p_time_s = lat + S / bw (NCCL Simple for large S), so the
+  // latency is t(S) - S * dt/dS = t(2S) - 2 (t(2S) - t(S)) = 2 t(S) - t(2S).
+  const HwProfile hw = load_profile("h100-sxm", profiles_dir());
+  Builder b;
+  const int a = b.rank(0), c = b.rank(8);
+  b.p2p(a, true, "send", 8, 1, 0, {}, 64e6);
+  b.p2p(c, false, "recv", 0, 1, 0, {}, 64e6);
+  const Durations lat = task_latencies(b.p, hw);
+  const double expect = 2 * p2p_time_s(64e6, false, hw) - p2p_time_s(128e6, false, hw);
+  EXPECT_GT(expect, 0);
+  EXPECT_NEAR(static_cast<double>(lat[0][0]), expect * 1e9, 2.0);
+  EXPECT_EQ(lat[0][0], lat[1][0]);
+}
+
+Builder random_program(std::uint64_t seed, int replicas) {
+  std::mt19937_64 rng(seed);
+  const auto tt = testing::random_template(rng, 60);
+  std::mt19937_64 jitter(seed * 7 + 1);
+  return testing::build_replicated(tt, replicas, false, &jitter);
+}
+
+TEST(EngineFlow, NeverFasterThanAnalyticalOnRandomPrograms) {
+  // Property: every transfer under contention takes at least its time alone (= its
+  // analytical time, rounded up), and without SM interference the engine is monotone in
+  // durations (max-plus), so every task ends no earlier than in analytical mode. 16 ranks on
+  // two nodes of one NIC each (every cross-node flow shares the NICs), random latencies.
+  const HwProfile hw = hand_profile(1);
+  const Topology topo(hw, 16);
+  int slower = 0;
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    const Builder b = random_program(seed, 16);
+    Durations lat(b.d.size());
+    std::mt19937_64 rng(seed);
+    for (size_t r = 0; r < b.d.size(); ++r)
+      for (TimeNs d : b.d[r]) lat[r].push_back(std::uniform_int_distribution<TimeNs>(0, d)(rng));
+    const Timeline an = simulate(b.p, b.d);
+    const Timeline fl = run_flow(b, topo, lat);
+    ASSERT_GE(fl.step_ns, an.step_ns) << "seed " << seed;
+    for (size_t r = 0; r < an.ranks.size(); ++r)
+      for (size_t i = 0; i < an.ranks[r].tasks.size(); ++i)
+        ASSERT_GE(fl.ranks[r].tasks[i].end, an.ranks[r].tasks[i].end)
+            << "seed " << seed << " " << b.p.ranks[r].tasks[i].label;
+    slower += fl.step_ns > an.step_ns;
+  }
+  EXPECT_GT(slower, 20);  // contention does show up
+}
+
+TEST(EngineFlow, BitIdenticalReruns) {
+  const HwProfile hw = hand_profile(2);
+  const Topology topo(hw, 16);
+  for (std::uint64_t seed = 100; seed < 105; ++seed) {
+    const Builder b = random_program(seed, 16);
+    const Durations lat = latencies(b.p, 50);
+    const Timeline x = run_flow(b, topo, lat);
+    const Timeline y = run_flow(b, topo, lat);
+    EXPECT_EQ(x.step_ns, y.step_ns);
+    EXPECT_EQ(x.events, y.events);
+    EXPECT_EQ(x.breakdown_ns, y.breakdown_ns);
+    for (size_t r = 0; r < x.ranks.size(); ++r)
+      for (size_t i = 0; i < x.ranks[r].tasks.size(); ++i) {
+        EXPECT_EQ(x.ranks[r].tasks[i].start, y.ranks[r].tasks[i].start);
+        EXPECT_EQ(x.ranks[r].tasks[i].end, y.ranks[r].tasks[i].end);
+      }
+  }
+}
+
+TEST(EngineFlow, MissingLatenciesAreAnInvariantError) {
+  const HwProfile hw = hand_profile(1);
+  const Topology topo(hw, 16);
+  const Builder b = sends_across({0}, 1000);
+  const Durations lat(1);  // one rank of two
+  EXPECT_THROW(run_flow(b, topo, lat), InvariantError);
+}
+
+}  // namespace
+}  // namespace stepcast

@@ -1,0 +1,644 @@
+#include "sim/lower/lower.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "model/error.h"
+#include "model/memory.h"
+#include "model/params.h"
+#include "sim/engine/engine.h"
+#include "sim/lower/schedule.h"
+#include "tests/sim/lower/lower_test_util.h"
+
+namespace stepcast {
+namespace {
+
+using testing::make_scenario;
+using testing::Plan;
+using testing::Synth;
+using testing::synth_durations;
+using testing::tiny_gpt;
+using testing::tiny_moe;
+
+Timeline run(const Program& prog, const Synth& s = {}) {
+  validate_program(prog);
+  return simulate(prog, synth_durations(prog, s));
+}
+
+TimeNs bubble(const Timeline& t) { return t.breakdown_ns[kCategoryCount]; }
+
+// Sum of the durations of the layer compute tasks of rank r (one stage's F+B+W work).
+TimeNs layer_compute_ns(const Program& prog, const Durations& d, size_t r) {
+  TimeNs sum = 0;
+  for (size_t i = 0; i < prog.ranks[r].tasks.size(); ++i)
+    if (testing::is_compute(prog.ranks[r].tasks[i].kind) && prog.ranks[r].tasks[i].layer >= 0)
+      sum += d[r][i];
+  return sum;
+}
+
+double alloc_bytes(const RankProgram& rp, const std::string& what) {
+  double b = 0;
+  for (const Task& t : rp.tasks)
+    if (t.kind == TaskKind::kAlloc && t.what == what) b += t.bytes;
+  return b;
+}
+
+double state_bytes(const RankProgram& rp) {
+  return alloc_bytes(rp, "weights") + alloc_bytes(rp, "grads") + alloc_bytes(rp, "optimizer");
+}
+
+// ---- single GPU --------------------------------------------------------------------------
+
+TEST(Lower, OneGpuStepIsTheSumOfItsTaskCosts) {
+  // One rank, no communication: every task runs on the compute stream back to back, so
+  // the step is exactly the sum of all task durations.
+  Plan p;
+  p.microbatches = 3;
+  const Program prog = lower(make_scenario(tiny_gpt(), p));
+  ASSERT_EQ(prog.ranks.size(), 1u);
+  const Durations d = synth_durations(prog);
+  const Timeline t = simulate(prog, d);
+  const TimeNs sum = std::accumulate(d[0].begin(), d[0].end(), TimeNs{0});
+  EXPECT_EQ(t.step_ns, sum);
+  EXPECT_EQ(bubble(t), 0);
+  EXPECT_EQ(prog.world_size, 1);
+  EXPECT_EQ(prog.gpus_per_node, 8);
+}
+
+// ---- pipeline bubbles --------------------------------------------------------------------
+
+class BubbleTest : public ::testing::TestWithParam<Schedule> {};
+
+TEST_P(BubbleTest, GpipeAnd1F1BBubbleIsPMinus1OverMPlusPMinus1) {
+  // p = 4, m = 8, uniform stages (2 layers each; embedding/head/optimizer take no time), free
+  // communication: step = (m + p - 1)(F + B) and bubble = (p - 1)(F + B) on the critical
+  // rank, i.e. the bubble is (p - 1)/(m + p - 1) = 3/11 of the step.
+  Plan p;
+  p.pp = 4;
+  p.microbatches = 8;
+  p.schedule = GetParam();
+  const Program prog = lower(make_scenario(tiny_gpt(8), p));
+  ASSERT_EQ(prog.ranks.size(), 4u);
+  const Durations d = synth_durations(prog, {.aux_free = true});
+  const Timeline t = simulate(prog, d);
+  const TimeNs work = layer_compute_ns(prog, d, 1);  // m (F + B) on a middle stage
+  ASSERT_EQ(work % 8, 0);
+  const TimeNs fb = work / 8;
+  EXPECT_EQ(t.step_ns, (8 + 4 - 1) * fb);
+  EXPECT_EQ(bubble(t) * (8 + 4 - 1), t.step_ns * (4 - 1));
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, BubbleTest,
+                         ::testing::Values(Schedule::kGpipe, Schedule::k1F1B));
+
+TEST(Lower, InterleavedBubbleShrinksByV) {
+  // p = 4, v = 2, m = 8, 16 layers (2 per virtual stage), free communication. Narayanan et
+  // al. 2021 section 2.2: bubble time = (p - 1)(F + B)/v with F, B the per-microbatch times of
+  // a whole stage, i.e. (p - 1)/(v m) of the ideal time m (F + B) = 3/16.
+  Plan p;
+  p.pp = 4;
+  p.vpp = 2;
+  p.microbatches = 8;
+  p.schedule = Schedule::kInterleaved;
+  const Program prog = lower(make_scenario(tiny_gpt(16), p));
+  const Durations d = synth_durations(prog, {.aux_free = true});
+  const Timeline t = simulate(prog, d);
+  const TimeNs ideal = layer_compute_ns(prog, d, 0);
+  EXPECT_EQ(bubble(t) * 2 * 8, ideal * (4 - 1));
+  EXPECT_EQ(t.step_ns, ideal + bubble(t));
+}
+
+TEST(Lower, InterleavedNeedsMicrobatchesDivisibleByPp) {
+  Plan p;
+  p.pp = 4;
+  p.vpp = 2;
+  p.microbatches = 6;
+  p.schedule = Schedule::kInterleaved;
+  try {
+    lower(make_scenario(tiny_gpt(16), p));
+    FAIL() << "expected InvariantError";
+  } catch (const InvariantError& e) {
+    EXPECT_NE(std::string(e.what()).find("microbatches (6) divisible by pp (4)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Lower, ZbH1BubbleIsPMinus1TimesFPlusBMinusW) {
+  // ZB-H1 (Qi et al. 2023, section 3.1): with uniform stages and free communication the
+  // bubble is (p-1)(T_F + T_B - T_W), against 1F1B's (p-1)(T_F + T_B + T_W) where B and W
+  // run as one backward; stage 0 holds p microbatches in flight, as in 1F1B, so its peak
+  // memory is 1F1B's. p = 4, m = 8; T_F, T_B, T_W per microbatch from a middle stage.
+  Plan p;
+  p.pp = 4;
+  p.microbatches = 8;
+  const Program one = lower(make_scenario(tiny_gpt(8), p));
+  p.schedule = Schedule::kZbH1;
+  const Program zb = lower(make_scenario(tiny_gpt(8), p));
+  const Durations d = synth_durations(zb, {.aux_free = true});
+  const Timeline tz = simulate(zb, d);
+  const Timeline t1 = run(one, {.aux_free = true});
+  validate_program(zb);
+  TimeNs f = 0, b = 0, w = 0;
+  for (size_t i = 0; i < zb.ranks[1].tasks.size(); ++i) {
+    const Task& t = zb.ranks[1].tasks[i];
+    if (!testing::is_compute(t.kind) || t.layer < 0) continue;
+    (t.phase == Phase::kFwd ? f : t.phase == Phase::kBwdInput ? b : w) += d[1][i];
+  }
+  ASSERT_EQ(f % 8 + b % 8 + w % 8, 0);
+  f /= 8, b /= 8, w /= 8;
+  EXPECT_EQ(bubble(tz), 3 * (f + b - w));
+  EXPECT_EQ(tz.step_ns, 8 * (f + b + w) + 3 * (f + b - w));
+  EXPECT_EQ(bubble(t1), 3 * (f + b + w));
+  EXPECT_EQ(tz.ranks[0].peak_bytes, t1.ranks[0].peak_bytes);
+}
+
+// ---- memory ------------------------------------------------------------------------------
+
+struct MemCase {
+  Schedule schedule;
+  int vpp;
+  int expected_layer_mbs;  // stage 0 peak, in layer-microbatches of activations
+};
+
+class PipelineMemoryTest : public ::testing::TestWithParam<MemCase> {};
+
+TEST_P(PipelineMemoryTest, FirstStageHoldsTheScheduleInFlight) {
+  // p = 4, m = 8, L = 16 layers. 1F1B: p microbatches x L/p layers = 16 layer-microbatches
+  // (= L, Korthikanti 2022 section 4.2.3). GPipe: m x L/p = 32. Interleaved v = 2: stage 0 runs
+  // (p-1)*2 + (v-1)*p + 1 = 11 virtual microbatches of L/(pv) = 2 layers before its first
+  // backward = 22 = L (1 + (p-1)/(p v)) = 16 x 11/8.
+  const MemCase c = GetParam();
+  Plan p;
+  p.pp = 4;
+  p.vpp = c.vpp;
+  p.microbatches = 8;
+  p.schedule = c.schedule;
+  const Scenario sc = make_scenario(tiny_gpt(16), p);
+  const Program prog = lower(sc);
+  const Timeline t = run(prog);
+  ShardSpec sh;
+  sh.seq_len = p.seq_len;
+  const double act = layer_activation_bytes(sc.model, 0, sh, Recompute::kNone, true);
+  EXPECT_DOUBLE_EQ(t.ranks[0].peak_bytes - state_bytes(prog.ranks[0]),
+                   c.expected_layer_mbs * act);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, PipelineMemoryTest,
+                         ::testing::Values(MemCase{Schedule::k1F1B, 1, 16},
+                                           MemCase{Schedule::kGpipe, 1, 32},
+                                           MemCase{Schedule::kInterleaved, 2, 22},
+                                           MemCase{Schedule::kZbH1, 1, 16}));
+
+TEST(Lower, ZeroStateBytesPerParameter) {
+  // Megatron mixed precision (MODEL_FACTS.md): bf16 weights 2 + fp32 grads 4 + fp32 master
+  // and Adam m, v 12 bytes per parameter; over d = 4 ranks ZeRO-1 shards the 12 (6 + 12/4 = 9),
+  // ZeRO-2 also the grads (2 + 16/4 = 6), ZeRO-3 everything (18/4 = 4.5). The ZeRO paper's
+  // stage formulas with K = 12 and 4-byte grads.
+  const double expected[] = {18.0, 9.0, 6.0, 4.5};
+  for (int z = 0; z <= 3; ++z) {
+    Plan p;
+    p.dp = 4;
+    p.zero = z;
+    const Scenario sc = make_scenario(tiny_gpt(), p);
+    const Program prog = lower(sc);
+    const ParamCounts pc = count_params(sc.model);
+    EXPECT_NEAR(state_bytes(prog.ranks[0]) / pc.total, expected[z], 1e-9) << "zero " << z;
+  }
+}
+
+TEST(Lower, Fp8TrainingRunsGemmsInFp8) {
+  // training.dtype fp8: the model marks GEMMs fp8 (ShardSpec.dtype) and the lowering keeps
+  // them; activations on the wire stay 16-bit (Transformer Engine).
+  Plan p;
+  p.pp = 2;
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  sc.training.dtype = DType::kFp8;
+  const Program prog = lower(sc);
+  int fp8 = 0;
+  for (const Task& t : prog.ranks[0].tasks) {
+    if (t.kind == TaskKind::kGemm && t.layer >= 0 && t.gemm.dtype == DType::kFp8) ++fp8;
+    if (t.kind == TaskKind::kSend) {
+      EXPECT_DOUBLE_EQ(t.bytes, 512.0 * 256 * 2);
+    }
+  }
+  EXPECT_GT(fp8, 0);
+}
+
+TEST(Lower, UnevenStagesFollowPipelineLayers) {
+  // pipeline_layers [1, 3]: stage 0 runs layer 0 (+ embedding), stage 1 layers 1..3 (+ head).
+  Plan p;
+  p.pp = 2;
+  p.pipeline_layers = {1, 3};
+  const Program prog = lower(make_scenario(tiny_gpt(4), p));
+  std::set<int> layers[2];
+  for (int s = 0; s < 2; ++s)
+    for (const Task& t : prog.ranks[static_cast<size_t>(s)].tasks)
+      if (t.layer >= 0) layers[s].insert(t.layer);
+  EXPECT_EQ(layers[0], (std::set<int>{0}));
+  EXPECT_EQ(layers[1], (std::set<int>{1, 2, 3}));
+  p.pipeline_layers = {1, 2};  // adds up to 3, the model has 4
+  EXPECT_THROW(lower(make_scenario(tiny_gpt(4), p)), InvariantError);
+}
+
+TEST(Lower, GradReduceWithoutOverlapWaitsForTheWholeBackward) {
+  // overlap.grad_reduce off: every bucket starts after the last backward compute, so the dp
+  // stream is idle during the backward and the reduction is fully exposed.
+  Plan p;
+  p.dp = 2;
+  p.bucket_bytes = 1e6;
+  p.overlap_grad = false;
+  const Program prog = lower(make_scenario(tiny_gpt(), p));
+  const auto& tasks = prog.ranks[0].tasks;
+  int last_bwd = -1;
+  for (const Task& t : tasks)
+    if (testing::is_compute(t.kind) &&
+        (t.phase == Phase::kBwdInput || t.phase == Phase::kBwdWeight))
+      last_bwd = t.id;
+  int buckets = 0;
+  for (const Task& t : tasks)
+    if (t.kind == TaskKind::kCollective) {
+      ++buckets;
+      EXPECT_EQ(t.deps, (std::vector<int>{last_bwd}));
+    }
+  EXPECT_GT(buckets, 1);
+}
+
+TEST(Lower, TiedEmbeddingsCountedOnceOnOneStage) {
+  // pp = 1 with tied embeddings: the output layer reuses the input embedding, so the state
+  // held is 18 bytes x the model's parameter count (count_params counts the tie once).
+  Plan p;
+  ModelArch a = tiny_gpt();
+  a.tied_embeddings = true;
+  const Scenario sc = make_scenario(a, p);
+  const Program prog = lower(sc);
+  EXPECT_NEAR(state_bytes(prog.ranks[0]) / count_params(a).total, 18.0, 1e-9);
+}
+
+TEST(Lower, TiedEmbeddingGradsAreSummedBetweenFirstAndLastStage) {
+  // pp = 4 with tied embeddings: the first and last stage each allreduce the word-embedding
+  // gradient, V x h / tp fp32 values = 2048 x 256 x 4 bytes, over {rank of stage 0, rank of
+  // stage 3} (tp 1, dp 1: ranks 0 and 3); the middle stages do not take part.
+  Plan p;
+  p.pp = 4;
+  ModelArch a = tiny_gpt();
+  a.tied_embeddings = true;
+  const Program prog = lower(make_scenario(a, p));
+  for (const RankProgram& rp : prog.ranks) {
+    int n = 0;
+    for (const Task& t : rp.tasks)
+      if (t.kind == TaskKind::kCollective && t.label == "grad.tied_emb") {
+        ++n;
+        EXPECT_DOUBLE_EQ(t.bytes, 2048.0 * 256 * 4);
+        EXPECT_EQ(prog.groups[static_cast<size_t>(t.group)].ranks, (std::vector<int>{0, 3}));
+      }
+    EXPECT_EQ(n, rp.pp_stage == 0 || rp.pp_stage == 3 ? 1 : 0) << "stage " << rp.pp_stage;
+  }
+  run(prog);  // matches across the two simulated ranks, no deadlock
+}
+
+// ---- collective structure ----------------------------------------------------------------
+
+struct CollTotals {
+  double elements = 0;
+  int count = 0;
+};
+
+CollTotals dp_collectives(const RankProgram& rp) {
+  CollTotals c;
+  for (const Task& t : rp.tasks)
+    if (t.kind == TaskKind::kCollective && t.category == Category::kDpComm) {
+      c.elements += t.bytes / dtype_bytes(t.dtype);
+      ++c.count;
+    }
+  return c;
+}
+
+TEST(Lower, Zero3MovesOneAndAHalfTimesTheElementsOfZero1) {
+  // ZeRO paper section 7: stages 1/2 move 2 Psi per step (reduce-scatter grads + allgather
+  // params), stage 3 moves 3 Psi (allgather in forward and again in backward + reduce-scatter).
+  // One microbatch so that per-microbatch collectives happen once. Counted in elements: grads
+  // travel as fp32, parameters as bf16.
+  Plan p;
+  p.dp = 4;
+  p.microbatches = 1;
+  p.zero = 1;
+  const CollTotals z1 = dp_collectives(lower(make_scenario(tiny_gpt(), p)).ranks[0]);
+  p.zero = 3;
+  const CollTotals z3 = dp_collectives(lower(make_scenario(tiny_gpt(), p)).ranks[0]);
+  ASSERT_GT(z1.elements, 0);
+  EXPECT_NEAR(z3.elements / z1.elements, 1.5, 1e-12);
+}
+
+TEST(Lower, DpBucketCountIsCeilGradBytesOverBucket) {
+  // Plain DP: gradients (4 bytes x params of the rank) in buckets of bucket_bytes -> ceil(G/B)
+  // allreduces, all on the dp stream during the last microbatch's backward.
+  Plan p;
+  p.dp = 2;
+  p.bucket_bytes = 3e6;
+  const Scenario sc = make_scenario(tiny_gpt(), p);
+  const Program prog = lower(sc);
+  const double grad_bytes = 4.0 * count_params(sc.model).total;
+  int n = 0;
+  for (const Task& t : prog.ranks[0].tasks)
+    if (t.kind == TaskKind::kCollective) {
+      EXPECT_EQ(t.coll, CollOp::kAllReduce);
+      EXPECT_EQ(t.stream, StreamKind::kDp);
+      ++n;
+    }
+  EXPECT_EQ(n, static_cast<int>(std::ceil(grad_bytes / 3e6)));
+}
+
+TEST(Lower, ContextParallelGradientsSyncOverDpTimesCp) {
+  // cp > 1: every cp rank holds a full replica of the weights, so gradients are reduced over
+  // the dp x cp group (Megatron: data parallel group with context parallel): dp 2 x cp 2 = 4
+  // ranks, here {0, 1, 2, 3} for rank 0 (tp 1).
+  Plan p;
+  p.dp = 2;
+  p.cp = 2;
+  const Program prog = lower(make_scenario(tiny_gpt(), p));
+  int n = 0;
+  for (const Task& t : prog.ranks[0].tasks)
+    if (t.kind == TaskKind::kCollective && t.category == Category::kDpComm) {
+      const Group& g = prog.groups[static_cast<size_t>(t.group)];
+      EXPECT_EQ(g.kind, GroupKind::kDpCp);
+      EXPECT_EQ(g.ranks, (std::vector<int>{0, 1, 2, 3}));
+      ++n;
+    }
+  EXPECT_GT(n, 0);
+}
+
+TEST(Lower, TpCollectivesPerLayer) {
+  // Megatron TP: per layer 2 allreduces forward (attention out, MLP out) and 2 backward (the
+  // inputs of QKV and fc1); sequence parallel turns each into reduce-scatter + allgather.
+  for (bool sp : {false, true}) {
+    Plan p;
+    p.tp = 2;
+    p.sp = sp;
+    const Program prog = lower(make_scenario(tiny_gpt(), p));
+    std::map<std::pair<int, Phase>, int> per;  // (layer, phase) for microbatch 0
+    for (const Task& t : prog.ranks[0].tasks)
+      if (t.kind == TaskKind::kCollective && t.category == Category::kTpComm && t.microbatch == 0 &&
+          t.layer >= 0)
+        ++per[{t.layer, t.phase}];
+    for (int l = 0; l < 8; ++l) {
+      EXPECT_EQ((per[{l, Phase::kFwd}]), sp ? 4 : 2) << "layer " << l;
+      EXPECT_EQ((per[{l, Phase::kBwdInput}]), sp ? 4 : 2) << "layer " << l;
+    }
+  }
+}
+
+TEST(Lower, EpAllToAllPerMoeLayer) {
+  // Each MoE layer dispatches and combines its routed token copies: per rank T * top_k token
+  // copies of h bf16 values each way, T = b*s tokens: 512 * 2 * 256 * 2 = 524288 bytes;
+  // forward dispatch + combine, backward the same two in reverse.
+  Plan p;
+  p.dp = 4;
+  p.ep = 4;
+  const Program prog = lower(make_scenario(tiny_moe(), p));
+  std::map<std::pair<int, Phase>, int> per;
+  for (const Task& t : prog.ranks[0].tasks)
+    if (t.kind == TaskKind::kCollective && t.coll == CollOp::kAllToAll && t.microbatch == 0) {
+      EXPECT_EQ(t.stream, StreamKind::kEp);
+      EXPECT_EQ(t.category, Category::kEpComm);
+      EXPECT_DOUBLE_EQ(t.bytes, 512.0 * 2 * 256 * 2);
+      ++per[{t.layer, t.phase}];
+    }
+  for (int l = 0; l < 4; ++l) {
+    EXPECT_EQ((per[{l, Phase::kFwd}]), 2);
+    EXPECT_EQ((per[{l, Phase::kBwdInput}]), 2);
+  }
+}
+
+TEST(Lower, RingAttentionSplitsAttentionIntoCpSteps) {
+  // cp = 4 ring: per layer forward, 4 attention steps whose FLOPs add up to the model's
+  // single attention op, and cp - 1 = 3 KV sends of b * (s/cp) * kv_heads * 2d * 2 bytes =
+  // 1 * 128 * 8 * 64 * 2 = 131072 bytes.
+  Plan p;
+  p.cp = 4;
+  const Scenario sc = make_scenario(tiny_gpt(), p);
+  const Program prog = lower(sc);
+  ShardSpec sh;
+  sh.seq_len = p.seq_len;
+  sh.cp = 4;
+  const LayerOps ops = layer_ops(sc.model, 0, sh);
+  double attn_flops = 0;
+  for (const Step& s : ops.fwd)
+    if (!s.is_comm && s.op.kind == OpKind::kAttention) attn_flops += s.op.flops;
+  double got = 0;
+  int steps = 0, sends = 0;
+  for (const Task& t : prog.ranks[0].tasks) {
+    if (t.layer != 0 || t.microbatch != 0 || t.phase != Phase::kFwd) continue;
+    if (t.kind == TaskKind::kAttention) {
+      got += t.flops;
+      ++steps;
+    }
+    if (t.kind == TaskKind::kSend) {
+      ++sends;
+      EXPECT_EQ(t.stream, StreamKind::kCp);
+      EXPECT_DOUBLE_EQ(t.bytes, 131072.0);
+    }
+  }
+  EXPECT_EQ(steps, 4);
+  EXPECT_EQ(sends, 3);
+  EXPECT_NEAR(got, attn_flops, attn_flops * 1e-12);
+}
+
+TEST(Lower, AllGatherCpGathersKvAndReduceScattersGrads) {
+  // Llama 3 all-gather CP: per layer one allgather of K,V before attention (S = cp x the
+  // rank's KV = 4 x 131072 bytes) and one reduce-scatter of dK,dV after attention backward.
+  Plan p;
+  p.cp = 4;
+  p.cp_kind = CpKind::kAllGather;
+  const Program prog = lower(make_scenario(tiny_gpt(), p));
+  int ag = 0, rs = 0;
+  for (const Task& t : prog.ranks[0].tasks) {
+    if (t.kind != TaskKind::kCollective || t.category != Category::kCpComm) continue;
+    EXPECT_DOUBLE_EQ(t.bytes, 4 * 131072.0);
+    if (t.coll == CollOp::kAllGather) ++ag;
+    if (t.coll == CollOp::kReduceScatter) ++rs;
+  }
+  EXPECT_EQ(ag, 8 * 4);  // 8 layers x 4 microbatches
+  EXPECT_EQ(rs, 8 * 4);
+}
+
+TEST(Lower, RecomputeAddsTheRerunForwardWork) {
+  // Full recompute re-runs every layer's forward before its backward (its FLOPs equal the
+  // forward FLOPs, TP collectives included); selective re-runs only the attention core.
+  Plan p;
+  p.tp = 2;
+  auto totals = [&](Recompute rc) {
+    p.recompute = rc;
+    const Program prog = lower(make_scenario(tiny_gpt(), p));
+    double fwd = 0, re = 0, attn = 0;
+    int rc_coll = 0, fwd_coll = 0;
+    for (const Task& t : prog.ranks[0].tasks) {
+      if (t.layer < 0) continue;
+      if (t.kind == TaskKind::kCollective) {
+        if (t.phase == Phase::kRecompute) ++rc_coll;
+        if (t.phase == Phase::kFwd) ++fwd_coll;
+      }
+      if (!testing::is_compute(t.kind)) continue;
+      if (t.phase == Phase::kFwd) fwd += t.flops;
+      if (t.phase == Phase::kFwd && t.kind == TaskKind::kAttention) attn += t.flops;
+      if (t.phase == Phase::kRecompute) {
+        re += t.flops;
+        EXPECT_EQ(t.category, Category::kRecompute);
+      }
+    }
+    return std::make_tuple(fwd, re, attn, rc_coll, fwd_coll);
+  };
+  auto [f0, r0, a0, c0, fc0] = totals(Recompute::kNone);
+  EXPECT_EQ(r0, 0);
+  auto [f1, r1, a1, c1, fc1] = totals(Recompute::kFull);
+  EXPECT_DOUBLE_EQ(r1, f1);
+  EXPECT_EQ(c1, fc1);
+  auto [f2, r2, a2, c2, fc2] = totals(Recompute::kSelective);
+  EXPECT_DOUBLE_EQ(r2, a2);
+  EXPECT_EQ(c2, 0);
+}
+
+TEST(Lower, PipelineMessagesCarryShardedActivations) {
+  // Megatron p2p with sequence parallel sends the tp-sharded activation:
+  // b * s * h * 2 / tp = 1 * 512 * 256 * 2 / 2 = 131072 bytes; without sp 262144.
+  for (bool sp : {false, true}) {
+    Plan p;
+    p.pp = 2;
+    p.tp = 2;
+    p.sp = sp;
+    const Program prog = lower(make_scenario(tiny_gpt(), p));
+    int sends = 0;
+    for (const Task& t : prog.ranks[0].tasks)
+      if (t.kind == TaskKind::kSend) {
+        EXPECT_DOUBLE_EQ(t.bytes, sp ? 131072.0 : 262144.0);
+        EXPECT_EQ(t.peer, 2);  // same tp coordinate on stage 1: rank 0 + TP*CP*DP = 2
+        ++sends;
+      }
+    EXPECT_EQ(sends, 4);  // one activation per microbatch forward
+  }
+}
+
+// ---- folded == full fidelity -------------------------------------------------------------
+
+Plan random_plan(std::mt19937& rng) {
+  auto pick = [&](std::initializer_list<int> v) {
+    return *(v.begin() + static_cast<long>(rng() % v.size()));
+  };
+  Plan p;
+  p.tp = pick({1, 2});
+  p.pp = pick({1, 2, 4});
+  p.cp = pick({1, 1, 2});
+  p.ep = pick({1, 1, 2});
+  p.dp = p.ep * pick({1, 2});
+  const int sched = static_cast<int>(rng() % 4);
+  p.schedule = static_cast<Schedule>(sched);
+  if (p.schedule == Schedule::kInterleaved) {
+    p.vpp = 2;
+    p.microbatches = p.pp * pick({1, 2});
+  } else {
+    p.microbatches = pick({1, 3, 4});
+  }
+  p.zero = pick({0, 1, 2, 3});
+  p.sp = p.tp > 1 && rng() % 2;
+  p.recompute = static_cast<Recompute>(rng() % 3);
+  p.overlap_grad = rng() % 2;
+  p.overlap_param = rng() % 2;
+  p.bucket_bytes = pick({1, 4}) * 1e6;
+  p.cp_kind = rng() % 2 ? CpKind::kRing : CpKind::kAllGather;
+  return p;
+}
+
+TEST(Lower, FoldedEqualsFullFidelityOnRandomPlans) {
+  // Ranks of a stage run the same program (uniform routing), so simulating one per stage
+  // must give the same step time, breakdown and per-stage peak memory as simulating all.
+  // Communication costs bytes / 1 GB/s so that it matters for the comparison.
+  std::mt19937 rng(1234);
+  for (int trial = 0; trial < 40; ++trial) {
+    const Plan p = random_plan(rng);
+    ModelArch arch = p.ep > 1 ? tiny_moe(8) : tiny_gpt(8);
+    arch.tied_embeddings = trial % 3 == 0;
+    const Scenario sc = make_scenario(arch, p);
+    SCOPED_TRACE(::testing::Message()
+                 << "trial " << trial << ": tp" << p.tp << " pp" << p.pp << " dp" << p.dp << " cp"
+                 << p.cp << " ep" << p.ep << " vpp" << p.vpp << " m" << p.microbatches << " "
+                 << schedule_name(p.schedule) << " zero" << p.zero << " sp" << p.sp << " rc"
+                 << static_cast<int>(p.recompute) << " og" << p.overlap_grad << " opg"
+                 << p.overlap_param << " cp_kind" << static_cast<int>(p.cp_kind));
+    const Program folded = lower(sc, {.folded = true});
+    const Program full = lower(sc, {.folded = false});
+    ASSERT_EQ(static_cast<int>(folded.ranks.size()), p.pp);
+    ASSERT_EQ(static_cast<int>(full.ranks.size()), p.tp * p.pp * p.dp * p.cp);
+    const Synth s{.aux_free = false, .comm_ns_per_byte = 1.0};
+    const Timeline tf = run(folded, s);
+    const Timeline tu = run(full, s);
+    EXPECT_EQ(tf.step_ns, tu.step_ns);
+    EXPECT_EQ(tf.breakdown_ns, tu.breakdown_ns);
+    for (const RankProgram& rp : full.ranks) {
+      const size_t r = static_cast<size_t>(&rp - full.ranks.data());
+      EXPECT_DOUBLE_EQ(tu.ranks[r].peak_bytes, tf.ranks[static_cast<size_t>(rp.pp_stage)].peak_bytes)
+          << "rank " << rp.rank;
+    }
+  }
+}
+
+TEST(Lower, FoldedProgramStandsForEveryRankOfItsStage) {
+  Plan p;
+  p.tp = 2;
+  p.pp = 2;
+  p.dp = 2;
+  const Program prog = lower(make_scenario(tiny_gpt(), p));
+  ASSERT_EQ(prog.ranks.size(), 2u);
+  EXPECT_EQ(prog.ranks[1].rank, 4);
+  EXPECT_EQ(prog.ranks[1].pp_stage, 1);
+  EXPECT_EQ(prog.ranks[1].stands_for, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(prog.world_size, 8);
+  // Groups list their full membership: the dp group of rank 0 is {0, 2}.
+  bool saw_dp = false;
+  for (const Group& g : prog.groups)
+    if (g.kind == GroupKind::kDp && g.ranks.front() == 0) {
+      saw_dp = true;
+      EXPECT_EQ(g.ranks, (std::vector<int>{0, 2}));
+    }
+  EXPECT_TRUE(saw_dp);
+}
+
+// ---- schedules ---------------------------------------------------------------------------
+
+TEST(Schedule, EveryStageRunsEveryPassOnce) {
+  for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1}) {
+    const int p = 4, v = s == Schedule::kInterleaved ? 3 : 1, m = 8;
+    NominalCosts c;
+    c.f.assign(static_cast<size_t>(p * v), 1.0);
+    c.b.assign(static_cast<size_t>(p * v), 1.0);
+    c.w.assign(static_cast<size_t>(p * v), 1.0);
+    const auto orders = pipeline_schedule(s, p, v, m);
+    for (const auto& o : orders) {
+      std::map<std::tuple<int, int, int>, int> seen;
+      for (const PassOp& op : o) ++seen[{static_cast<int>(op.kind), op.chunk, op.mb}];
+      const int kinds = s == Schedule::kZbH1 ? 3 : 2;
+      EXPECT_EQ(seen.size(), static_cast<size_t>(kinds * v * m));
+      for (const auto& [k, n] : seen) EXPECT_EQ(n, 1);
+    }
+    if (s != Schedule::kZbH1) c.w.clear();
+    EXPECT_NO_THROW(nominal_start_times(orders, p, v, m, c));
+  }
+}
+
+TEST(Schedule, OneFOneBWarmupIsPMinusStageMinusOne) {
+  // Stage s of 1F1B runs p - s - 1 forwards before its first backward... then alternates.
+  const auto o = pipeline_schedule(Schedule::k1F1B, 4, 1, 8);
+  for (int s = 0; s < 4; ++s) {
+    int warm = 0;
+    while (o[static_cast<size_t>(s)][static_cast<size_t>(warm)].kind == PassKind::kF) ++warm;
+    EXPECT_EQ(warm, 4 - s) << "stage " << s;  // p - s - 1 warm-up + the first steady forward
+  }
+}
+
+}  // namespace
+}  // namespace stepcast

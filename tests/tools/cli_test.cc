@@ -1,0 +1,238 @@
+// End-to-end tests of tools/stepcast's binary: exit codes, messages, output files.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path tmpdir() {
+  static int n = 0;
+  fs::path d = fs::temp_directory_path() /
+               ("stepcast-cli-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+  fs::create_directories(d);
+  return d;
+}
+
+CliRun stepcast(const std::string& args) {
+  fs::path d = tmpdir();
+  std::string cmd = std::string(STEPCAST_BINARY_DIR) + "/stepcast " + args + " >" +
+                    (d / "out").string() + " 2>" + (d / "err").string();
+  int status = std::system(cmd.c_str());
+  CliRun r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(d / "out");
+  r.err = slurp(d / "err");
+  return r;
+}
+
+const std::string kSrc = STEPCAST_SOURCE_DIR;
+const std::string kDefault = kSrc + "/scenarios/llama3-8b-1node-h100.yaml";
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+// A small scenario that runs in milliseconds.
+const char* kSmall = R"(name: small
+model: llama3-8b
+cluster: {profile: h100-sxm, nodes: 1}
+training: {seq_len: 2048, global_batch: 16, dtype: bf16, optimizer: adam}
+parallel: {tp: 2, pp: 2, microbatch: 1, schedule: 1f1b, zero: 1, sequence_parallel: true,
+           recompute: selective}
+)";
+
+}  // namespace
+
+TEST(Cli, RunPrintsSummaryAndJsonBreakdownSumsToStepTime) {
+  fs::path d = tmpdir();
+  CliRun r = stepcast("run " + kDefault + " --json " + (d / "r.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Step time"), std::string::npos);
+  auto j = nlohmann::json::parse(slurp(d / "r.json"));
+  EXPECT_EQ(j["schema"], "stepcast.result/1");
+  for (const char* k : {"step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "params_total",
+                        "memory_peak_gib", "memory_peak_gib_per_stage", "fits_memory", "breakdown_s"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  double sum = 0;
+  for (const char* k : {"compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
+                        "dp_comm", "bubble", "optimizer"}) {
+    ASSERT_TRUE(j["breakdown_s"].contains(k)) << k;
+    sum += j["breakdown_s"][k].get<double>();
+  }
+  // The breakdown partitions the step in integer ns; each term is rounded to ns once, so
+  // the sum equals the step time to within 9 ns of rounding.
+  EXPECT_NEAR(sum, j["step_time_s"].get<double>(), 1e-8);
+  EXPECT_TRUE(j["fits_memory"].get<bool>());
+}
+
+TEST(Cli, SameInputGivesBitIdenticalJson) {
+  fs::path d = tmpdir();
+  write(d / "s.yaml", kSmall);
+  ASSERT_EQ(stepcast("run " + (d / "s.yaml").string() + " --json " + (d / "a.json").string()).code, 0);
+  ASSERT_EQ(stepcast("run " + (d / "s.yaml").string() + " --json " + (d / "b.json").string()).code, 0);
+  EXPECT_EQ(slurp(d / "a.json"), slurp(d / "b.json"));
+}
+
+TEST(Cli, BadScenarioExitsTwoWithFileLineAndKey) {
+  fs::path d = tmpdir();
+  std::string text = kSmall;
+  text += "trainning: {}\n";  // line 7
+  write(d / "bad.yaml", text);
+  CliRun r = stepcast("run " + (d / "bad.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bad.yaml:7:1: trainning"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("training"), std::string::npos) << "suggests the closest key: " << r.err;
+}
+
+TEST(Cli, MissingFileAndBadFlagsExitTwo) {
+  EXPECT_EQ(stepcast("run /nonexistent/x.yaml").code, 2);
+  EXPECT_EQ(stepcast("run " + kDefault + " --fidelity sometimes").code, 2);
+  EXPECT_EQ(stepcast("run " + kDefault + " --no-such-flag").code, 2);
+  EXPECT_EQ(stepcast("frobnicate").code, 2);
+  EXPECT_EQ(stepcast("").code, 2);
+  EXPECT_EQ(stepcast("validate").code, 2);
+}
+
+TEST(Cli, HelpForEverySubcommand) {
+  for (const char* sub : {"run", "lower", "sweep", "search", "validate", "regress", "fit"}) {
+    CliRun r = stepcast(std::string(sub) + " --help");
+    EXPECT_EQ(r.code, 0) << sub;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub;
+  }
+}
+
+TEST(Cli, PlanThatDoesNotFitExitsThreeAndStillWritesJson) {
+  // Llama 3 70B (70.6e9 params) on 8 GPUs with tp8 and plain DP state: 18 bytes/param / 8
+  // = 158.9 GB of training state per GPU > 80 GiB, whatever the activations.
+  fs::path d = tmpdir();
+  write(d / "big.yaml", R"(name: too big
+model: llama3-70b
+cluster: {profile: h100-sxm, nodes: 1}
+training: {seq_len: 4096, global_batch: 8, dtype: bf16, optimizer: adam}
+parallel: {tp: 8, pp: 1, microbatch: 1, schedule: 1f1b, zero: 0, sequence_parallel: true, recompute: full}
+)");
+  CliRun r = stepcast("run " + (d / "big.yaml").string() + " --json " + (d / "r.json").string());
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos);
+  auto j = nlohmann::json::parse(slurp(d / "r.json"));
+  EXPECT_FALSE(j["fits_memory"].get<bool>());
+  EXPECT_GT(j["memory_peak_gib"].get<double>(), j["memory_capacity_gib"].get<double>());
+  EXPECT_GT(j["step_time_s"].get<double>(), 0);
+}
+
+TEST(Cli, LowerWritesVersionedProgram) {
+  fs::path d = tmpdir();
+  write(d / "s.yaml", kSmall);
+  CliRun r = stepcast("lower " + (d / "s.yaml").string() + " -o " + (d / "p.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(slurp(d / "p.json"));
+  EXPECT_EQ(j["schema"], "stepcast.program/1");
+  EXPECT_FALSE(j["groups"].empty());
+  // Folded: one simulated rank per pipeline stage (pp = 2).
+  EXPECT_EQ(j["ranks"].size(), 2u);
+}
+
+TEST(Cli, RegressDetectsMovesUpdatesAndMissingFiles) {
+  fs::path d = tmpdir();
+  write(d / "sc" / "a.yaml", kSmall);
+  // Missing expected file: reported, exit 1.
+  CliRun r = stepcast("regress --dir " + (d / "sc").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("missing expected file"), std::string::npos) << r.out;
+  // --update writes it; then everything is within tolerance.
+  ASSERT_EQ(stepcast("regress --update --dir " + (d / "sc").string()).code, 0);
+  EXPECT_TRUE(fs::exists(d / "sc" / "expected" / "a.json"));
+  r = stepcast("regress --dir " + (d / "sc").string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  // A changed profile value (half the HBM bandwidth) moves memory-bound work: step time
+  // and breakdown rows move, memory does not.
+  std::string changed = kSmall;
+  changed.replace(changed.find("cluster: {profile: h100-sxm, nodes: 1}"),
+                  std::string("cluster: {profile: h100-sxm, nodes: 1}").size(),
+                  "cluster: {profile: h100-sxm, nodes: 1, overrides: {gpu.hbm_bandwidth: 1.675 TB/s}}");
+  write(d / "sc" / "a.yaml", changed);
+  r = stepcast("regress --dir " + (d / "sc").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("step_time_s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("breakdown_s.compute"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("memory_peak_gib "), std::string::npos) << r.out;
+  r = stepcast("regress --json --dir " + (d / "sc").string());
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j["ok"].get<bool>());
+  EXPECT_GE(j["rows"].size(), 2u);
+  // A generous tolerance accepts the move; --update makes it pass exactly.
+  ASSERT_EQ(stepcast("regress --update --dir " + (d / "sc").string()).code, 0);
+  EXPECT_EQ(stepcast("regress --dir " + (d / "sc").string()).code, 0);
+  // Bad input: exit 2.
+  EXPECT_EQ(stepcast("regress --dir " + (d / "nope").string()).code, 2);
+}
+
+TEST(Cli, ValidateComparesTwoResults) {
+  fs::path d = tmpdir();
+  write(d / "s.yaml", kSmall);
+  ASSERT_EQ(stepcast("run " + (d / "s.yaml").string() + " --json " + (d / "p.json").string()).code, 0);
+  CliRun r = stepcast("validate --json " + (d / "p.json").string() + " " + (d / "p.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["rows"].empty());
+  for (const auto& row : j["rows"]) EXPECT_EQ(row["error"].get<double>(), 0.0);
+  write(d / "junk.json", "{\"schema\": \"something/else\"}");
+  r = stepcast("validate " + (d / "p.json").string() + " " + (d / "junk.json").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("junk.json"), std::string::npos);
+}
+
+TEST(Cli, SweepRunsEveryCombination) {
+  fs::path d = tmpdir();
+  std::string text = kSmall;
+  text += "sweep:\n  parallel.pp: [1, 2]\n  parallel.microbatch: [1, 2]\n";
+  write(d / "s.yaml", text);
+  fs::path csv = d / "s.csv";
+  CliRun r = stepcast("sweep " + (d / "s.yaml").string() + " --csv " + csv.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  // 2 x 2 = 4 points: header + 4 lines in the CSV.
+  std::string c = slurp(csv);
+  EXPECT_EQ(std::count(c.begin(), c.end(), '\n'), 5);
+}
+
+TEST(Cli, TraceSvgAndHtmlAreWritten) {
+  fs::path d = tmpdir();
+  write(d / "s.yaml", kSmall);
+  CliRun r = stepcast("run " + (d / "s.yaml").string() + " --trace " + (d / "t.json").string() +
+                   " --svg " + (d / "p.svg").string() + " --html " + (d / "r.html").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto t = nlohmann::json::parse(slurp(d / "t.json"));
+  ASSERT_TRUE(t.contains("traceEvents"));
+  int complete = 0;
+  for (const auto& e : t["traceEvents"]) complete += e["ph"] == "X";
+  EXPECT_GT(complete, 0);
+  EXPECT_NE(slurp(d / "p.svg").find("<svg"), std::string::npos);
+  EXPECT_NE(slurp(d / "r.html").find("id=\"step-time\""), std::string::npos);
+}
