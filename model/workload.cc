@@ -308,9 +308,16 @@ Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_
   // for a block on the diagonal (sq == skv) up to the diagonal itself, and the average
   // share of a load-balanced (zigzag) context-parallel rank (sq = s/cp against skv = s).
   double f = 2.0 * d(l.b) * d(l.heads) * d(seq_q) * d(seq_kv) * d(l.dqk + l.dv);
-  if (causal) f *= 0.5;
-  // FlashAttention-2 backward: 5 matmuls (recomputed S, dV, dP, dQ, dK) vs 2 forward.
-  if (backward) f *= 2.5;
+  op.attn.flash = shard.flash_attention;
+  if (shard.flash_attention) {
+    if (causal) f *= 0.5;
+    // FlashAttention-2 backward: 5 matmuls (recomputed S, dV, dP, dQ, dK) vs 2 forward.
+    if (backward) f *= 2.5;
+  } else if (backward) {
+    // Unfused: the full s x s block is computed (the mask is applied after the GEMM);
+    // backward is 4 batched GEMMs (dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q).
+    f *= 2.0;
+  }
   op.flops = f;
   const double e = l.e;
   const double q = d(l.b) * d(seq_q) * d(l.heads) * d(l.dqk) * e;
@@ -324,6 +331,18 @@ Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_
   } else {
     op.bytes_read = q + k + v + 2 * o + lse;  // Q, K, V, O, dO, LSE
     op.bytes_written = q + k + v;             // dQ, dK, dV
+  }
+  if (!shard.flash_attention) {
+    // Score-matrix traffic of Megatron's unfused path, 16-bit scores, 1-byte dropout mask,
+    // per score element: forward writes S (2), scale-mask-softmax reads S and writes P
+    // (2 + 2), dropout reads P, writes P' and the mask (2 + 2 + 1), the second GEMM reads
+    // P' (2): 13 bytes. Backward: dropout-backward reads dP' and the mask, writes dP
+    // (2 + 1 + 2), softmax-backward reads P and dP, writes dS (2 + 2 + 2), the GEMMs read P'
+    // and dS (2 + 2): 15 bytes. (Korthikanti et al. 2022, Sec. 4.1: these are the 5as^2b
+    // stored bytes plus their transient reads/writes.)
+    const double scores = d(l.b) * d(l.heads) * d(seq_q) * d(seq_kv);
+    op.bytes_read += scores * (backward ? 9.0 : 6.0);
+    op.bytes_written += scores * (backward ? 6.0 : 7.0);
   }
   return op;
 }

@@ -39,6 +39,10 @@ struct AttentionShape {
   bool causal = true;
   bool backward = false;  // pass: fwd | bwd
   DType dtype = DType::kBf16;
+  // Kernel: fused flash attention (FlashAttention-2/3, cuDNN), or the unfused attention of
+  // Megatron-LM before 2022 (two batched GEMMs with the s x s score matrix materialised in
+  // HBM, fused scale-mask-softmax and dropout between them).
+  bool flash = true;
 };
 
 struct Op {
@@ -83,6 +87,7 @@ struct ShardSpec {
   int ep = 1;
   bool sequence_parallel = false;
   DType dtype = DType::kBf16;    // compute dtype of GEMMs (fp8 allowed); others bf16
+  bool flash_attention = true;   // attention kernel: flash (true) or unfused (false)
 };
 
 // One transformer layer on one rank, in execution order. Attention appears in `fwd` as one

@@ -131,6 +131,23 @@ double compute_time_s(const Task& t, const HwProfile& hw) {
       return std::max(t_flop, memory_time_s(bytes, hw)) + c.launch_overhead_s;
     }
     case TaskKind::kAttention: {
+      if (!t.attn.flash) {
+        // Unfused attention (Megatron-LM before FlashAttention): batched GEMMs over b*heads
+        // at the GEMM efficiency of their shape (forward S = Q K^T [sq x skv x d] and
+        // O = P V [sq x d x skv]; backward twice those), plus the score-matrix traffic
+        // (bytes of the op, model/workload.cc) at memory-bound speed, kernels in sequence.
+        const AttentionShape& a = t.attn;
+        GemmShape qk{a.seq_q, a.seq_kv, a.head_dim, a.batch * a.heads, a.dtype, "NT"};
+        GemmShape pv{a.seq_q, a.head_dim, a.seq_kv, a.batch * a.heads, a.dtype, "NN"};
+        auto gemm_s = [&](const GemmShape& g) {
+          return gemm_flops(g) / (peak_flop_per_s(g.dtype, hw) * gemm_efficiency(g, hw)) +
+                 c.launch_overhead_s;
+        };
+        const double passes = a.backward ? 2.0 : 1.0;
+        const int kernels = a.backward ? 3 : 2;  // softmax, dropout (+ their backward)
+        return passes * (gemm_s(qk) + gemm_s(pv)) + memory_time_s(bytes, hw) +
+               kernels * c.launch_overhead_s;
+      }
       // Flash attention runs at the bf16/fp16 tensor-core rate whatever the GEMM dtype.
       const double eff = attention_efficiency(t.attn, c);
       STEPCAST_CHECK(eff > 0, "attention efficiency must be positive (" + t.label + ")");

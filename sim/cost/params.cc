@@ -152,7 +152,8 @@ void parse_compute_params(YamlReader& r, const YAML::Node& node, const std::stri
   }
   if (const YAML::Node a = node["attention"]) {
     const std::string ap = join_path(path, "attention");
-    if (r.expect_map(a, ap, {"fwd_efficiency", "bwd_efficiency", "half_seq", "half_head_dim"})) {
+    if (r.expect_map(a, ap, {"fwd_efficiency", "bwd_efficiency", "half_seq", "half_head_dim", "kernel"})) {
+      if (auto k = r.get_enum(a, ap, "kernel", {"flash", "unfused"})) out.attn_flash = *k == "flash";
       set_if(get_fraction(r, a, ap, "fwd_efficiency"), out.attn_fwd_eff);
       set_if(get_fraction(r, a, ap, "bwd_efficiency"), out.attn_bwd_eff);
       set_if(r.get_double(a, ap, "half_seq", 0.0, 1e9), out.attn_half_seq);

@@ -58,6 +58,9 @@ struct ComputeParams {
   // Head-dim saturation: efficiency is multiplied by d/(d + attn_half_head_dim).
   // YAML: compute.attention.half_head_dim (a number). 0: no head-dim effect.
   double attn_half_head_dim = 0;
+  // Attention kernel the software stack runs: flash (default) or unfused (Megatron-LM
+  // before 2022). YAML: compute.attention.kernel: flash | unfused.
+  bool attn_flash = true;
   double membound_eff = 0.85;       // fraction of HBM bandwidth memory-bound kernels reach
   double launch_overhead_s = 4e-6;  // per kernel
   int comm_sms = 16;                // SMs a communication kernel holds (SM interference)

@@ -129,6 +129,7 @@ class Lowerer {
     shard_.ep = par_.ep;
     shard_.sequence_parallel = par_.sequence_parallel;
     shard_.dtype = sc.training.dtype;
+    shard_.flash_attention = sc.profile.compute.attn_flash;
     STEPCAST_CHECK(shard_.seq_len % (par_.cp > 1 ? 2 * par_.cp : 1) == 0,
                    fmt::format("seq_len {} must split into 2*cp = {} chunks", shard_.seq_len,
                                2 * par_.cp));
@@ -195,8 +196,8 @@ class Lowerer {
         u.layer = layer;
         u.ops = &ops;
         u.name = "L" + std::to_string(layer);
-        u.act_bytes = layer_activation_bytes(arch_, layer, shard_, par_.recompute, true);
-        u.act_full_bytes = layer_activation_bytes(arch_, layer, shard_, Recompute::kNone, true);
+        u.act_bytes = layer_activation_bytes(arch_, layer, shard_, par_.recompute, shard_.flash_attention);
+        u.act_full_bytes = layer_activation_bytes(arch_, layer, shard_, Recompute::kNone, shard_.flash_attention);
         u.expert_params = std::min(ops.param_count, expert_params_on_rank(arch_, layer, shard_));
         u.dense_params = ops.param_count - u.expert_params;
         const double frac = ops.param_count > 0 ? u.expert_params / ops.param_count : 0.0;

@@ -513,3 +513,45 @@ TEST(ModelFlops, LlamaAndMixtralMatchMegatronCore) {
 
 }  // namespace
 }  // namespace stepcast
+
+namespace stepcast {
+namespace {
+
+// Unfused attention (Megatron-LM before FlashAttention): the full s x s block is computed
+// whatever the mask, forward = 2 GEMMs, backward = 4 GEMMs (no recomputation of S).
+// GPT-22B layer: h = 6144, a = 64 heads of d = 96, s = 2048, b = 1, t = 8 -> 8 heads/rank.
+//   fwd = 2 (QK^T) + 2 (PV) = 4 * b * 8 * s^2 * 96 = 4 * 8 * 2048^2 * 96 = 12.885e9 FLOPs
+//   bwd = 2 x fwd = 25.770e9 (flash: fwd halved by causality, bwd 2.5x the halved fwd).
+TEST(Workload, UnfusedAttentionFlopsAndScoreTraffic) {
+  ModelArch a;
+  a.name = "gpt-22b";
+  a.layers = 48;
+  a.hidden = 6144;
+  a.ffn_hidden = 24576;
+  a.heads = 64;
+  a.kv_heads = 64;
+  a.vocab = 51200;
+  ShardSpec s;
+  s.seq_len = 2048;
+  s.tp = 8;
+  s.flash_attention = false;
+  const double fwd = 4.0 * 8 * 2048.0 * 2048.0 * 96;
+  Op f = attention_op(a, s, 2048, 2048, true, false);
+  Op b = attention_op(a, s, 2048, 2048, true, true);
+  EXPECT_DOUBLE_EQ(f.flops, fwd);
+  EXPECT_DOUBLE_EQ(b.flops, 2 * fwd);
+  EXPECT_FALSE(f.attn.flash);
+  // Score traffic per element: 13 bytes forward, 15 backward (workload.cc); 8 heads x s^2
+  // elements dominate the Q/K/V/O bytes.
+  const double scores = 8 * 2048.0 * 2048.0;
+  s.flash_attention = true;
+  Op ff = attention_op(a, s, 2048, 2048, true, false);
+  Op fb = attention_op(a, s, 2048, 2048, true, true);
+  EXPECT_DOUBLE_EQ(f.bytes_read + f.bytes_written - ff.bytes_read - ff.bytes_written, 13 * scores);
+  EXPECT_DOUBLE_EQ(b.bytes_read + b.bytes_written - fb.bytes_read - fb.bytes_written, 15 * scores);
+  EXPECT_DOUBLE_EQ(ff.flops, fwd / 2);
+  EXPECT_DOUBLE_EQ(fb.flops, 2.5 * fwd / 2);
+}
+
+}  // namespace
+}  // namespace stepcast

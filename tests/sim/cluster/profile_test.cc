@@ -260,3 +260,19 @@ TEST(ProfileOverrides, LineRateOverrideScalesMeasuredBandwidths) {
   YAML::Node both = YAML::Load("{node.nic: 200 Gb/s, collectives.nic_busbw: 40 GB/s}");
   EXPECT_DOUBLE_EQ(stepcast::load_profile("h100-sxm", dir, both, "s.yaml").collectives.nic_busbw, 40e9);
 }
+
+// compute.attention.kernel selects the attention implementation; anything else is an error.
+TEST(ProfileOverrides, AttentionKernel) {
+  const std::string dir = stepcast::default_profiles_dir();
+  EXPECT_TRUE(stepcast::load_profile("a100-80g-sxm", dir).compute.attn_flash);
+  YAML::Node ov = YAML::Load("{compute.attention.kernel: unfused}");
+  EXPECT_FALSE(stepcast::load_profile("a100-80g-sxm", dir, ov, "s.yaml").compute.attn_flash);
+  YAML::Node bad = YAML::Load("{compute.attention.kernel: fast}");
+  try {
+    stepcast::load_profile("a100-80g-sxm", dir, bad, "s.yaml");
+    FAIL() << "expected InputError";
+  } catch (const stepcast::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown value \"fast\" (known: flash, unfused)"), std::string::npos)
+        << e.what();
+  }
+}

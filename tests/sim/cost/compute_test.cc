@@ -214,3 +214,45 @@ TEST(GemmEfficiency, MonotoneAndBoundedOverRandomShapes) {
 
 }  // namespace
 }  // namespace stepcast
+
+namespace stepcast {
+namespace {
+
+// Unfused attention costs its batched GEMMs at their shape's GEMM efficiency plus the
+// score-matrix traffic at memory-bound speed, plus one launch per kernel (compute.cc):
+// forward = t(QK^T) + t(PV) + bytes / (hbm * eff) + 2 launches.
+TEST(Compute, UnfusedAttentionIsGemmsPlusScoreTraffic) {
+  const HwProfile hw = testing::a100_profile();
+  Task t;
+  t.kind = TaskKind::kAttention;
+  t.attn.batch = 1;
+  t.attn.heads = 8;
+  t.attn.kv_heads = 8;
+  t.attn.seq_q = 2048;
+  t.attn.seq_kv = 2048;
+  t.attn.head_dim = 96;
+  t.attn.flash = false;
+  t.attn.dtype = DType::kBf16;
+  t.flops = 4.0 * 8 * 2048.0 * 2048.0 * 96;
+  t.bytes_read = 6.0 * 8 * 2048.0 * 2048.0;
+  t.bytes_written = 7.0 * 8 * 2048.0 * 2048.0;
+  GemmShape qk{2048, 2048, 96, 8, DType::kBf16, "NT"};
+  GemmShape pv{2048, 96, 2048, 8, DType::kBf16, "NN"};
+  auto gemm_s = [&](const GemmShape& g) {
+    return 2.0 * g.m * g.n * g.k * g.batch / (312e12 * gemm_efficiency(g, hw)) +
+           hw.compute.launch_overhead_s;
+  };
+  const double expect = gemm_s(qk) + gemm_s(pv) +
+                        (t.bytes_read + t.bytes_written) / (hw.gpu.hbm_bytes_per_s * hw.compute.membound_eff) +
+                        2 * hw.compute.launch_overhead_s;
+  EXPECT_NEAR(compute_time_s(t, hw), expect, 1e-12);
+  // Slower than the flash kernel for the same block (its FLOPs are half, causal).
+  Task fl = t;
+  fl.attn.flash = true;
+  fl.flops = t.flops / 2;
+  fl.bytes_read = fl.bytes_written = 0;
+  EXPECT_GT(compute_time_s(t, hw), compute_time_s(fl, hw));
+}
+
+}  // namespace
+}  // namespace stepcast
