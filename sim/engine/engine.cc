@@ -123,6 +123,7 @@ class Engine {
   };
   const FlowMode* flow_ = nullptr;
   MaxMinNetwork net_;
+  MaxMinSolver alone_solver_;  // times each flow set alone (empty between uses)
   std::vector<FlowSet> flow_sets_;
   std::vector<std::int32_t> inst_flow_set_;
   std::vector<TimeNs> inst_alpha_;
@@ -254,6 +255,7 @@ void Engine::build(const Durations& d) {
   }
 
   flow_ = options_->flow;
+  transfer_inst_.clear();
   if (flow_) build_flows();
 
   comm_running_.assign(nranks, 0);
@@ -283,6 +285,7 @@ void Engine::build_flows() {
                  fmt::format("flow mode: program has {} ranks, topology {} GPUs",
                              program_->world_size, topo.gpus()));
   net_.reset(topo);
+  alone_solver_ = MaxMinSolver(topo.capacities());
   flow_sets_.clear();
   transfer_inst_.clear();
   std::map<std::tuple<int, int, int, double>, std::int32_t> key_to_set;
@@ -330,7 +333,7 @@ void Engine::build_flows() {
       }
       bool moves = false;
       for (const FlowSpec& f : fs.flows) moves = moves || (f.bytes > 0 && !f.links.empty());
-      fs.alone_s = moves ? simulate_flows_s(fs.flows, topo) : 0.0;
+      fs.alone_s = moves ? simulate_flows_s(fs.flows, alone_solver_) : 0.0;
       const std::int32_t id = fs.alone_s > 0 ? static_cast<std::int32_t>(flow_sets_.size()) : -1;
       if (id >= 0) flow_sets_.push_back(std::move(fs));
       it = key_to_set.emplace(key, id).first;
@@ -514,6 +517,7 @@ Timeline Engine::run() {
     }
   }
   tl.events = events_;
+  tl.flow_transfers = transfer_inst_.size();
   breakdown(tl);
   return std::move(tl_);
 }

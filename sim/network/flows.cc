@@ -68,6 +68,12 @@ std::vector<FlowSpec> collective_flows(CollOp op, const std::vector<int>& ranks,
 double simulate_flows_s(const std::vector<FlowSpec>& flows, const Topology& topo,
                         std::vector<double>* finish_s) {
   MaxMinSolver solver(topo.capacities());
+  return simulate_flows_s(flows, solver, finish_s);
+}
+
+double simulate_flows_s(const std::vector<FlowSpec>& flows, MaxMinSolver& solver,
+                        std::vector<double>* finish_s) {
+  STEPCAST_CHECK(solver.live_flow_count() == 0, "simulate_flows_s: the solver has live flows");
   std::vector<int> id(flows.size());
   std::vector<double> left(flows.size());
   std::vector<size_t> live;

@@ -35,5 +35,9 @@ std::vector<FlowSpec> collective_flows(CollOp op, const std::vector<int>& ranks,
 // `finish_s`, when given, receives each flow's end time.
 double simulate_flows_s(const std::vector<FlowSpec>& flows, const Topology& topo,
                         std::vector<double>* finish_s = nullptr);
+// The same on a caller's solver over the topology's links (no live flows; left with none), so
+// that many small flow sets on a large topology do not rebuild the solver each time.
+double simulate_flows_s(const std::vector<FlowSpec>& flows, MaxMinSolver& solver,
+                        std::vector<double>* finish_s = nullptr);
 
 }  // namespace stepcast

@@ -3,7 +3,7 @@
 // engine alone in analytical mode, and in flow mode (setup of durations, latencies and
 // topology included), so the difference is the cost of the max-min network. Target (flow
 // task): the whole flow-mode prediction under 5 s. Also: the folded program in flow mode.
-// The Program is lowered once outside the timed loops.
+// The Program is lowered once outside the timed loops (BM_Llama70bFullLower times lowering).
 #include <benchmark/benchmark.h>
 
 #include <string>
@@ -62,15 +62,25 @@ void run_analytical(benchmark::State& state, const Fixture& f) {
 void run_flow(benchmark::State& state, const Fixture& f) {
   EngineOptions eo;
   eo.compute_slowdown_when_comm = comm_compute_slowdown(f.sc.profile);
-  TimeNs step = 0;
-  for (auto _ : state) step = simulate_flow_mode(f.program, f.sc.profile, eo).step_ns;
-  state.counters["step_s"] = to_s(step);
+  Timeline tl;
+  for (auto _ : state) tl = simulate_flow_mode(f.program, f.sc.profile, eo);
+  state.counters["step_s"] = to_s(tl.step_ns);
+  state.counters["transfers"] = static_cast<double>(tl.flow_transfers);
   state.counters["tasks"] = static_cast<double>(task_count(f.program));
+}
+
+// For scale: lowering the same scenario at full fidelity (sim/lower, not the network).
+void BM_Llama70bFullLower(benchmark::State& state) {
+  const Scenario sc = load_scenario(kScenario);
+  LowerOptions lo;
+  lo.folded = false;
+  for (auto _ : state) benchmark::DoNotOptimize(lower(sc, lo).ranks.size());
 }
 
 void BM_Llama70bFullAnalyticalEngine(benchmark::State& s) { run_analytical(s, full()); }
 void BM_Llama70bFullFlowMode(benchmark::State& s) { run_flow(s, full()); }
 void BM_Llama70bFoldedFlowMode(benchmark::State& s) { run_flow(s, folded()); }
+BENCHMARK(BM_Llama70bFullLower)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_Llama70bFullAnalyticalEngine)->Unit(benchmark::kMillisecond)->Iterations(2);
 BENCHMARK(BM_Llama70bFullFlowMode)->Unit(benchmark::kMillisecond)->Iterations(2);
 BENCHMARK(BM_Llama70bFoldedFlowMode)->Unit(benchmark::kMillisecond)->Iterations(3);

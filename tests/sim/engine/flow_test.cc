@@ -8,9 +8,13 @@
 
 #include "sim/cluster/profile.h"
 #include "sim/cost/coster.h"
+#include "sim/engine/critical_path.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/flow_mode.h"
+#include "sim/engine/flow_network.h"
 #include "sim/network/topology.h"
+#include "sim/report/report.h"
+#include "sim/scenario/scenario.h"
 #include "tests/sim/program/program_builder.h"
 
 namespace stepcast {
@@ -63,6 +67,38 @@ Builder sends_across(const std::vector<int>& srcs, TimeNs dur) {
     b.p2p(c, false, "recv", s, s, dur, {}, 1e6);
   }
   return b;
+}
+
+TEST(MaxMinNetwork, TransfersShareAndReTime) {
+  // One NIC per node, C = 50 bytes/ns. A: 0 -> 8, 50 000 bytes from t = 0 (alone: 1000 ns).
+  // B: 1 -> 9, 50 000 bytes from t = 500, same NIC links. At 500 A has 25 000 left; both at
+  // 25 bytes/ns -> A ends at 500 + 25 000 / 25 = 1500, when B has 25 000 left, now at
+  // 50 bytes/ns -> B ends at 2000. bytes_scale 2 on a third transfer doubles its bytes.
+  const HwProfile hw = hand_profile(1);
+  const Topology topo(hw, 16);
+  MaxMinNetwork net;
+  net.reset(topo);
+  std::vector<FlowSpec> a{{0, 8, topo.route(0, 8), 50'000}}, b{{1, 9, topo.route(1, 9), 50'000}};
+  EXPECT_EQ(net.start(0, a, 1.0), 0);
+  EXPECT_EQ(net.next_completion(), 1000);
+  EXPECT_EQ(net.start(500, b, 1.0), 1);
+  EXPECT_EQ(net.next_completion(), 1500);
+  std::vector<int> done;
+  net.advance(1500, done);
+  EXPECT_EQ(done, std::vector<int>{0});
+  EXPECT_EQ(net.next_completion(), 2000);
+  net.advance(2000, done);
+  EXPECT_EQ(done, (std::vector<int>{0, 1}));
+  EXPECT_EQ(net.next_completion(), kNoEvent);
+  EXPECT_EQ(net.start(3000, a, 2.0), 2);
+  EXPECT_EQ(net.next_completion(), 5000);
+  EXPECT_EQ(net.live_flows(), 1);
+  // A transfer that moves nothing is done at once.
+  EXPECT_EQ(net.start(3000, {}, 1.0), 3);
+  EXPECT_EQ(net.next_completion(), 3000);
+  done.clear();
+  net.advance(3000, done);
+  EXPECT_EQ(done, std::vector<int>{3});
 }
 
 TEST(EngineFlow, OneFlowAloneTakesItsAnalyticalTime) {
@@ -137,6 +173,8 @@ TEST(EngineFlow, DpAllreduceAndPpSendShareANic) {
   EXPECT_NEAR(static_cast<double>(tl.ranks[1].tasks[static_cast<size_t>(ar8)].end), 1.5e6, 2.0);
   EXPECT_NEAR(static_cast<double>(tl.ranks[0].tasks[static_cast<size_t>(s)].end), 1e6, 2.0);
   EXPECT_NEAR(static_cast<double>(tl.ranks[1].tasks[static_cast<size_t>(v)].end), 1e6, 2.0);
+  EXPECT_EQ(tl.flow_transfers, 2u);  // the allreduce and the send/recv pair
+  EXPECT_EQ(an.flow_transfers, 0u);
   // On different rails (PP between GPUs 1 and 9) nothing is shared: analytical times.
   Builder c;
   const int c0 = c.rank(0), c8 = c.rank(8), c1 = c.rank(1), c9 = c.rank(9);
@@ -282,6 +320,21 @@ TEST(EngineFlow, NeverFasterThanAnalyticalOnRandomPrograms) {
         ASSERT_GE(fl.ranks[r].tasks[i].end, an.ranks[r].tasks[i].end)
             << "seed " << seed << " " << b.p.ranks[r].tasks[i].label;
     slower += fl.step_ns > an.step_ns;
+    // Flow-mode timelines keep the engine's invariants: breakdown sums to the step, and the
+    // critical path covers [0, step] without gaps (a transfer starts when its last member is
+    // ready, as in analytical mode).
+    TimeNs sum = 0;
+    for (TimeNs x : fl.breakdown_ns) sum += x;
+    EXPECT_EQ(sum, fl.step_ns);
+    const auto path = critical_path(b.p, fl);
+    ASSERT_FALSE(path.empty());
+    auto timing = [&](std::pair<int, int> x) {
+      return fl.ranks[static_cast<size_t>(x.first)].tasks[static_cast<size_t>(x.second)];
+    };
+    EXPECT_EQ(timing(path.front()).start, 0);
+    EXPECT_EQ(timing(path.back()).end, fl.step_ns);
+    for (size_t i = 1; i < path.size(); ++i)
+      EXPECT_EQ(timing(path[i]).start, timing(path[i - 1]).end) << "seed " << seed;
   }
   EXPECT_GT(slower, 20);  // contention does show up
 }
@@ -311,6 +364,26 @@ TEST(EngineFlow, MissingLatenciesAreAnInvariantError) {
   const Builder b = sends_across({0}, 1000);
   const Durations lat(1);  // one rank of two
   EXPECT_THROW(run_flow(b, topo, lat), InvariantError);
+}
+
+TEST(EngineFlow, ScenarioThroughPredict) {
+  // Mixtral 8x7B on 8 nodes (ep all-to-all, dp allreduce, tp): `network: flow` through
+  // predict(). Contention only adds time (intra-pod, so the costs are the same as analytical),
+  // the folded and full-fidelity runs of this symmetric plan agree (folded flows cover each
+  // collective's full group; the rails of the folded copies do not share links here), and a
+  // rerun is bit-identical.
+  Scenario sc = load_scenario(std::string(STEPCAST_SOURCE_DIR) +
+                              "/scenarios/mixtral-8x7b-8node-h100.yaml");
+  const Prediction an = predict(sc);
+  sc.network = NetworkMode::kFlow;
+  const Prediction fl = predict(sc);
+  EXPECT_GE(fl.timeline.step_ns, an.timeline.step_ns);
+  EXPECT_LT(to_s(fl.timeline.step_ns), 1.05 * to_s(an.timeline.step_ns));
+  EXPECT_EQ(predict(sc).timeline.step_ns, fl.timeline.step_ns);
+  RunOptions full;
+  full.folded = false;
+  const Prediction ff = predict(sc, full);
+  EXPECT_NEAR(to_s(ff.timeline.step_ns), to_s(fl.timeline.step_ns), 1e-3 * to_s(fl.timeline.step_ns));
 }
 
 }  // namespace
