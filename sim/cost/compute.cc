@@ -127,7 +127,7 @@ double compute_time_s(const Task& t, const HwProfile& hw) {
       const double flops = t.flops > 0 ? t.flops : gemm_flops(t.gemm);
       const double eff = gemm_efficiency(t.gemm, hw);
       STEPCAST_CHECK(eff > 0, "GEMM efficiency must be positive (" + t.label + ")");
-      const double t_flop = flops / (peak_flop_per_s(t.gemm.dtype, hw) * eff);
+      const double t_flop = flops / (peak_flop_per_s(t.gemm.dtype, hw) * eff * c.sustained_clock);
       return std::max(t_flop, memory_time_s(bytes, hw)) + c.launch_overhead_s;
     }
     case TaskKind::kAttention: {
@@ -140,7 +140,7 @@ double compute_time_s(const Task& t, const HwProfile& hw) {
         GemmShape qk{a.seq_q, a.seq_kv, a.head_dim, a.batch * a.heads, a.dtype, "NT"};
         GemmShape pv{a.seq_q, a.head_dim, a.seq_kv, a.batch * a.heads, a.dtype, "NN"};
         auto gemm_s = [&](const GemmShape& g) {
-          return gemm_flops(g) / (peak_flop_per_s(g.dtype, hw) * gemm_efficiency(g, hw)) +
+          return gemm_flops(g) / (peak_flop_per_s(g.dtype, hw) * gemm_efficiency(g, hw) * c.sustained_clock) +
                  c.launch_overhead_s;
         };
         const double passes = a.backward ? 2.0 : 1.0;
@@ -151,7 +151,7 @@ double compute_time_s(const Task& t, const HwProfile& hw) {
       // Flash attention runs at the bf16/fp16 tensor-core rate whatever the GEMM dtype.
       const double eff = attention_efficiency(t.attn, c);
       STEPCAST_CHECK(eff > 0, "attention efficiency must be positive (" + t.label + ")");
-      const double t_flop = t.flops / (peak_flop_per_s(DType::kBf16, hw) * eff);
+      const double t_flop = t.flops / (peak_flop_per_s(DType::kBf16, hw) * eff * c.sustained_clock);
       return std::max(t_flop, memory_time_s(bytes, hw)) + c.launch_overhead_s;
     }
     case TaskKind::kMemoryBound:

@@ -135,7 +135,7 @@ void parse_compute_params(YamlReader& r, const YAML::Node& node, const std::stri
                           ComputeParams& out) {
   if (!r.expect_map(node, path,
                     {"gemm", "attention", "memory_bound_efficiency", "launch_overhead",
-                     "comm_sms", "gemm_table", "source"}))
+                     "comm_sms", "gemm_table", "sustained_clock", "source"}))
     return;
   if (const YAML::Node g = node["gemm"]) {
     const std::string gp = join_path(path, "gemm");
@@ -162,6 +162,7 @@ void parse_compute_params(YamlReader& r, const YAML::Node& node, const std::stri
   }
   set_if(get_fraction(r, node, path, "memory_bound_efficiency"), out.membound_eff);
   set_if(r.get_quantity(node, path, "launch_overhead", Dimension::kTime), out.launch_overhead_s);
+  set_if(r.get_double(node, path, "sustained_clock", 0.05, 1.0), out.sustained_clock);
   set_if(r.get_int(node, path, "comm_sms", 0, 1024), out.comm_sms);
   if (const YAML::Node t = node["gemm_table"])
     parse_gemm_table(r, t, join_path(path, "gemm_table"), out.gemm_table);

@@ -61,6 +61,11 @@ struct ComputeParams {
   // Attention kernel the software stack runs: flash (default) or unfused (Megatron-LM
   // before 2022). YAML: compute.attention.kernel: flash | unfused.
   bool attn_flash = true;
+  // Tensor-core rate sustained during training relative to the rate the kernel efficiencies
+  // were measured at (isolated microbenchmarks at boost clocks): power-capped clocks under
+  // all-GPU load run below boost. Multiplies GEMM and attention rates. YAML:
+  // compute.sustained_clock (a fraction in (0, 1]). Default 1.
+  double sustained_clock = 1.0;
   double membound_eff = 0.85;       // fraction of HBM bandwidth memory-bound kernels reach
   double launch_overhead_s = 4e-6;  // per kernel
   int comm_sms = 16;                // SMs a communication kernel holds (SM interference)

@@ -346,7 +346,9 @@ class Lowerer {
     int rank = 0;
     RankCoord coord;
     int last_compute = -1;
+    int prev_compute = -1;     // the compute task before last_compute
     std::vector<int> pending;  // comm tasks the next compute task waits for
+    std::vector<int> after_next;  // comm tasks the compute task after the next waits for
   };
 
   int add(Emit& e, Task&& t) { return add_task(e.rp, std::move(t)); }
@@ -379,7 +381,10 @@ class Lowerer {
     t.deps = std::move(extra_deps);
     t.deps.insert(t.deps.end(), e.pending.begin(), e.pending.end());
     e.pending.clear();
+    e.prev_compute = e.last_compute;
     e.last_compute = add(e, std::move(t));
+    e.pending.insert(e.pending.end(), e.after_next.begin(), e.after_next.end());
+    e.after_next.clear();
     return e.last_compute;
   }
 
@@ -435,6 +440,35 @@ class Lowerer {
     }
     std::vector<int> deps;
     if (e.last_compute >= 0) deps.push_back(e.last_compute);
+    if (par_.overlap_tp_comm && gk == GroupKind::kTp && op != CollOp::kAllReduce) {
+      // TP communication overlap (Transformer Engine userbuffers): the collective runs in
+      // tp chunks pipelined with the adjacent GEMM, so only one chunk is exposed.
+      //  - all-gather before a column-parallel GEMM: the first chunk (bytes/tp) is waited
+      //    for; the rest ((tp-1)/tp) runs alongside the GEMM and the op after it waits.
+      //  - reduce-scatter after a row-parallel GEMM: (tp-1)/tp of it runs alongside the
+      //    producing GEMM (issued when the GEMM starts), the last chunk after it.
+      const double first = cp.bytes / par_.tp;
+      const double rest = cp.bytes - first;
+      std::string base = make_label(prefix, u.name, cp.name, mb);
+      if (op == CollOp::kAllGather) {
+        const int c0 = emit_collective(e, op, gk, stream, cat, first, act_dtype_, phase,
+                                       base + ".c0", u.layer, mb, chunk, deps);
+        const int c1 = emit_collective(e, op, gk, stream, cat, rest, act_dtype_, phase,
+                                       base + ".c1", u.layer, mb, chunk, {c0});
+        e.pending.push_back(c0);
+        e.after_next.push_back(c1);
+      } else {
+        std::vector<int> early;
+        if (e.prev_compute >= 0) early.push_back(e.prev_compute);
+        const int c0 = emit_collective(e, op, gk, stream, cat, rest, act_dtype_, phase,
+                                       base + ".c0", u.layer, mb, chunk, std::move(early));
+        deps.push_back(c0);
+        const int c1 = emit_collective(e, op, gk, stream, cat, first, act_dtype_, phase,
+                                       base + ".c1", u.layer, mb, chunk, std::move(deps));
+        e.pending.push_back(c1);
+      }
+      return;
+    }
     const int id = emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase,
                                    make_label(prefix, u.name, cp.name, mb), u.layer, mb, chunk,
                                    std::move(deps));

@@ -74,7 +74,7 @@ const std::vector<std::string> kParallelKeys = {
     "tp",       "pp",       "dp",        "cp",   "ep",
     "vpp",      "microbatch", "pipeline_layers", "schedule", "zero",
     "sequence_parallel", "recompute", "overlap", "bucket_mb", "cp_kind"};
-const std::vector<std::string> kOverlapKeys = {"grad_reduce", "param_gather"};
+const std::vector<std::string> kOverlapKeys = {"grad_reduce", "param_gather", "tp_comm"};
 
 std::string join_list(const std::vector<std::string>& v) {
   std::string out;
@@ -368,6 +368,13 @@ class Loader {
           out.overlap_grad_reduce = *v;
         if (auto v = r_.get_bool(ov, "parallel.overlap", "param_gather"))
           out.overlap_param_gather = *v;
+        if (auto v = r_.get_bool(ov, "parallel.overlap", "tp_comm")) {
+          out.overlap_tp_comm = *v;
+          if (*v && !out.sequence_parallel)
+            r_.error(ov["tp_comm"], "parallel.overlap.tp_comm",
+                     "TP communication overlap pipelines the all-gather / reduce-scatter of "
+                     "sequence parallelism with the GEMMs: it requires sequence_parallel: true");
+        }
       }
     }
     if (const YAML::Node pl = par["pipeline_layers"]) {

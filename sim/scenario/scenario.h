@@ -40,6 +40,10 @@ struct ParallelSpec {
   Recompute recompute = Recompute::kNone;
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
+  // overlap.tp_comm: the all-gather / reduce-scatter of sequence parallelism pipelined with
+  // the adjacent GEMM in tp chunks (Transformer Engine userbuffers, Megatron-Core
+  // --tp-comm-overlap). Requires sequence_parallel. Default false.
+  bool overlap_tp_comm = false;
   double bucket_bytes = 40e6;        // bucket_mb * 1e6
   CpKind cp_kind = CpKind::kRing;    // parallel.cp_kind: ring | allgather
 

@@ -12,6 +12,8 @@
 #include "model/error.h"
 #include "model/memory.h"
 #include "model/params.h"
+#include "sim/cluster/profile.h"
+#include "sim/cost/coster.h"
 #include "sim/engine/engine.h"
 #include "sim/lower/schedule.h"
 #include "tests/sim/lower/lower_test_util.h"
@@ -638,6 +640,58 @@ TEST(Schedule, OneFOneBWarmupIsPMinusStageMinusOne) {
     while (o[static_cast<size_t>(s)][static_cast<size_t>(warm)].kind == PassKind::kF) ++warm;
     EXPECT_EQ(warm, 4 - s) << "stage " << s;  // p - s - 1 warm-up + the first steady forward
   }
+}
+
+}  // namespace
+}  // namespace stepcast
+
+namespace stepcast {
+namespace {
+
+// TP communication overlap (overlap.tp_comm, Transformer Engine userbuffers): each
+// sequence-parallel all-gather / reduce-scatter is split into a chunk of bytes/tp and one of
+// (tp-1)/tp that runs alongside the adjacent GEMM. Bytes are conserved, the collectives per
+// layer double (4 -> 8 per phase), and the exposed TP time and the step shrink; compute can
+// only grow (SM interference slows GEMMs that now overlap communication).
+TEST(Lower, TpCommOverlapSplitsCollectivesAndHidesThem) {
+  Plan p;
+  p.tp = 8;
+  p.sp = true;
+  p.seq_len = 4096;
+  ModelArch a = tiny_gpt();
+  a.hidden = 4096;
+  a.ffn_hidden = 16384;
+  a.heads = 32;
+  a.kv_heads = 32;
+  Scenario sc = make_scenario(a, p);
+  sc.profile = load_profile("h100-sxm", default_profiles_dir());
+  auto run = [&](bool overlap, double* tp_bytes, int* per_layer) {
+    sc.parallel.overlap_tp_comm = overlap;
+    const Program prog = lower(sc);
+    *tp_bytes = 0;
+    *per_layer = 0;
+    for (const Task& t : prog.ranks[0].tasks) {
+      if (t.kind != TaskKind::kCollective || t.category != Category::kTpComm) continue;
+      *tp_bytes += t.bytes;
+      if (t.layer == 3 && t.microbatch == 0 && t.phase == Phase::kFwd) ++*per_layer;
+    }
+    return simulate(prog, task_durations(prog, sc.profile));
+  };
+  double b_off = 0, b_on = 0;
+  int n_off = 0, n_on = 0;
+  const Timeline off = run(false, &b_off, &n_off);
+  const Timeline on = run(true, &b_on, &n_on);
+  EXPECT_DOUBLE_EQ(b_on, b_off);
+  EXPECT_EQ(n_off, 4);
+  EXPECT_EQ(n_on, 8);
+  const auto tp = static_cast<size_t>(Category::kTpComm);
+  const auto comp = static_cast<size_t>(Category::kCompute);
+  // Only the part of each collective that fits under its GEMM is hidden (here the 33.5 MB
+  // all-gathers take longer than the 26 GFLOP GEMMs they overlap), so less than all of it.
+  EXPECT_LT(on.breakdown_ns[tp], off.breakdown_ns[tp]);
+  EXPECT_GT(on.breakdown_ns[tp], 0);
+  EXPECT_LT(on.step_ns, off.step_ns);
+  EXPECT_GE(on.breakdown_ns[comp], off.breakdown_ns[comp]);
 }
 
 }  // namespace

@@ -558,3 +558,18 @@ TEST(ScenarioNames, ScheduleAndRecomputeNames) {
 
 }  // namespace
 }  // namespace stepcast
+
+namespace stepcast {
+namespace {
+
+// overlap.tp_comm pipelines the sequence-parallel all-gather / reduce-scatter with GEMMs:
+// without sequence parallelism there is nothing to overlap, so it is an error.
+TEST(ScenarioRules, TpCommOverlapNeedsSequenceParallel) {
+  expect_issue(base().insert(19, "  overlap: {tp_comm: true}"), "parallel.overlap.tp_comm", 19,
+               "requires sequence_parallel: true");
+  Scenario s = load(base().insert(19, "  sequence_parallel: true").insert(20, "  overlap: {tp_comm: true}"));
+  EXPECT_TRUE(s.parallel.overlap_tp_comm);
+}
+
+}  // namespace
+}  // namespace stepcast
