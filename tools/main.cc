@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
       sc::RunOptions opt;
       opt.folded = parse_fidelity(fidelity);
       sc::Scenario s = sc::load_scenario(scenario);
+      opt.progress = terminal_progress("lower, simulate, report");
       sc::Prediction p = sc::predict(s, opt);
       std::cout << sc::render_text(p.result);
       if (!json_out.empty()) write_file(json_out, sc::result_to_json(p.result).dump(2) + "\n");

@@ -518,6 +518,7 @@ Timeline Engine::run() {
   }
   tl.events = events_;
   tl.flow_transfers = transfer_inst_.size();
+  if (flow_) tl.link_utilization = net_.utilization();
   breakdown(tl);
   return std::move(tl_);
 }

@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "model/units.h"
+#include "sim/engine/link_util.h"
 #include "sim/program/program.h"
 
 namespace stepcast {
@@ -109,6 +110,7 @@ struct Timeline {
   // else bubble.
   std::array<TimeNs, kCategoryCount + 1> breakdown_ns{};
   std::uint64_t events = 0;         // task starts + ends processed
+  std::vector<LinkUtilSample> link_utilization;  // flow mode only
   std::uint64_t flow_transfers = 0; // flow mode: rendezvous run as flows over links
 };
 

@@ -18,6 +18,22 @@ void MaxMinNetwork::reset(const Topology& topo) {
   dirty_ = false;
   solves_ = 0;
   live_ = 0;
+  link_class_.clear();
+  class_capacity_ = {};
+  class_rate_ = {};
+  util_.clear();
+  for (const Link& l : topo.links()) {
+    int c = 0;
+    switch (l.kind) {
+      case LinkKind::kNvlUp: case LinkKind::kNvlDown: c = 0; break;
+      case LinkKind::kNicUp: case LinkKind::kNicDown: c = 1; break;
+      case LinkKind::kLeafUp: case LinkKind::kLeafDown: c = 2; break;
+      case LinkKind::kPodUp: case LinkKind::kPodDown: c = 3; break;
+    }
+    if (static_cast<size_t>(l.id) >= link_class_.size()) link_class_.resize(static_cast<size_t>(l.id) + 1, 0);
+    link_class_[static_cast<size_t>(l.id)] = c;
+    class_capacity_[static_cast<size_t>(c)] += l.capacity_bytes_per_s;
+  }
 }
 
 int MaxMinNetwork::start(TimeNs t, const std::vector<FlowSpec>& flows, double bytes_scale) {
@@ -37,6 +53,7 @@ int MaxMinNetwork::start(TimeNs t, const std::vector<FlowSpec>& flows, double by
     const int id = solver_.add_flow(f.links);
     if (static_cast<size_t>(id) >= flows_.size()) flows_.resize(static_cast<size_t>(id) + 1);
     FlowState& s = flows_[static_cast<size_t>(id)];
+    s.links = f.links;
     s.left = bytes;
     s.rate = 0;
     s.since = t;
@@ -51,6 +68,25 @@ int MaxMinNetwork::start(TimeNs t, const std::vector<FlowSpec>& flows, double by
   return x;
 }
 
+void MaxMinNetwork::add_rate(const FlowState& s, double delta) {
+  if (delta == 0) return;
+  for (int l : s.links) class_rate_[static_cast<size_t>(link_class_[static_cast<size_t>(l)])] += delta;
+}
+
+void MaxMinNetwork::sample() {
+  LinkUtilSample u;
+  u.t = now_;
+  for (int c = 0; c < kLinkClasses; ++c) {
+    const auto i = static_cast<size_t>(c);
+    u.util[i] = class_capacity_[i] > 0 ? std::max(0.0, class_rate_[i]) / class_capacity_[i] : 0.0;
+  }
+  if (!util_.empty() && util_.back().t == now_) {
+    util_.back() = u;
+  } else {
+    util_.push_back(u);
+  }
+}
+
 void MaxMinNetwork::resolve() {
   dirty_ = false;
   solver_.solve();
@@ -60,7 +96,9 @@ void MaxMinNetwork::resolve() {
     // Progress at the old rate up to now, then the new rate from now on.
     s.left = std::max(0.0, s.left - s.rate * to_s(now_ - s.since));
     s.since = now_;
+    const double old_rate = s.rate;
     s.rate = solver_.rate(id);
+    add_rate(s, s.rate - old_rate);
     STEPCAST_CHECK(s.rate > 0, "network: a flow gets no bandwidth (a zero-capacity link)");
     ++s.version;
     const double ns = std::ceil(s.left / s.rate * kNsPerS);
@@ -76,6 +114,7 @@ void MaxMinNetwork::resolve() {
     heap_.swap(keep);
     std::make_heap(heap_.begin(), heap_.end(), Later{});
   }
+  sample();
 }
 
 TimeNs MaxMinNetwork::next_completion() {
@@ -105,10 +144,13 @@ void MaxMinNetwork::advance(TimeNs t, std::vector<int>& completed) {
     STEPCAST_CHECK(d.t == t, "network: a flow completion was skipped");
     ++s.version;  // invalidates any other entry of this id
     solver_.remove_flow(d.flow);
+    add_rate(s, -s.rate);
+    s.rate = 0;
     --live_;
     dirty_ = true;
     if (--transfer_left_[static_cast<size_t>(s.transfer)] == 0) completed.push_back(s.transfer);
   }
+  if (dirty_) sample();
 }
 
 }  // namespace stepcast

@@ -12,11 +12,13 @@
 // event costs O(flows re-solved * log heap). Deterministic: same calls, same results.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
 #include "model/units.h"
+#include "sim/engine/link_util.h"
 #include "sim/network/flows.h"
 #include "sim/network/maxmin.h"
 #include "sim/network/topology.h"
@@ -49,10 +51,15 @@ class MaxMinNetwork final : public NetworkModel {
   void advance(TimeNs t, std::vector<int>& completed) override;
 
   std::uint64_t solves() const { return solves_; }  // re-solves done (benchmarks)
+  // Utilisation per link class (kLinkClassNames: NVLink, NIC, leaf uplink, pod uplink) =
+  // bytes/s in use over the class's total capacity, sampled whenever rates change (one sample
+  // per instant: the state after it). For trace counters.
+  const std::vector<LinkUtilSample>& utilization() const { return util_; }
   int live_flows() const { return live_; }
 
  private:
   struct FlowState {
+    std::vector<int> links;  // the flow's links (for utilisation)
     double left = 0;   // bytes still to move as of `since`
     double rate = 0;   // bytes/s since `since`
     TimeNs since = 0;
@@ -76,6 +83,12 @@ class MaxMinNetwork final : public NetworkModel {
   std::vector<int> transfer_left_;        // flows not done, per transfer
   std::vector<int> done_now_;             // transfers with no flows, done at now_
   std::vector<Due> heap_;
+  void add_rate(const FlowState& s, double delta);
+  void sample();
+  std::vector<int> link_class_;           // per link id: 0 NVLink, 1 NIC, 2 leaf, 3 pod
+  std::array<double, kLinkClasses> class_capacity_{};
+  std::array<double, kLinkClasses> class_rate_{};
+  std::vector<LinkUtilSample> util_;
   TimeNs now_ = 0;
   bool dirty_ = false;
   std::uint64_t solves_ = 0;

@@ -22,13 +22,16 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
   LowerOptions lo;
   lo.folded = opt.folded;
   out.program = lower(sc, lo);
+  if (opt.progress) opt.progress(1, 3);
   EngineOptions eo;
   eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
   if (sc.network == NetworkMode::kFlow)  // communication as flows sharing links (flow_mode.h)
     out.timeline = simulate_flow_mode(out.program, sc.profile, eo);
   else
     out.timeline = simulate(out.program, task_durations(out.program, sc.profile), eo);
+  if (opt.progress) opt.progress(2, 3);
   out.result = make_result(sc, out.program, out.timeline);
+  if (opt.progress) opt.progress(3, 3);
   return out;
 }
 

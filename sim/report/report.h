@@ -2,6 +2,7 @@
 // its Result (text summary, stepcast.result/1 JSON).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,8 +14,12 @@
 
 namespace stepcast {
 
+// Progress of long work: called with (steps done, total steps).
+using Progress = std::function<void(size_t done, size_t total)>;
+
 struct RunOptions {
   bool folded = true;  // --fidelity folded (default) | full
+  Progress progress;   // called after lowering, simulating and reporting (1/3, 2/3, 3/3)
 };
 
 struct Prediction {

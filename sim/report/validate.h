@@ -50,7 +50,6 @@ struct ValidationReport {
   int memory_cases = 0;
 };
 
-using Progress = std::function<void(size_t done, size_t total)>;
 
 ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOptions& opt,
                            const Progress& progress = nullptr);

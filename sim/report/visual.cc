@@ -103,6 +103,17 @@ nlohmann::json trace_json(const Program& p, const Timeline& t, const std::vector
                         {"args", {{"GiB", m.bytes / kGiB}}}});
     }
   }
+  if (!t.link_utilization.empty()) {
+    // Flow mode: utilisation of each link class over the step, as one counter track.
+    const int pid = static_cast<int>(p.ranks.size());
+    events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
+                      {"args", {{"name", "network (flow mode): link utilisation %"}}}});
+    for (const LinkUtilSample& s : t.link_utilization) {
+      nlohmann::json args = nlohmann::json::object();
+      for (int c = 0; c < kLinkClasses; ++c) args[kLinkClassNames[c]] = 100.0 * s.util[static_cast<size_t>(c)];
+      events.push_back({{"ph", "C"}, {"pid", pid}, {"name", "link utilisation %"}, {"ts", us(s.t)}, {"args", args}});
+    }
+  }
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"},
           {"otherData", {{"generator", "stepcast"}, {"scenario", p.scenario_name}}}};
 }

@@ -74,6 +74,7 @@ TEST(Cli, RunPrintsSummaryAndJsonBreakdownSumsToStepTime) {
   CliRun r = stepcast("run " + kDefault + " --json " + (d / "r.json").string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("Step time"), std::string::npos);
+  EXPECT_EQ(r.err, "") << "no progress bar when stderr is not a terminal";
   auto j = nlohmann::json::parse(slurp(d / "r.json"));
   EXPECT_EQ(j["schema"], "stepcast.result/1");
   for (const char* k : {"step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "params_total",
@@ -235,4 +236,45 @@ TEST(Cli, TraceSvgAndHtmlAreWritten) {
   EXPECT_GT(complete, 0);
   EXPECT_NE(slurp(d / "p.svg").find("<svg"), std::string::npos);
   EXPECT_NE(slurp(d / "r.html").find("id=\"step-time\""), std::string::npos);
+}
+
+// On a terminal (a pseudo-terminal from util-linux `script`), long commands show a progress
+// bar on stderr that counts to its total and is cleared at the end.
+TEST(Cli, ProgressBarOnlyOnATerminal) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no `script`";
+  fs::path d = tmpdir();
+  write(d / "s.yaml", kSmall);
+  std::string inner = std::string(STEPCAST_BINARY_DIR) + "/stepcast run " + (d / "s.yaml").string() +
+                      " >/dev/null";
+  std::string cmd = "script -qec '" + inner + "' " + (d / "typescript").string() + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::string tty = slurp(d / "typescript");
+  EXPECT_NE(tty.find("[##########....................] 1/3"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("3/3"), std::string::npos) << tty;
+}
+
+// Flow mode adds link-utilisation counters (percent of each link class's capacity in use)
+// to the trace; one node: only NVLink carries traffic, never above 100 %.
+TEST(Cli, FlowModeTraceHasLinkUtilisationCounters) {
+  fs::path d = tmpdir();
+  std::string text = kSmall;
+  text += "network: flow\n";
+  write(d / "s.yaml", text);
+  CliRun r = stepcast("run " + (d / "s.yaml").string() + " --trace " + (d / "t.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto t = nlohmann::json::parse(slurp(d / "t.json"));
+  int samples = 0;
+  double max_nvlink = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] != "C" || e["name"] != "link utilisation %") continue;
+    ++samples;
+    for (const char* k : {"nvlink", "nic", "leaf_uplink", "pod_uplink"}) {
+      EXPECT_GE(e["args"][k].get<double>(), 0.0);
+      EXPECT_LE(e["args"][k].get<double>(), 100.0 + 1e-9);
+    }
+    EXPECT_EQ(e["args"]["nic"].get<double>(), 0.0);
+    max_nvlink = std::max(max_nvlink, e["args"]["nvlink"].get<double>());
+  }
+  EXPECT_GT(samples, 0);
+  EXPECT_GT(max_nvlink, 0.0);
 }
