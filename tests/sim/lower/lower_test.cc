@@ -553,6 +553,7 @@ Plan random_plan(std::mt19937& rng) {
   p.overlap_param = rng() % 2;
   p.bucket_bytes = pick({1, 4}) * 1e6;
   p.cp_kind = rng() % 2 ? CpKind::kRing : CpKind::kAllGather;
+  p.overlap_tp = p.sp && rng() % 2;
   return p;
 }
 
@@ -571,7 +572,8 @@ TEST(Lower, FoldedEqualsFullFidelityOnRandomPlans) {
                  << p.cp << " ep" << p.ep << " vpp" << p.vpp << " m" << p.microbatches << " "
                  << schedule_name(p.schedule) << " zero" << p.zero << " sp" << p.sp << " rc"
                  << static_cast<int>(p.recompute) << " og" << p.overlap_grad << " opg"
-                 << p.overlap_param << " cp_kind" << static_cast<int>(p.cp_kind));
+                 << p.overlap_param << " cp_kind" << static_cast<int>(p.cp_kind) << " otp"
+                 << p.overlap_tp);
     const Program folded = lower(sc, {.folded = true});
     const Program full = lower(sc, {.folded = false});
     ASSERT_EQ(static_cast<int>(folded.ranks.size()), p.pp);

@@ -55,6 +55,7 @@ struct Plan {
   bool sp = false;
   Recompute recompute = Recompute::kNone;
   bool overlap_grad = true, overlap_param = true;
+  bool overlap_tp = false;  // overlap.tp_comm (needs sp)
   double bucket_bytes = 40e6;
   CpKind cp_kind = CpKind::kRing;
   std::vector<int> pipeline_layers;
@@ -83,6 +84,7 @@ inline Scenario make_scenario(const ModelArch& arch, const Plan& p) {
   sc.parallel.recompute = p.recompute;
   sc.parallel.overlap_grad_reduce = p.overlap_grad;
   sc.parallel.overlap_param_gather = p.overlap_param;
+  sc.parallel.overlap_tp_comm = p.overlap_tp && p.sp;
   sc.parallel.bucket_bytes = p.bucket_bytes;
   sc.parallel.cp_kind = p.cp_kind;
   sc.parallel.pipeline_layers = p.pipeline_layers;
