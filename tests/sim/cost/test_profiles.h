@@ -72,4 +72,13 @@ inline HwProfile a100_profile() {
   return hw;
 }
 
+// The H100 test profile with pods of `pod_gpus` GPUs and `oversub`:1 oversubscription above
+// them (0: one pod).
+inline HwProfile podded(int pod_gpus, double oversub) {
+  HwProfile hw = h100_profile();
+  hw.fabric.pod_gpus = pod_gpus;
+  hw.fabric.oversubscription = oversub;
+  return hw;
+}
+
 }  // namespace stepcast::testing

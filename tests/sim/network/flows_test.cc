@@ -7,12 +7,7 @@
 namespace stepcast {
 namespace {
 
-HwProfile podded(int pod_gpus, double oversub) {
-  HwProfile hw = testing::h100_profile();
-  hw.fabric.pod_gpus = pod_gpus;
-  hw.fabric.oversubscription = oversub;
-  return hw;
-}
+using testing::podded;
 
 // A flow alone runs at its bottleneck: GPU 0 -> GPU 8 (rail 0, next node) over one 50 GB/s
 // NIC: 1 GB takes 1e9 / 50e9 = 20 ms.

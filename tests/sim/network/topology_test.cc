@@ -7,12 +7,7 @@
 namespace stepcast {
 namespace {
 
-HwProfile podded(int pod_gpus, double oversub) {
-  HwProfile hw = testing::h100_profile();
-  hw.fabric.pod_gpus = pod_gpus;
-  hw.fabric.oversubscription = oversub;
-  return hw;
-}
+using testing::podded;
 
 // 32 GPUs, 8 per node, 8 NICs, pods of 16 GPUs: 4 nodes, 2 pods.
 // Links: 2*32 NVLink + 2*4*8 NIC + 2*2*8 leaf + 2*2 pod = 64 + 64 + 32 + 4 = 164.
