@@ -84,6 +84,8 @@ int main(int argc, char** argv) {
   auto* sweep = app.add_subcommand("sweep", "run the scenario's sweep: block (what-if)");
   sweep->add_option("SCENARIO", scenario, "scenario YAML with a sweep: block")->required();
   sweep->add_option("--csv", csv_out, "write the table as CSV here");
+  std::string table_html;
+  sweep->add_option("--html", table_html, "write the table as a sortable HTML page here");
 
   // search
   int top = 10, threads = 1;
@@ -92,6 +94,7 @@ int main(int argc, char** argv) {
   search->add_option("--top", top, "how many plans to show")->check(CLI::PositiveNumber);
   search->add_option("--csv", csv_out, "write the best plans as CSV here");
   search->add_option("--threads", threads, "worker threads")->check(CLI::PositiveNumber);
+  search->add_option("--html", table_html, "write the best plans as a sortable HTML page here");
 
   // validate
   std::string cases_file;
@@ -170,6 +173,7 @@ int main(int argc, char** argv) {
       auto pts = sc::run_sweep(s, terminal_progress("sweep"));
       std::cout << sc::render_points(pts);
       if (!csv_out.empty()) write_file(csv_out, sc::points_csv(pts));
+      if (!table_html.empty()) write_file(table_html, sc::points_html(pts, "sweep: " + s.name));
       return kExitOk;
     }
     if (search->parsed()) {
@@ -183,6 +187,7 @@ int main(int argc, char** argv) {
                                out.considered, out.invalid, out.not_fitting, out.best.size());
       std::cout << sc::render_points(out.best);
       if (!csv_out.empty()) write_file(csv_out, sc::points_csv(out.best));
+      if (!table_html.empty()) write_file(table_html, sc::points_html(out.best, "search: " + s.name));
       return kExitOk;
     }
     if (validate->parsed()) {

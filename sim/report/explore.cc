@@ -189,4 +189,74 @@ std::string points_csv(const std::vector<ExplorePoint>& pts) {
   return o;
 }
 
+static std::string html_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else if (c == '"') o += "&quot;";
+    else o += c;
+  }
+  return o;
+}
+
+std::string points_html(const std::vector<ExplorePoint>& pts, const std::string& title) {
+  std::string o = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+  o += fmt::format("<title>stepcast: {}</title>\n", html_escape(title));
+  o += "<style>body{font-family:sans-serif;margin:24px}table{border-collapse:collapse}"
+       "td,th{padding:3px 10px;border-bottom:1px solid #ddd}th{cursor:pointer;background:#f0f0f0}"
+       "td.num{text-align:right;font-variant-numeric:tabular-nums}.bad{color:#b00}</style>\n"
+       "</head><body>\n";
+  o += fmt::format("<h1>{}</h1>\n<p>{} plans. Click a column header to sort.</p>\n", html_escape(title),
+                   pts.size());
+  o += "<table id=\"plans\"><thead><tr>";
+  std::vector<std::string> keys;
+  if (!pts.empty())
+    for (const auto& [k, v] : pts.front().settings) keys.push_back(k);
+  for (const auto& k : keys) o += "<th>" + html_escape(k) + "</th>";
+  for (const char* h : {"plan", "step time (s)", "tokens/s", "TFLOP/s per GPU", "MFU (%)",
+                        "peak memory (GiB)", "fits"})
+    o += std::string("<th>") + h + "</th>";
+  o += "</tr></thead>\n<tbody>\n";
+  for (const auto& p : pts) {
+    o += "<tr>";
+    for (const auto& [k, v] : p.settings) o += "<td>" + html_escape(v) + "</td>";
+    if (!p.valid) {
+      o += fmt::format("<td colspan=\"7\" class=\"bad\">invalid: {}</td></tr>\n", html_escape(p.error));
+      continue;
+    }
+    const Result& r = p.result;
+    o += fmt::format("<td>{}</td><td class=\"num\">{:.6f}</td><td class=\"num\">{:.0f}</td>"
+                     "<td class=\"num\">{:.1f}</td><td class=\"num\">{:.2f}</td>"
+                     "<td class=\"num\">{:.2f}</td><td{}>{}</td></tr>\n",
+                     html_escape(r.layout), r.step_time_s, r.tokens_per_s, r.tflops_per_gpu, 100 * r.mfu,
+                     r.memory_peak_gib, r.fits_memory ? "" : " class=\"bad\"", r.fits_memory ? "yes" : "no");
+  }
+  o += "</tbody></table>\n";
+  // Sorting: numbers by value, text alphabetically; a second click reverses.
+  o += "<script>\n"
+       "document.querySelectorAll('#plans th').forEach(function(th, col) {\n"
+       "  th.addEventListener('click', function() {\n"
+       "    var tb = document.querySelector('#plans tbody');\n"
+       "    var rows = Array.from(tb.rows);\n"
+       "    var dir = th.dataset.dir === 'asc' ? -1 : 1;\n"
+       "    th.dataset.dir = dir === 1 ? 'asc' : 'desc';\n"
+       "    rows.sort(function(a, b) {\n"
+       "      var x = a.cells[col] ? a.cells[col].textContent : '';\n"
+       "      var y = b.cells[col] ? b.cells[col].textContent : '';\n"
+       "      var nx = parseFloat(x), ny = parseFloat(y);\n"
+       "      if (!isNaN(nx) && !isNaN(ny)) return dir * (nx - ny);\n"
+       "      return dir * x.localeCompare(y);\n"
+       "    });\n"
+       "    rows.forEach(function(r) { tb.appendChild(r); });\n"
+       "  });\n"
+       "});\n"
+       "// A link may ask for a sorted view: page.html#sort=COLUMN (0-based; clicked once).\n"
+       "var m = /#sort=(\\d+)/.exec(location.hash);\n"
+       "if (m) { var h = document.querySelectorAll('#plans th')[+m[1]]; if (h) h.click(); }\n"
+       "</script>\n</body></html>\n";
+  return o;
+}
+
 }  // namespace stepcast

@@ -40,6 +40,9 @@ struct SearchOutcome {
 SearchOutcome run_search(const Scenario& base, const SearchOptions& opt);
 
 std::string render_points(const std::vector<ExplorePoint>& pts);
+// A self-contained HTML page with the points as a table sortable by any column (click a
+// header; numeric columns sort by value). `title` heads the page.
+std::string points_html(const std::vector<ExplorePoint>& pts, const std::string& title);
 std::string points_csv(const std::vector<ExplorePoint>& pts);
 
 }  // namespace stepcast

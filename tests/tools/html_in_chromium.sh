@@ -48,3 +48,27 @@ fwd = [b for b in blocks if b.get("data-kind") == "fwd"]
 assert len(fwd) == 4 * 16, len(fwd)
 print(f"ok: DOM holds the predicted numbers; SVG has {len(blocks)} blocks; screenshot taken")
 PY
+
+# The sweep table sorts in the browser: #sort=N clicks column N once (ascending).
+cat >"$out/w.yaml" <<'YAML'
+name: sweep check
+model: llama3-8b
+cluster: {profile: h100-sxm, nodes: 1}
+training: {seq_len: 2048, global_batch: 16, dtype: bf16, optimizer: adam}
+parallel: {tp: 2, pp: 4, microbatch: 1, schedule: 1f1b, zero: 1, sequence_parallel: true, recompute: selective}
+sweep:
+  parallel.microbatch: [4, 1, 2]
+YAML
+STEPCAST_PROFILES="$src/hw_profiles" "$bin" sweep "$out/w.yaml" --html "$out/w.html" >/dev/null
+# Columns: parallel.microbatch, plan, step time (s), ... -> sort by column 2 (step time).
+timeout 120 "$chromium" "${flags[@]}" --dump-dom "file://$out/w.html#sort=2" >"$out/wdom.html" 2>>"$out/chromium.log"
+python3 - "$out" <<'PY'
+import re, sys
+dom = open(f"{sys.argv[1]}/wdom.html").read()
+body = dom[dom.index("<tbody>"):dom.index("</tbody>")]
+rows = re.findall(r"<tr>(.*?)</tr>", body, re.S)
+assert len(rows) == 3, len(rows)
+steps = [float(re.findall(r"<td[^>]*>([^<]*)</td>", r)[2]) for r in rows]
+assert steps == sorted(steps), steps
+print(f"ok: sweep table sorted by step time in the browser: {steps}")
+PY
