@@ -8,6 +8,11 @@ pkgs=(cmake g++ make pkg-config libyaml-cpp-dev libeigen3-dev libboost-graph-dev
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(chromium)
 fi
+# Extra package names (tests use a name that is never installed to exercise the paths below).
+if [[ -n "${STEPCAST_DEPS_EXTRA:-}" ]]; then
+  read -r -a extra <<<"$STEPCAST_DEPS_EXTRA"
+  pkgs+=("${extra[@]}")
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
