@@ -564,8 +564,9 @@ void write_yaml(const HwProfile& base, const FitReport& rep, const Measurements&
     std::set<std::tuple<std::string, int, int>> refit;
     for (const CollectiveCalib& e : rep.calibrated) refit.insert({e.op, e.ranks, e.nodes});
     YAML::Node list(YAML::NodeType::Sequence);
-    for (const CollectiveCalib& e : base.collectives.calibrated) {
-      if (refit.count({e.op, e.ranks, e.nodes})) continue;  // replaced below
+    // One calibrated entry as a flow mapping (keys of sim/cost/params.h); the source is
+    // written whenever it is known (fitted entries always carry one).
+    auto entry = [&](const CollectiveCalib& e) {
       YAML::Node n = flow_map();
       n["op"] = e.op;
       n["ranks"] = e.ranks;
@@ -575,20 +576,13 @@ void write_yaml(const HwProfile& base, const FitReport& rep, const Measurements&
       n["latency"] = num(e.latency_s * 1e6, 6) + " us";
       n["busbw"] = num(e.busbw_bytes_per_s / 1e9, 6) + " GB/s";
       if (!e.source.empty()) n["source"] = e.source;
-      list.push_back(n);
+      return n;
+    };
+    for (const CollectiveCalib& e : base.collectives.calibrated) {
+      if (refit.count({e.op, e.ranks, e.nodes})) continue;  // replaced below
+      list.push_back(entry(e));
     }
-    for (const CollectiveCalib& e : rep.calibrated) {
-      YAML::Node n = flow_map();
-      n["op"] = e.op;
-      n["ranks"] = e.ranks;
-      n["nodes"] = e.nodes;
-      n["min_size"] = num(e.min_bytes, 15) + " B";
-      n["max_size"] = num(e.max_bytes, 15) + " B";
-      n["latency"] = num(e.latency_s * 1e6, 6) + " us";
-      n["busbw"] = num(e.busbw_bytes_per_s / 1e9, 6) + " GB/s";
-      n["source"] = e.source;
-      list.push_back(n);
-    }
+    for (const CollectiveCalib& e : rep.calibrated) list.push_back(entry(e));
     coll["calibrated"] = list;
   }
 
