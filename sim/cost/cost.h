@@ -17,6 +17,7 @@ struct GroupShape {
   int nodes = 1;          // N (distinct nodes the ranks live on)
   int ranks_per_node = 1; // ppn (max over nodes)
   int pods = 1;           // distinct pods (oversubscription applies when > 1)
+  bool operator==(const GroupShape&) const = default;
 };
 
 GroupShape group_shape(const std::vector<int>& ranks, int gpus_per_node, int pod_gpus);

@@ -1,6 +1,7 @@
 // task_durations / comm_compute_slowdown (coster.h).
 #include "sim/cost/coster.h"
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -30,6 +31,40 @@ struct CollKeyHash {
 
 }  // namespace
 
+std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupShape>& shapes) {
+  struct List {
+    size_t rep;       // first rank seen with this list
+    ListNames names;  // what the list names
+  };
+  std::unordered_map<const Task*, List> lists;
+  std::vector<size_t> out(p.ranks.size());
+  const int gpn = p.gpus_per_node;
+  auto shape_of = [&](int g) -> const GroupShape* {
+    return g >= 0 && g < static_cast<int>(shapes.size()) ? &shapes[static_cast<size_t>(g)] : nullptr;
+  };
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    out[r] = r;
+    const RankProgram& rp = p.ranks[r];
+    if (rp.tasks.empty()) continue;
+    auto [it, fresh] = lists.try_emplace(&rp.tasks[0], List{r, {}});
+    List& l = it->second;
+    if (fresh) {
+      l.names = names_used(rp.tasks);
+      continue;
+    }
+    const RankProgram& rep = p.ranks[l.rep];
+    bool same = true;
+    for (int g : l.names.groups) {
+      const GroupShape *a = shape_of(rp.group_of_id(g)), *b = shape_of(rep.group_of_id(g));
+      same = same && a && b && *a == *b;
+    }
+    for (int q : l.names.peers)
+      same = same && (rp.rank / gpn == rp.peer_of_id(q) / gpn) == (rep.rank / gpn == rep.peer_of_id(q) / gpn);
+    if (same) out[r] = l.rep;
+  }
+  return out;
+}
+
 Durations task_durations(const Program& p, const HwProfile& hw) {
   STEPCAST_CHECK(p.gpus_per_node > 0, "program gpus_per_node must be positive");
   std::vector<GroupShape> shapes;
@@ -38,8 +73,13 @@ Durations task_durations(const Program& p, const HwProfile& hw) {
     shapes.push_back(group_shape(g.ranks, p.gpus_per_node, hw.fabric.pod_gpus));
 
   std::unordered_map<CollKey, TimeNs, CollKeyHash> coll_cache;
+  const std::vector<size_t> same = same_cost_ranks(p, shapes);
   Durations out(p.ranks.size());
   for (size_t r = 0; r < p.ranks.size(); ++r) {
+    if (same[r] != r) {
+      out[r] = out[same[r]];
+      continue;
+    }
     const RankProgram& rp = p.ranks[r];
     std::vector<TimeNs>& d = out[r];
     d.resize(rp.tasks.size(), 0);
@@ -52,14 +92,15 @@ Durations task_durations(const Program& p, const HwProfile& hw) {
           d[i] = to_ns(compute_time_s(t, hw));
           break;
         case TaskKind::kCollective: {
-          STEPCAST_CHECK(t.group >= 0 && t.group < static_cast<int>(shapes.size()),
+          const int group = rp.group_of(t);
+          STEPCAST_CHECK(group >= 0 && group < static_cast<int>(shapes.size()),
                          "collective '" + t.label + "' names a missing group");
-          const CollKey key{t.group, t.coll, t.bytes};
+          const CollKey key{group, t.coll, t.bytes};
           auto it = coll_cache.find(key);
           if (it == coll_cache.end())
             it = coll_cache
                      .emplace(key, to_ns(collective_time(t.coll, t.bytes,
-                                                         shapes[static_cast<size_t>(t.group)], hw)
+                                                         shapes[static_cast<size_t>(group)], hw)
                                              .time_s))
                      .first;
           d[i] = it->second;
@@ -67,8 +108,9 @@ Durations task_durations(const Program& p, const HwProfile& hw) {
         }
         case TaskKind::kSend:
         case TaskKind::kRecv: {
-          STEPCAST_CHECK(t.peer >= 0, "send/recv '" + t.label + "' has no peer");
-          const bool same_node = rp.rank / p.gpus_per_node == t.peer / p.gpus_per_node;
+          const int peer = rp.peer_of(t);
+          STEPCAST_CHECK(peer >= 0, "send/recv '" + t.label + "' has no peer");
+          const bool same_node = rp.rank / p.gpus_per_node == peer / p.gpus_per_node;
           d[i] = to_ns(p2p_time_s(t.bytes, same_node, hw));
           break;
         }

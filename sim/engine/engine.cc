@@ -1,9 +1,11 @@
 // The discrete-event engine (engine.h). Layout for speed (>= 10 M events/s on one core,
 // tests/bench/bench_engine.cc): every task of every rank gets a global index
-// g = rank_offset[r] + id; per-task data live in flat arrays; dependencies (deps plus the
-// stream-order edge from the previous task on the same stream) are a CSR successor list with
-// a countdown per task; the only events kept in the heap are task ends with positive
-// duration, keyed (time, g) — at most one running task per stream, so the heap stays small.
+// g = rank_offset[r] + id; per-task state (countdown of unfinished predecessors, flags,
+// timing) lives in flat arrays; the dependency structure (deps plus the stream-order edge
+// from the previous task on the same stream) is a CSR successor list built once per
+// distinct task list, so ranks sharing a list (program.h) share it and durations are read
+// in place; the only queued events are task ends with positive duration, keyed (time, g),
+// in a radix heap (EventQueue).
 // Zero-duration tasks (alloc/free, empty ops) end in the same instant through a work stack.
 //
 // Instant semantics (all order-independent, so results do not depend on tie-breaking):
@@ -19,10 +21,12 @@
 #include "sim/engine/engine.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -40,18 +44,73 @@ enum : std::uint8_t {
   kFlagCompute = 2,  // gemm / attention / memory_bound: subject to SM interference
   kFlagAlloc = 4,
   kFlagFree = 8,
-  kFlagDone = 16,
 };
 
-struct HeapEntry {
-  TimeNs t;
-  std::uint32_t g;
-};
-// std::push_heap builds a max-heap; "later" puts the earliest (time, g) on top.
-struct Later {
-  bool operator()(const HeapEntry& a, const HeapEntry& b) const {
-    return a.t != b.t ? a.t > b.t : a.g > b.g;
+// The pending task ends, a monotone priority queue over (time, g): a radix heap (Ahuja,
+// Mehlhorn, Orlin and Tarjan 1990). Every time pushed is >= the last time taken out, as in
+// any discrete-event loop (ends are pushed at now + d, d > 0). Bucket 0 holds the entries
+// at time last_; bucket b > 0 those whose time first differs from last_ in bit b - 1 (and is
+// larger). Push is O(1); an entry moves down at most 64 buckets in its life. take_min()
+// hands out every entry at the earliest time at once, sorted by g: the (time, g) order of
+// the binary heap it replaced, so results do not change.
+class EventQueue {
+ public:
+  void clear() {
+    for (auto& b : buckets_) b.clear();
+    last_ = 0;
+    size_ = 0;
   }
+  bool empty() const { return size_ == 0; }
+  void push(TimeNs t, std::uint32_t g) {
+    buckets_[bucket(t)].push_back({t, g});
+    ++size_;
+  }
+  // The earliest time queued (not empty). Does not move last_: the caller may still push
+  // times between now and it.
+  TimeNs min_time() const {
+    if (!buckets_[0].empty()) return last_;
+    const auto& b = first_nonempty();
+    TimeNs m = b.front().t;
+    for (const Entry& e : b) m = std::min(m, e.t);
+    return m;
+  }
+  // Moves the entries at the earliest time into `out`, ascending g.
+  void take_min(std::vector<std::uint32_t>& out) {
+    out.clear();
+    if (buckets_[0].empty()) {
+      auto& b = first_nonempty();
+      TimeNs m = b.front().t;
+      for (const Entry& e : b) m = std::min(m, e.t);
+      last_ = m;
+      for (const Entry& e : b) buckets_[bucket(e.t)].push_back(e);  // all to buckets below
+      b.clear();
+    }
+    for (const Entry& e : buckets_[0]) out.push_back(e.g);
+    size_ -= buckets_[0].size();
+    buckets_[0].clear();
+    std::sort(out.begin(), out.end());
+  }
+
+ private:
+  struct Entry {
+    TimeNs t;
+    std::uint32_t g;
+  };
+  size_t bucket(TimeNs t) const {
+    const auto x = static_cast<std::uint64_t>(t) ^ static_cast<std::uint64_t>(last_);
+    return x == 0 ? 0 : static_cast<size_t>(64 - std::countl_zero(x));
+  }
+  std::vector<Entry>& first_nonempty() {
+    size_t i = 1;
+    while (buckets_[i].empty()) ++i;
+    return buckets_[i];
+  }
+  const std::vector<Entry>& first_nonempty() const {
+    return const_cast<EventQueue*>(this)->first_nonempty();
+  }
+  std::array<std::vector<Entry>, 65> buckets_;
+  TimeNs last_ = 0;
+  size_t size_ = 0;
 };
 
 // One Engine per thread is kept and reused (simulate() below): build() refills every array
@@ -85,25 +144,36 @@ class Engine {
   const Program* program_ = nullptr;
   const EngineOptions* options_ = nullptr;
   RendezvousMatching match_;
-  std::vector<std::uint32_t> preds_, pred_off_, fill_, now_;  // build / settle scratch
+  std::vector<std::uint32_t> now_;  // settle scratch
+
+  // The dependency structure of each distinct task list (ranks sharing a TaskList share
+  // it, program.h): successors in local task ids (deps plus the stream-order edge from the
+  // previous task on the same stream) as CSR, predecessor counts and flags.
+  struct ListGraph {
+    std::vector<std::uint32_t> succ_off, succ;  // CSR, size tasks + 1
+    std::vector<std::int32_t> npred;
+    std::vector<std::uint8_t> flags;
+    std::vector<std::uint32_t> preds, pred_off;  // build scratch
+  };
+  std::vector<ListGraph> lists_;             // [0, nlists_) in use; capacity kept
+  size_t nlists_ = 0;
+  std::vector<const ListGraph*> graph_of_;  // per rank
+  std::vector<const TimeNs*> dur_of_;       // per rank: its durations (Durations row)
 
   std::vector<std::uint32_t> rank_offset_;  // size ranks + 1
-  std::vector<std::int32_t> rank_of_;
-  std::vector<TimeNs> dur_;
-  std::vector<std::uint8_t> flags_;
-  std::vector<std::int32_t> left_;          // unfinished predecessors
-  std::vector<std::uint32_t> succ_off_;     // CSR, size tasks + 1
-  std::vector<std::uint32_t> succ_;
-  std::vector<TaskTiming*> timing_;         // per rank: the Timeline's task array
+  HugeVector<std::int32_t> rank_of_;
+  HugeVector<std::uint8_t> flags_;
+  HugeVector<std::int32_t> left_;           // unfinished predecessors; -1 once done
+  TaskTiming* timing_ = nullptr;            // the Timeline's task timings, by g
+  size_t ntasks_ = 0;
+  TimeNs dur(std::uint32_t g) const {
+    const auto r = static_cast<size_t>(rank_of_[g]);
+    return (flags_[g] & (kFlagAlloc | kFlagFree)) ? 0 : dur_of_[r][g - rank_offset_[r]];
+  }
+  void build_list(const RankProgram& rp, ListGraph& lg);
   TimeNs& start_of(std::uint32_t g) { return at(g).start; }
-  TaskTiming& at(std::uint32_t g) {
-    const auto r = static_cast<size_t>(rank_of_[g]);
-    return timing_[r][g - rank_offset_[r]];
-  }
-  const TaskTiming& at(std::uint32_t g) const {
-    const auto r = static_cast<size_t>(rank_of_[g]);
-    return timing_[r][g - rank_offset_[r]];
-  }
+  TaskTiming& at(std::uint32_t g) { return timing_[g]; }
+  const TaskTiming& at(std::uint32_t g) const { return timing_[g]; }
   Timeline tl_;
 
   std::vector<std::int32_t> inst_left_;     // members not yet ready
@@ -115,7 +185,7 @@ class Engine {
 
   // Flow mode (options_->flow): per rendezvous instance, its flow set (-1: analytical), the
   // latency paid before bytes move and the bytes scale (analytical bandwidth time / time of
-  // the flow set alone). Heap entries with g >= tasks are "latency over" events of instance
+  // the flow set alone). Queue entries with g >= tasks are "latency over" events of instance
   // g - tasks.
   struct FlowSet {
     std::vector<FlowSpec> flows;
@@ -131,26 +201,83 @@ class Engine {
   std::vector<std::int32_t> transfer_inst_;  // network transfer id -> instance
   std::vector<int> completed_;
 
-  std::vector<HeapEntry> heap_;
+  EventQueue queue_;
+  std::vector<std::uint32_t> batch_;        // the task ends of one instant
   std::vector<std::uint32_t> zero_stack_;   // tasks ending in the current instant
   std::vector<std::uint32_t> deferred_;     // compute starts waiting for the instant to settle
   std::uint64_t events_ = 0;
   std::uint64_t finished_ = 0;
 };
 
+// Local CSR of one task list: one pass over the Tasks (large structs) gathers flags and the
+// predecessors; the successor CSR is then built from those alone.
+void Engine::build_list(const RankProgram& rp, ListGraph& lg) {
+  const int ntasks = static_cast<int>(rp.tasks.size());
+  const auto n = static_cast<size_t>(ntasks);
+  lg.flags.resize(n);
+  lg.npred.resize(n);
+  lg.preds.clear();
+  lg.pred_off.assign(n + 1, 0);
+  std::array<int, kStreamCount> last{};
+  last.fill(-1);
+  for (int i = 0; i < ntasks; ++i) {
+    const Task& t = rp.tasks[static_cast<size_t>(i)];
+    STEPCAST_CHECK(t.id == i, fmt::format("rank {}: task ids must be dense", rp.rank));
+    std::uint8_t f = 0;
+    switch (t.kind) {
+      case TaskKind::kCollective:
+      case TaskKind::kSend:
+      case TaskKind::kRecv: f = kFlagComm; break;
+      case TaskKind::kGemm:
+      case TaskKind::kAttention:
+      case TaskKind::kMemoryBound: f = kFlagCompute; break;
+      case TaskKind::kAlloc: f = kFlagAlloc; break;
+      case TaskKind::kFree: f = kFlagFree; break;
+    }
+    lg.flags[static_cast<size_t>(i)] = f;
+    for (int dep : t.deps) {
+      STEPCAST_CHECK(dep >= 0 && dep < ntasks && dep != i,
+                     fmt::format("{} has dependency {} out of range", task_ref(rp, t.id), dep));
+      lg.preds.push_back(static_cast<std::uint32_t>(dep));
+    }
+    const auto s = static_cast<size_t>(t.stream);
+    STEPCAST_CHECK(s < static_cast<size_t>(kStreamCount), "invalid stream");
+    if (last[s] >= 0) lg.preds.push_back(static_cast<std::uint32_t>(last[s]));
+    last[s] = i;
+    lg.pred_off[static_cast<size_t>(i) + 1] = static_cast<std::uint32_t>(lg.preds.size());
+  }
+  lg.succ_off.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    lg.npred[i] = static_cast<std::int32_t>(lg.pred_off[i + 1] - lg.pred_off[i]);
+    for (std::uint32_t e = lg.pred_off[i]; e < lg.pred_off[i + 1]; ++e) ++lg.succ_off[lg.preds[e] + 1];
+  }
+  for (size_t i = 0; i < n; ++i) lg.succ_off[i + 1] += lg.succ_off[i];
+  lg.succ.resize(lg.succ_off[n]);
+  std::vector<std::uint32_t> fill(lg.succ_off.begin(), lg.succ_off.end() - 1);
+  for (size_t i = 0; i < n; ++i)
+    for (std::uint32_t e = lg.pred_off[i]; e < lg.pred_off[i + 1]; ++e)
+      lg.succ[fill[lg.preds[e]]++] = static_cast<std::uint32_t>(i);
+}
+
 void Engine::build(const Durations& d) {
   const size_t nranks = program_->ranks.size();
   STEPCAST_CHECK(d.size() == nranks,
                  fmt::format("durations for {} ranks, program has {}", d.size(), nranks));
   rank_offset_.assign(nranks + 1, 0);
+  dur_of_.resize(nranks);
   for (size_t r = 0; r < nranks; ++r) {
     const RankProgram& rp = program_->ranks[r];
     STEPCAST_CHECK(d[r].size() == rp.tasks.size(),
                    fmt::format("rank {}: {} durations for {} tasks", rp.rank, d[r].size(),
                                rp.tasks.size()));
+    for (size_t i = 0; i < d[r].size(); ++i)
+      STEPCAST_CHECK(d[r][i] >= 0, fmt::format("negative duration {} ns for {}", d[r][i],
+                                               task_ref(rp, static_cast<int>(i))));
+    dur_of_[r] = d[r].data();
     rank_offset_[r + 1] = rank_offset_[r] + static_cast<std::uint32_t>(rp.tasks.size());
   }
   const size_t n = rank_offset_[nranks];
+  ntasks_ = n;
 
   match_rendezvous(*program_, match_);
   if (!match_.problems.empty()) {
@@ -160,82 +287,41 @@ void Engine::build(const Durations& d) {
     throw InvariantError(msg);
   }
 
+  // One graph per distinct task list; per rank, its flags and predecessor counts.
+  nlists_ = 0;
+  graph_of_.assign(nranks, nullptr);
+  {
+    std::unordered_map<const Task*, size_t> seen;
+    std::vector<size_t> list_of(nranks, 0);
+    for (size_t r = 0; r < nranks; ++r) {
+      const RankProgram& rp = program_->ranks[r];
+      if (rp.tasks.empty()) continue;
+      auto [it, fresh] = seen.try_emplace(&rp.tasks[0], nlists_);
+      if (fresh) {
+        if (lists_.size() <= nlists_) lists_.emplace_back();
+        build_list(rp, lists_[nlists_++]);
+      }
+      list_of[r] = it->second;
+    }
+    for (size_t r = 0; r < nranks; ++r)  // lists_ no longer grows: pointers stay valid
+      if (!program_->ranks[r].tasks.empty()) graph_of_[r] = &lists_[list_of[r]];
+  }
   rank_of_.resize(n);
-  dur_.resize(n);
-  flags_.assign(n, 0);
-  left_.assign(n, 0);
-  succ_off_.assign(n + 1, 0);
+  flags_.resize(n);
+  left_.resize(n);
   tl_ = Timeline{};
   tl_.ranks.resize(nranks);
-  timing_.resize(nranks);
+  tl_.task_timing = std::make_shared<HugeVector<TaskTiming>>(n, TaskTiming{-1, -1});
+  timing_ = tl_.task_timing->data();
   for (size_t r = 0; r < nranks; ++r) {
-    tl_.ranks[r].tasks.assign(program_->ranks[r].tasks.size(), TaskTiming{-1, -1});
-    timing_[r] = tl_.ranks[r].tasks.data();
-  }
-
-  // One pass over the Tasks (large structs) gathers per-task data and the predecessors
-  // (deps, then the previous task on the same stream) into flat arrays; the successor CSR is
-  // then built from those alone.
-  std::vector<std::uint32_t>& preds = preds_;
-  preds.clear();
-  std::vector<std::uint32_t>& pred_off = pred_off_;
-  pred_off.assign(n + 1, 0);
-  for (size_t r = 0; r < nranks; ++r) {
-    const RankProgram& rp = program_->ranks[r];
-    const std::uint32_t base = rank_offset_[r];
-    const int ntasks = static_cast<int>(rp.tasks.size());
-    std::array<int, kStreamCount> last{};
-    last.fill(-1);
-    for (int i = 0; i < ntasks; ++i) {
-      const Task& t = rp.tasks[static_cast<size_t>(i)];
-      STEPCAST_CHECK(t.id == i, fmt::format("rank {}: task ids must be dense", rp.rank));
-      const std::uint32_t g = base + static_cast<std::uint32_t>(i);
-      rank_of_[g] = static_cast<std::int32_t>(r);
-      TimeNs du = d[r][static_cast<size_t>(i)];
-      STEPCAST_CHECK(du >= 0, fmt::format("negative duration {} ns for {}", du, task_ref(rp, t.id)));
-      std::uint8_t f = 0;
-      switch (t.kind) {
-        case TaskKind::kCollective:
-        case TaskKind::kSend:
-        case TaskKind::kRecv: f = kFlagComm; break;
-        case TaskKind::kGemm:
-        case TaskKind::kAttention:
-        case TaskKind::kMemoryBound: f = kFlagCompute; break;
-        case TaskKind::kAlloc:
-          f = kFlagAlloc;
-          du = 0;
-          break;
-        case TaskKind::kFree:
-          f = kFlagFree;
-          du = 0;
-          break;
-      }
-      flags_[g] = f;
-      dur_[g] = du;
-      for (int dep : t.deps) {
-        STEPCAST_CHECK(dep >= 0 && dep < ntasks && dep != i,
-                       fmt::format("{} has dependency {} out of range", task_ref(rp, t.id), dep));
-        preds.push_back(base + static_cast<std::uint32_t>(dep));
-      }
-      const auto s = static_cast<size_t>(t.stream);
-      STEPCAST_CHECK(s < static_cast<size_t>(kStreamCount), "invalid stream");
-      if (last[s] >= 0) preds.push_back(base + static_cast<std::uint32_t>(last[s]));
-      last[s] = i;
-      pred_off[g + 1] = static_cast<std::uint32_t>(preds.size());
-    }
-  }
-  for (size_t g = 0; g < n; ++g) {
-    left_[g] = static_cast<std::int32_t>(pred_off[g + 1] - pred_off[g]);
-    for (std::uint32_t e = pred_off[g]; e < pred_off[g + 1]; ++e) ++succ_off_[preds[e] + 1];
-  }
-  for (size_t g = 0; g < n; ++g) succ_off_[g + 1] += succ_off_[g];
-  succ_.resize(succ_off_[n]);
-  {
-    std::vector<std::uint32_t>& fill = fill_;
-    fill.assign(succ_off_.begin(), succ_off_.end() - 1);
-    for (size_t g = 0; g < n; ++g)
-      for (std::uint32_t e = pred_off[g]; e < pred_off[g + 1]; ++e)
-        succ_[fill[preds[e]]++] = static_cast<std::uint32_t>(g);
+    const size_t m = program_->ranks[r].tasks.size();
+    tl_.ranks[r].tasks = std::span<TaskTiming>(timing_ + rank_offset_[r], m);
+    if (m == 0) continue;
+    const ListGraph& lg = *graph_of_[r];
+    const size_t base = rank_offset_[r];
+    std::fill_n(rank_of_.begin() + static_cast<std::ptrdiff_t>(base), m, static_cast<std::int32_t>(r));
+    std::copy(lg.flags.begin(), lg.flags.end(), flags_.begin() + static_cast<std::ptrdiff_t>(base));
+    std::copy(lg.npred.begin(), lg.npred.end(), left_.begin() + static_cast<std::ptrdiff_t>(base));
   }
 
   // Rendezvous instances: members as global indices, duration = the longest member's.
@@ -250,7 +336,7 @@ void Engine::build(const Durations& d) {
       const auto [r, id] = match_.members[static_cast<size_t>(k)];
       const std::uint32_t g = rank_offset_[static_cast<size_t>(r)] + static_cast<std::uint32_t>(id);
       inst_member_[static_cast<size_t>(k)] = g;
-      inst_dur_[static_cast<size_t>(i)] = std::max(inst_dur_[static_cast<size_t>(i)], dur_[g]);
+      inst_dur_[static_cast<size_t>(i)] = std::max(inst_dur_[static_cast<size_t>(i)], dur(g));
     }
   }
 
@@ -261,7 +347,7 @@ void Engine::build(const Durations& d) {
   comm_running_.assign(nranks, 0);
   mem_now_.assign(nranks, 0.0);
   mem_peak_.assign(nranks, 0.0);
-  heap_.clear();
+  queue_.clear();
   zero_stack_.clear();
   deferred_.clear();
   events_ = 0;
@@ -306,18 +392,18 @@ void Engine::build_flows() {
       alpha = std::max(alpha, lat[r][id]);
       if (program_->ranks[r].tasks[id].kind == TaskKind::kSend) lead = g;
     }
-    const TimeNs dur = inst_dur_[ui];
-    alpha = std::clamp<TimeNs>(alpha, 0, dur);
-    const TimeNs bw_ns = dur - alpha;
+    const TimeNs total = inst_dur_[ui];
+    alpha = std::clamp<TimeNs>(alpha, 0, total);
+    const TimeNs bw_ns = total - alpha;
     if (bw_ns <= 0) continue;  // latency only: nothing to share
     const auto lr = static_cast<size_t>(rank_of_[lead]);
     const RankProgram& rp = program_->ranks[lr];
     const Task& t = rp.tasks[lead - rank_offset_[lr]];
     std::tuple<int, int, int, double> key;
     if (t.kind == TaskKind::kCollective) {
-      key = {0, t.group, static_cast<int>(t.coll), t.bytes};
+      key = {0, rp.group_of(t), static_cast<int>(t.coll), t.bytes};
     } else if (t.kind == TaskKind::kSend) {
-      key = {1, rp.rank, t.peer, t.bytes};
+      key = {1, rp.rank, rp.peer_of(t), t.bytes};
     } else {
       continue;  // a rendezvous of non-communication tasks: not a transfer
     }
@@ -325,10 +411,10 @@ void Engine::build_flows() {
     if (it == key_to_set.end()) {
       FlowSet fs;
       if (t.kind == TaskKind::kCollective) {
-        const Group& grp = program_->groups[static_cast<size_t>(t.group)];
+        const Group& grp = program_->groups[static_cast<size_t>(rp.group_of(t))];
         fs.flows = collective_flows(t.coll, grp.ranks, t.bytes, topo, flow_->pxn);
-      } else if (rp.rank != t.peer && t.bytes > 0) {
-        fs.flows.push_back(FlowSpec{rp.rank, t.peer, topo.route(rp.rank, t.peer, flow_->pxn),
+      } else if (const int peer = rp.peer_of(t); rp.rank != peer && t.bytes > 0) {
+        fs.flows.push_back(FlowSpec{rp.rank, peer, topo.route(rp.rank, peer, flow_->pxn),
                                     t.bytes});
       }
       bool moves = false;
@@ -357,7 +443,7 @@ void Engine::start_flows(int inst, TimeNs t) {
 void Engine::make_ready(std::uint32_t g, TimeNs t) {
   const std::int32_t inst = match_.instance_of[g];
   if (inst < 0) {
-    start_task(g, t, dur_[g]);
+    start_task(g, t, dur(g));
     return;
   }
   if (--inst_left_[static_cast<size_t>(inst)] == 0) start_rendezvous(inst, t);
@@ -386,8 +472,7 @@ void Engine::start_rendezvous(int inst, TimeNs t) {
     if (alpha == 0) {
       start_flows(inst, t);
     } else {
-      heap_.push_back({t + alpha, static_cast<std::uint32_t>(dur_.size() + static_cast<size_t>(inst))});
-      std::push_heap(heap_.begin(), heap_.end(), Later{});
+      queue_.push(t + alpha, static_cast<std::uint32_t>(ntasks_ + static_cast<size_t>(inst)));
     }
     return;
   }
@@ -414,20 +499,22 @@ void Engine::launch(std::uint32_t g, TimeNs t, TimeNs duration) {
     return;
   }
   if (flags_[g] & kFlagComm) ++comm_running_[static_cast<size_t>(rank_of_[g])];
-  heap_.push_back({t + duration, g});
-  std::push_heap(heap_.begin(), heap_.end(), Later{});
+  queue_.push(t + duration, g);
 }
 
 void Engine::finish(std::uint32_t g, TimeNs t) {
   ++events_;
   ++finished_;
-  flags_[g] |= kFlagDone;
+  left_[g] = -1;  // done
+  const auto r = static_cast<size_t>(rank_of_[g]);
   if (flags_[g] & kFlagComm) {
     const TaskTiming& tm = at(g);
-    if (tm.end > tm.start) --comm_running_[static_cast<size_t>(rank_of_[g])];
+    if (tm.end > tm.start) --comm_running_[r];
   }
-  for (std::uint32_t e = succ_off_[g]; e < succ_off_[g + 1]; ++e) {
-    const std::uint32_t s = succ_[e];
+  const ListGraph& lg = *graph_of_[r];
+  const std::uint32_t base = rank_offset_[r], i = g - base;
+  for (std::uint32_t e = lg.succ_off[i]; e < lg.succ_off[i + 1]; ++e) {
+    const std::uint32_t s = base + lg.succ[e];
     if (--left_[s] == 0) make_ready(s, t);
   }
 }
@@ -458,7 +545,7 @@ void Engine::settle(TimeNs t) {
     std::vector<std::uint32_t>& now = now_;
     now.swap(deferred_);
     for (std::uint32_t g : now) {
-      TimeNs d = dur_[g];
+      TimeNs d = dur(g);
       if (comm_running_[static_cast<size_t>(rank_of_[g])] > 0)
         d = static_cast<TimeNs>(std::llround(static_cast<double>(d) *
                                              (1.0 + options_->compute_slowdown_when_comm)));
@@ -470,12 +557,13 @@ void Engine::settle(TimeNs t) {
 }
 
 Timeline Engine::run() {
-  const size_t n = dur_.size();
+  const size_t n = ntasks_;
   for (std::uint32_t g = 0; g < n; ++g)
     if (left_[g] == 0) make_ready(g, 0);
   settle(0);
   for (;;) {
-    TimeNs t = heap_.empty() ? kNoEvent : heap_.front().t;
+    const TimeNs queue_t = queue_.empty() ? kNoEvent : queue_.min_time();
+    TimeNs t = queue_t;
     const TimeNs net_t = flow_ ? net_.next_completion() : kNoEvent;
     t = std::min(t, net_t);
     if (t == kNoEvent) break;
@@ -492,14 +580,16 @@ Timeline Engine::run() {
         }
       }
     }
-    while (!heap_.empty() && heap_.front().t == t) {
-      const std::uint32_t g = heap_.front().g;
-      std::pop_heap(heap_.begin(), heap_.end(), Later{});
-      heap_.pop_back();
-      if (g >= n)
-        start_flows(static_cast<int>(g - n), t);  // latency over: bytes start moving
-      else
-        finish(g, t);
+    if (queue_t == t) {
+      // Ends are pushed at later instants only (positive durations), so this is every event
+      // of the instant.
+      queue_.take_min(batch_);
+      for (const std::uint32_t g : batch_) {
+        if (g >= n)
+          start_flows(static_cast<int>(g - n), t);  // latency over: bytes start moving
+        else
+          finish(g, t);
+      }
     }
     settle(t);
   }
@@ -539,7 +629,7 @@ void Engine::report_deadlock() const {
       if (stuck.size() >= 12) continue;
       std::string why;
       for (int dep : rp.tasks[i].deps)
-        if (!(flags_[base + static_cast<std::uint32_t>(dep)] & kFlagDone))
+        if (left_[base + static_cast<std::uint32_t>(dep)] >= 0)  // not done
           why += fmt::format("{}dep {}", why.empty() ? "" : ", ", task_ref(rp, dep));
       const std::int32_t inst = match_.instance_of[g];
       if (why.empty() && inst >= 0) {
@@ -559,7 +649,7 @@ void Engine::report_deadlock() const {
   }
   std::string msg = fmt::format("deadlock: {} of {} tasks never ran; nothing can start. Stuck "
                                 "stream heads ({}):",
-                                dur_.size() - finished_, dur_.size(), total);
+                                ntasks_ - finished_, ntasks_, total);
   for (const auto& s : stuck) msg += "\n  " + s;
   if (total > stuck.size()) msg += fmt::format("\n  ... and {} more", total - stuck.size());
   throw InvariantError(msg);

@@ -53,8 +53,11 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <span>
 #include <vector>
 
+#include "model/huge_alloc.h"
 #include "model/units.h"
 #include "sim/engine/link_util.h"
 #include "sim/program/program.h"
@@ -94,7 +97,7 @@ struct MemorySample {
 };
 
 struct RankTimeline {
-  std::vector<TaskTiming> tasks;    // per task id
+  std::span<TaskTiming> tasks;      // per task id (into Timeline::task_timing)
   TimeNs end = 0;                   // last task end
   double peak_bytes = 0;
   std::vector<MemorySample> memory; // when record_memory_curve
@@ -102,6 +105,9 @@ struct RankTimeline {
 
 struct Timeline {
   std::vector<RankTimeline> ranks;  // per simulated rank
+  // Storage of every rank's task timings, rank after rank (RankTimeline::tasks view it;
+  // copies of a Timeline share it).
+  std::shared_ptr<HugeVector<TaskTiming>> task_timing;
   TimeNs step_ns = 0;               // max over ranks
   int critical_rank = 0;            // index of the rank that ends last (lowest on ties)
   // Exposed time on the critical rank per category, plus bubble (index kCategoryCount):

@@ -58,26 +58,32 @@ Durations task_latencies(const Program& p, const HwProfile& hw) {
     shapes.push_back(group_shape(g.ranks, p.gpus_per_node, hw.fabric.pod_gpus));
   std::map<std::tuple<int, int, double>, TimeNs> coll_cache;
   std::map<std::tuple<bool, double>, TimeNs> p2p_cache;
+  const std::vector<size_t> same = same_cost_ranks(p, shapes);
   Durations out(p.ranks.size());
   for (size_t r = 0; r < p.ranks.size(); ++r) {
+    if (same[r] != r) {
+      out[r] = out[same[r]];
+      continue;
+    }
     const RankProgram& rp = p.ranks[r];
     out[r].assign(rp.tasks.size(), 0);
     for (size_t i = 0; i < rp.tasks.size(); ++i) {
       const Task& t = rp.tasks[i];
       if (t.kind == TaskKind::kCollective) {
-        STEPCAST_CHECK(t.group >= 0 && t.group < static_cast<int>(shapes.size()),
+        const int group = rp.group_of(t);
+        STEPCAST_CHECK(group >= 0 && group < static_cast<int>(shapes.size()),
                        "collective '" + t.label + "' names a missing group");
-        const auto key = std::make_tuple(t.group, static_cast<int>(t.coll), t.bytes);
+        const auto key = std::make_tuple(group, static_cast<int>(t.coll), t.bytes);
         auto it = coll_cache.find(key);
         if (it == coll_cache.end()) {
-          const GroupShape& g = shapes[static_cast<size_t>(t.group)];
+          const GroupShape& g = shapes[static_cast<size_t>(group)];
           const double total = collective_time(t.coll, t.bytes, g, hw).time_s;
           const double a = std::clamp(collective_latency_s(t.coll, t.bytes, g, hw), 0.0, total);
           it = coll_cache.emplace(key, std::min(to_ns(a), to_ns(total))).first;
         }
         out[r][i] = it->second;
       } else if (t.kind == TaskKind::kSend || t.kind == TaskKind::kRecv) {
-        const bool same_node = rp.rank / p.gpus_per_node == t.peer / p.gpus_per_node;
+        const bool same_node = rp.rank / p.gpus_per_node == rp.peer_of(t) / p.gpus_per_node;
         const auto key = std::make_tuple(same_node, t.bytes);
         auto it = p2p_cache.find(key);
         if (it == p2p_cache.end()) {

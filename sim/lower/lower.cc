@@ -155,15 +155,12 @@ class Lowerer {
         for (int c = 0; c < par_.cp; ++c) {
           const int trank = layout_.rank(0, c, 0, s);
           RankProgram tmpl = lower_rank(trank);
+          const ListNames used = names_used(tmpl.tasks);
           for (int d = 0; d < par_.dp; ++d) {
             for (int t = 0; t < par_.tp; ++t) {
               const int g = layout_.rank(t, c, d, s);
               RankProgram& rp = prog_.ranks[static_cast<size_t>(g)];
-              if (g == trank) {
-                rp = tmpl;
-              } else {
-                rp = retarget(tmpl, g);
-              }
+              rp = g == trank ? tmpl : retarget(tmpl, used, g);
               rp.stands_for = {g};
             }
           }
@@ -195,7 +192,7 @@ class Lowerer {
         u.kind = Unit::Kind::kLayer;
         u.layer = layer;
         u.ops = &ops;
-        u.name = "L" + std::to_string(layer);
+        u.name = fmt::format("L{}", layer);
         u.act_bytes = layer_activation_bytes(arch_, layer, shard_, par_.recompute, shard_.flash_attention);
         u.act_full_bytes = layer_activation_bytes(arch_, layer, shard_, Recompute::kNone, shard_.flash_attention);
         u.expert_params = std::min(ops.param_count, expert_params_on_rank(arch_, layer, shard_));
@@ -318,23 +315,19 @@ class Lowerer {
   }
 
   // A full-fidelity copy of a template rank for global rank g of the same stage and cp
-  // index: collectives name g's groups, send/recv peers keep their cp and pp coordinates.
-  RankProgram retarget(const RankProgram& tmpl, int g) {
+  // index: it shares the template's task list (program.h); collectives name g's groups of
+  // the same kinds, send/recv peers keep their cp and pp coordinates and take g's tp and dp.
+  RankProgram retarget(const RankProgram& tmpl, const ListNames& used, int g) {
     RankProgram rp = tmpl;
     rp.rank = g;
     const RankCoord gc = layout_.coord(g);
-    std::array<int, 8> gid;
-    gid.fill(-1);
-    for (Task& t : rp.tasks) {
-      if (t.kind == TaskKind::kCollective) {
-        const auto k = prog_.groups[static_cast<size_t>(t.group)].kind;
-        int& id = gid[static_cast<size_t>(k)];
-        if (id < 0) id = group_of(k, g);
-        t.group = id;
-      } else if (t.kind == TaskKind::kSend || t.kind == TaskKind::kRecv) {
-        const RankCoord pc = layout_.coord(t.peer);
-        t.peer = layout_.rank(gc.tp, pc.cp, gc.dp, pc.pp);
-      }
+    rp.group_remap.clear();
+    for (int id : used.groups)
+      rp.group_remap.emplace_back(id, group_of(prog_.groups[static_cast<size_t>(id)].kind, g));
+    rp.peer_remap.clear();
+    for (int peer : used.peers) {
+      const RankCoord pc = layout_.coord(peer);
+      rp.peer_remap.emplace_back(peer, layout_.rank(gc.tp, pc.cp, gc.dp, pc.pp));
     }
     return rp;
   }

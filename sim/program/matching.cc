@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -115,30 +118,52 @@ void match_rendezvous(const Program& p, RendezvousMatching& m) {
   // Scratch kept per thread so that repeated runs do not fault in fresh pages.
   static thread_local std::vector<std::pair<int, Coll>> found;  // (group, member)
   found.clear();
+  // Ids of the collectives and sends/recvs of each distinct task list (ranks sharing a
+  // list, program.h, are scanned once): the passes below visit only those.
+  std::unordered_map<const Task*, std::pair<std::vector<int>, std::vector<int>>> comm_of_list;
+  std::vector<const std::pair<std::vector<int>, std::vector<int>>*> comm(static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) {
     const RankProgram& rp = p.ranks[static_cast<size_t>(r)];
-    for (const Task& t : rp.tasks) {
-      if (t.kind != TaskKind::kCollective) continue;
-      if (t.group < 0 || t.group >= ngroups) {
+    if (rp.tasks.empty()) continue;
+    auto [it, fresh] = comm_of_list.try_emplace(&rp.tasks[0]);
+    if (fresh)
+      for (size_t i = 0; i < rp.tasks.size(); ++i) {
+        const TaskKind k = rp.tasks[i].kind;
+        if (k == TaskKind::kCollective) it->second.first.push_back(static_cast<int>(i));
+        if (k == TaskKind::kSend || k == TaskKind::kRecv) it->second.second.push_back(static_cast<int>(i));
+      }
+    comm[static_cast<size_t>(r)] = &it->second;
+  }
+  for (int r = 0; r < nranks; ++r) {
+    const RankProgram& rp = p.ranks[static_cast<size_t>(r)];
+    if (!comm[static_cast<size_t>(r)]) continue;
+    for (const int id : comm[static_cast<size_t>(r)]->first) {
+      const Task& t = rp.tasks[static_cast<size_t>(id)];
+      const int group = rp.group_of(t);
+      if (group < 0 || group >= ngroups) {
         problems.push_back(fmt::format("collective {} names group {}, which does not exist "
                                        "({} groups)",
-                                       task_ref(rp, t.id), t.group, ngroups));
+                                       task_ref(rp, t.id), group, ngroups));
         continue;
       }
-      const auto& part = participants[static_cast<size_t>(t.group)];
+      const auto& part = participants[static_cast<size_t>(group)];
       if (!std::binary_search(part.begin(), part.end(), r)) {
         problems.push_back(fmt::format("collective {} names group {}, but rank {} stands for no "
                                        "member of it",
-                                       task_ref(rp, t.id), t.group, rp.rank));
+                                       task_ref(rp, t.id), group, rp.rank));
         continue;
       }
-      found.push_back({t.group, {r, t.id}});
-      ++per_group[static_cast<size_t>(t.group) + 1];
+      found.push_back({group, {r, t.id}});
+      ++per_group[static_cast<size_t>(group) + 1];
     }
   }
   for (int gi = 0; gi < ngroups; ++gi) per_group[static_cast<size_t>(gi) + 1] += per_group[static_cast<size_t>(gi)];
   static thread_local std::vector<Coll> by_group;
   by_group.resize(found.size());
+  size_t p2p_tasks = 0;
+  for (const auto* c : comm)
+    if (c) p2p_tasks += c->second.size();
+  m.members.reserve(found.size() + p2p_tasks);
   {
     std::vector<int> fill(per_group.begin(), per_group.end() - 1);
     for (const auto& [g, c] : found) by_group[static_cast<size_t>(fill[static_cast<size_t>(g)]++)] = c;
@@ -198,12 +223,14 @@ void match_rendezvous(const Program& p, RendezvousMatching& m) {
   recvs.clear();
   for (int r = 0; r < nranks; ++r) {
     const RankProgram& rp = p.ranks[static_cast<size_t>(r)];
-    for (const Task& t : rp.tasks) {
-      if (t.kind != TaskKind::kSend && t.kind != TaskKind::kRecv) continue;
-      int other = sim_of(t.peer);
+    if (!comm[static_cast<size_t>(r)]) continue;
+    for (const int id : comm[static_cast<size_t>(r)]->second) {
+      const Task& t = rp.tasks[static_cast<size_t>(id)];
+      const int peer = rp.peer_of(t);
+      int other = sim_of(peer);
       if (other < 0) {
         problems.push_back(fmt::format("{} {} names peer {}, which no simulated rank stands for",
-                                       task_kind_name(t.kind), task_ref(rp, t.id), t.peer));
+                                       task_kind_name(t.kind), task_ref(rp, t.id), peer));
         continue;
       }
       if (t.kind == TaskKind::kSend)

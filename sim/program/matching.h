@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/huge_alloc.h"
 #include "sim/program/program.h"
 
 namespace stepcast {
@@ -31,7 +32,7 @@ struct RendezvousMatching {
   // Instance of task `id` on rank index r: instance_of[task_offset[r] + id], -1 for tasks
   // that meet no one (flat, one entry per task of the program).
   std::vector<int> task_offset;
-  std::vector<int> instance_of;
+  HugeVector<int> instance_of;
   std::vector<std::string> problems;  // empty when everything matched
 
   int instance_count() const { return static_cast<int>(offsets.size()) - 1; }

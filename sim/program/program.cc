@@ -95,6 +95,19 @@ const char* group_kind_name(GroupKind k) {
   return "?";
 }
 
+ListNames names_used(const TaskList& tasks) {
+  ListNames u;
+  for (const Task& t : tasks) {
+    if (t.kind == TaskKind::kCollective) u.groups.push_back(t.group);
+    if (t.kind == TaskKind::kSend || t.kind == TaskKind::kRecv) u.peers.push_back(t.peer);
+  }
+  for (auto* v : {&u.groups, &u.peers}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+  return u;
+}
+
 int add_task(RankProgram& rp, Task t) {
   t.id = static_cast<int>(rp.tasks.size());
   rp.tasks.push_back(std::move(t));

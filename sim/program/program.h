@@ -6,10 +6,20 @@
 // Task ids are dense per rank (tasks[i].id == i). A task's deps are ids on the same rank.
 // Folded programs hold one simulated rank per class of symmetric ranks; `stands_for` lists
 // the global ranks each represents, and groups always list their full global membership.
+//
+// Shared task lists: ranks that run the same program up to the groups their collectives
+// name and the peers their sends/recvs name (the symmetric ranks of a full-fidelity
+// program: same pipeline stage, different tp / dp coordinates) share one TaskList
+// (copy-on-write storage). A task's `group` and `peer` are then those of the rank that
+// built the list; RankProgram::group_of / peer_of give the rank's own, through its small
+// remap tables. Everything that reads a group or a peer goes through them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/workload.h"
@@ -80,11 +90,69 @@ struct Task {
   std::vector<int> deps;  // same-rank task ids that must finish first
 };
 
+// A rank's tasks in issue order: a vector whose storage is shared between copies and
+// copied on the first write (mut / push_back / ...). Reading never copies: element access
+// and iteration are const; writes go through the named mutators.
+class TaskList {
+ public:
+  using const_iterator = std::vector<Task>::const_iterator;
+
+  std::size_t size() const { return v_ ? v_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  const Task& operator[](std::size_t i) const { return (*v_)[i]; }
+  const Task& front() const { return v_->front(); }
+  const Task& back() const { return v_->back(); }
+  const_iterator begin() const { return v_ ? v_->cbegin() : empty_().cbegin(); }
+  const_iterator end() const { return v_ ? v_->cend() : empty_().cend(); }
+
+  Task& mut(std::size_t i) { return own()[i]; }
+  Task& mut_back() { return own().back(); }
+  void push_back(Task t) { own().push_back(std::move(t)); }
+  void reserve(std::size_t n) { own().reserve(n); }
+  void clear() { v_.reset(); }
+  void resize(std::size_t n) { own().resize(n); }
+  void erase_from(std::size_t i) { own().erase(own().begin() + static_cast<std::ptrdiff_t>(i), own().end()); }
+
+  // True when both lists use one storage (a copy not written to since).
+  bool shares_storage_with(const TaskList& o) const { return v_ && v_ == o.v_; }
+
+ private:
+  std::vector<Task>& own() {
+    if (!v_) {
+      v_ = std::make_shared<std::vector<Task>>();
+    } else if (v_.use_count() > 1) {
+      v_ = std::make_shared<std::vector<Task>>(*v_);
+    }
+    return *v_;
+  }
+  static const std::vector<Task>& empty_() {
+    static const std::vector<Task> e;
+    return e;
+  }
+  std::shared_ptr<std::vector<Task>> v_;
+};
+
 struct RankProgram {
   int rank = 0;                 // global rank simulated
   int pp_stage = 0;             // pipeline stage of this rank
   std::vector<int> stands_for;  // global ranks it represents (includes `rank`)
-  std::vector<Task> tasks;
+  TaskList tasks;
+  // For a task list shared with other ranks (header): (group in the list, this rank's
+  // group) and (peer in the list, this rank's peer), sorted by the first; a value not
+  // listed stays as it is.
+  std::vector<std::pair<int, int>> group_remap, peer_remap;
+
+  int group_of(const Task& t) const { return remap(group_remap, t.group); }
+  int peer_of(const Task& t) const { return remap(peer_remap, t.peer); }
+  int group_of_id(int list_group) const { return remap(group_remap, list_group); }
+  int peer_of_id(int list_peer) const { return remap(peer_remap, list_peer); }
+
+ private:
+  static int remap(const std::vector<std::pair<int, int>>& m, int v) {
+    for (const auto& [from, to] : m)
+      if (from == v) return to;
+    return v;
+  }
 };
 
 struct Program {
@@ -97,6 +165,13 @@ struct Program {
   std::string scenario_name;
   int gpus_per_node = 8;
 };
+
+// The groups its collectives name and the peers its sends/recvs name, as listed in a task
+// list (before any rank's remap), each once, ascending.
+struct ListNames {
+  std::vector<int> groups, peers;
+};
+ListNames names_used(const TaskList& tasks);
 
 // Adds a task to a rank, setting its id; returns the id.
 int add_task(RankProgram& rp, Task t);

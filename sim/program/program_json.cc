@@ -57,7 +57,8 @@ json compute_args(const Task& t) {
   return json{{"bytes_read", t.bytes_read}, {"bytes_written", t.bytes_written}};
 }
 
-json task_to_json(const Task& t) {
+// Group and peer as the rank sees them (program.h: shared task lists).
+json task_to_json(const RankProgram& rp, const Task& t) {
   json j = {{"id", t.id},
             {"kind", task_kind_name(t.kind)},
             {"stream", stream_name(t.stream)},
@@ -97,12 +98,12 @@ json task_to_json(const Task& t) {
       a["what"] = t.what;
       break;
     case TaskKind::kCollective:
-      a = {{"op", coll_op_name(t.coll)}, {"group", t.group}, {"bytes", t.bytes},
+      a = {{"op", coll_op_name(t.coll)}, {"group", rp.group_of(t)}, {"bytes", t.bytes},
            {"dtype", dtype_name(t.dtype)}};
       break;
     case TaskKind::kSend:
     case TaskKind::kRecv:
-      a = {{"peer", t.peer}, {"bytes", t.bytes}, {"tag", t.tag}};
+      a = {{"peer", rp.peer_of(t)}, {"bytes", t.bytes}, {"tag", t.tag}};
       break;
     case TaskKind::kAlloc:
     case TaskKind::kFree:
@@ -364,7 +365,7 @@ void read_rank(Reader& rd, const json& j, const std::string& path, RankProgram& 
       rp.tasks.resize(tasks->size());
       for (size_t i = 0; i < tasks->size(); ++i) {
         const std::string tp = fmt::format("{}.tasks[{}]", path, i);
-        read_task(rd, (*tasks)[i], tp, rp.tasks[i]);
+        read_task(rd, (*tasks)[i], tp, rp.tasks.mut(i));
         if (rp.tasks[i].id != static_cast<int>(i))
           rd.error(tp + ".id", fmt::format("expected {} (ids are dense: tasks[i].id == i), got {}",
                                            i, rp.tasks[i].id));
@@ -525,7 +526,7 @@ json program_to_json(const Program& p) {
       if (!ids[static_cast<size_t>(s)].empty())
         streams[stream_name(static_cast<StreamKind>(s))] = ids[static_cast<size_t>(s)];
     json tasks = json::array();
-    for (const Task& t : rp.tasks) tasks.push_back(task_to_json(t));
+    for (const Task& t : rp.tasks) tasks.push_back(task_to_json(rp, t));
     ranks.push_back({{"rank", rp.rank},
                      {"pp_stage", rp.pp_stage},
                      {"stands_for", rp.stands_for},

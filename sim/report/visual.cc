@@ -91,7 +91,7 @@ nlohmann::json trace_json(const Program& p, const Timeline& t, const std::vector
       }
       if (task.kind == TaskKind::kCollective) {
         args["op"] = coll_op_name(task.coll);
-        args["group"] = task.group;
+        args["group"] = rp.group_of(task);
       }
       events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", static_cast<int>(task.stream)},
                         {"name", task.label.empty() ? task_kind_name(task.kind) : task.label},

@@ -53,7 +53,7 @@ TEST(TaskDurations, MapsEveryKindToItsCostModel) {
   alloc.bytes = 1e9;
   r0.tasks.push_back(alloc);
   r0.tasks.push_back(make(TaskKind::kFree));
-  for (size_t i = 0; i < r0.tasks.size(); ++i) r0.tasks[i].id = static_cast<int>(i);
+  for (size_t i = 0; i < r0.tasks.size(); ++i) r0.tasks.mut(i).id = static_cast<int>(i);
   RankProgram r8 = r0;
   r8.rank = 8;
   r8.tasks.resize(1);
@@ -76,6 +76,49 @@ TEST(TaskDurations, MapsEveryKindToItsCostModel) {
   EXPECT_EQ(d[0][6], 0);
   EXPECT_EQ(d[0][7], 0);
   EXPECT_GT(d[0][4], d[0][5]);  // one NIC (48 GB/s) is slower than NVLink (370 GB/s)
+}
+
+// Ranks sharing one task list (program.h) reuse durations only when their remapped groups
+// have the same shapes and their remapped peers are on the same side of node boundaries.
+// Ranks 0, 1 and 2 share a list with an allreduce on group 0 and a send to peer 8:
+//   rank 1 -> group 1 (8 GPUs, one node, as group 0), peer 9 (other node, as 8): reused;
+//   rank 2 -> group 2 (8 GPUs over 2 nodes), peer 10: recomputed, the allreduce is slower;
+//   rank 3 -> group 1, peer 3 (its own node): recomputed, the send is faster.
+TEST(TaskDurations, SharedListsReuseDurationsOnlyForEqualShapes) {
+  const HwProfile hw = h100_profile();
+  Program p;
+  p.world_size = 24;
+  p.gpus_per_node = 8;
+  p.groups.push_back(Group{0, GroupKind::kTp, {0, 1, 2, 3, 4, 5, 6, 7}});
+  p.groups.push_back(Group{1, GroupKind::kTp, {0, 1, 2, 3, 4, 5, 6, 7}});
+  p.groups.push_back(Group{2, GroupKind::kTp, {4, 5, 6, 7, 8, 9, 10, 11}});
+  RankProgram r0;
+  r0.rank = 0;
+  Task ar = make(TaskKind::kCollective);
+  ar.group = 0;
+  ar.bytes = 256e6;
+  add_task(r0, ar);
+  Task send = make(TaskKind::kSend);
+  send.peer = 8;
+  send.bytes = 64e6;
+  add_task(r0, send);
+  auto copy = [&](int rank, int group, int peer) {
+    RankProgram r = r0;
+    r.rank = rank;
+    r.group_remap = {{0, group}};
+    r.peer_remap = {{8, peer}};
+    return r;
+  };
+  p.ranks = {r0, copy(1, 1, 9), copy(2, 2, 10), copy(3, 1, 3)};
+  std::vector<GroupShape> shapes;
+  for (const Group& g : p.groups) shapes.push_back(group_shape(g.ranks, 8, 0));
+  EXPECT_EQ(same_cost_ranks(p, shapes), (std::vector<size_t>{0, 0, 2, 3}));
+  const Durations d = task_durations(p, hw);
+  EXPECT_EQ(d[1], d[0]);
+  EXPECT_GT(d[2][0], d[0][0]);  // allreduce across 2 nodes: NIC-bound
+  EXPECT_EQ(d[2][1], d[0][1]);
+  EXPECT_EQ(d[3][0], d[0][0]);
+  EXPECT_LT(d[3][1], d[0][1]);  // send within the node: NVLink
 }
 
 TEST(TaskDurations, MissingGroupIsAnInvariantError) {

@@ -16,6 +16,7 @@
 #include "sim/cost/coster.h"
 #include "sim/engine/engine.h"
 #include "sim/lower/schedule.h"
+#include "sim/program/matching.h"
 #include "tests/sim/lower/lower_test_util.h"
 
 namespace stepcast {
@@ -578,6 +579,20 @@ TEST(Lower, FoldedEqualsFullFidelityOnRandomPlans) {
     const Program full = lower(sc, {.folded = false});
     ASSERT_EQ(static_cast<int>(folded.ranks.size()), p.pp);
     ASSERT_EQ(static_cast<int>(full.ranks.size()), p.tp * p.pp * p.dp * p.cp);
+    // Full fidelity shares one task list per (stage, cp index) (program.h); through the
+    // remap tables every collective still names a group holding the rank itself.
+    std::set<const Task*> lists;
+    for (const RankProgram& rp : full.ranks) {
+      if (!rp.tasks.empty()) lists.insert(&rp.tasks[0]);
+      for (const Task& t : rp.tasks) {
+        if (t.kind != TaskKind::kCollective) continue;
+        const auto& members = full.groups[static_cast<size_t>(rp.group_of(t))].ranks;
+        ASSERT_NE(std::find(members.begin(), members.end(), rp.rank), members.end())
+            << task_ref(rp, t.id);
+      }
+    }
+    EXPECT_EQ(static_cast<int>(lists.size()), p.pp * p.cp);
+    EXPECT_NO_THROW(validate_program(full));
     const Synth s{.aux_free = false, .comm_ns_per_byte = 1.0};
     const Timeline tf = run(folded, s);
     const Timeline tu = run(full, s);

@@ -29,6 +29,53 @@ TEST(Program, NamesMatchTheSchema) {
   EXPECT_STREQ(group_kind_name(GroupKind::kDpCp), "dp_cp");
 }
 
+// TaskList is copy-on-write: copies share storage until one of them is written to, and
+// writing to one never changes the other.
+TEST(TaskList, CopiesShareStorageUntilWritten) {
+  RankProgram a;
+  Task t;
+  t.label = "x";
+  add_task(a, t);
+  add_task(a, t);
+  RankProgram b = a;
+  EXPECT_TRUE(b.tasks.shares_storage_with(a.tasks));
+  EXPECT_EQ(&b.tasks[0], &a.tasks[0]);
+  b.tasks.mut(1).label = "changed";
+  EXPECT_FALSE(b.tasks.shares_storage_with(a.tasks));
+  EXPECT_EQ(a.tasks[1].label, "x");
+  EXPECT_EQ(b.tasks[1].label, "changed");
+  add_task(a, t);
+  EXPECT_EQ(a.tasks.size(), 3u);
+  EXPECT_EQ(b.tasks.size(), 2u);
+  TaskList empty;
+  EXPECT_TRUE(empty.empty());
+  EXPECT_EQ(empty.begin(), empty.end());
+}
+
+// A rank sharing another's list sees its own groups and peers through the remap tables;
+// values not listed stay as they are.
+TEST(TaskList, GroupAndPeerGoThroughTheRankRemap) {
+  RankProgram a;
+  Task c;
+  c.kind = TaskKind::kCollective;
+  c.group = 3;
+  add_task(a, c);
+  Task s;
+  s.kind = TaskKind::kSend;
+  s.peer = 8;
+  add_task(a, s);
+  RankProgram b = a;
+  b.rank = 1;
+  b.group_remap = {{3, 5}};
+  b.peer_remap = {{8, 9}};
+  EXPECT_EQ(a.group_of(a.tasks[0]), 3);
+  EXPECT_EQ(b.group_of(b.tasks[0]), 5);
+  EXPECT_EQ(a.peer_of(a.tasks[1]), 8);
+  EXPECT_EQ(b.peer_of(b.tasks[1]), 9);
+  EXPECT_EQ(b.group_of_id(7), 7);
+  EXPECT_EQ(b.peer_of_id(2), 2);
+}
+
 TEST(Program, AddTaskSetsDenseIds) {
   RankProgram rp;
   Task t;
@@ -83,7 +130,7 @@ TEST(Program, DepOutOfRangeAndNonDenseIds) {
   const int r = b.rank(0);
   b.compute(r, "a", 1, {5});
   b.compute(r, "b", 1);
-  b.p.ranks[0].tasks[1].id = 7;
+  b.p.ranks[0].tasks.mut(1).id = 7;
   const std::string msg = validate_message(b.p);
   EXPECT_NE(msg.find("task 'a' (rank 0 task 0) depends on 5, which is not another task of this "
                      "rank (0..1)"),
@@ -113,7 +160,7 @@ TEST(Program, SendToSelfOnSameStreamIsRejected) {
   const int r = b.rank(0, {0, 1});
   b.p2p(r, true, "s", 1, 4, 1);
   b.p2p(r, false, "r", 0, 4, 1);
-  b.p.ranks[0].tasks[1].stream = StreamKind::kPpSend;  // same stream as the send
+  b.p.ranks[0].tasks.mut(1).stream = StreamKind::kPpSend;  // same stream as the send
   EXPECT_NE(validate_message(b.p).find("are on the same rank and stream"), std::string::npos);
 }
 
