@@ -11,6 +11,7 @@
 #include "sim/lower/lower.h"
 
 #include <algorithm>
+#include <limits>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -585,6 +586,19 @@ class Lowerer {
   int dense_dp_size() const { return par_.dp * par_.cp; }
   int expert_dp_size() const { return layout_.edp() * par_.cp; }
 
+  // Bytes of fp32 gradients per DP bucket (parameter-gather buckets hold the same
+  // parameters). parallel.bucket_mb when given; otherwise Megatron-Core's default
+  // (DistributedDataParallel, core/distributed/distributed_data_parallel.py): bucket_size =
+  // max(40,000,000, 1,000,000 x data-parallel size) parameters ("larger DP sizes need larger
+  // buckets to ensure collectives do not become latency-bound"), and no bucketing at all
+  // (one bucket, bucket_size None) when overlap_grad_reduce is off — also what Megatron-LM
+  // 2021 did: one allreduce over the contiguous gradient buffer after the backward.
+  double grad_bucket_bytes() const {
+    if (par_.bucket_bytes > 0) return par_.bucket_bytes;
+    if (!par_.overlap_grad_reduce) return std::numeric_limits<double>::infinity();
+    return kGradBytesPerParam * std::max(40e6, 1e6 * static_cast<double>(par_.dp));
+  }
+
   // ZeRO-3 / FSDP: gather one unit's parameters (dense over dp(xcp), experts over edp) and
   // allocate the gathered copy. Returns the collective ids.
   std::vector<int> zero3_gather(Emit& e, const Unit& u, int mb, int chunk, Phase phase,
@@ -622,7 +636,7 @@ class Lowerer {
   void grads_ready(Emit& e, Bucketer& b, const Unit& u, int chunk, bool flush) {
     b.dense += u.dense_grad_bytes;
     b.expert += u.expert_grad_bytes;
-    const double cap = par_.bucket_bytes;
+    const double cap = grad_bucket_bytes();
     auto issue = [&](double bytes, bool expert) {
       if ((expert ? expert_dp_size() : dense_dp_size()) <= 1) return;
       DeferredBucket d{bytes, expert, chunk, u.layer, e.last_compute};
@@ -673,7 +687,7 @@ class Lowerer {
   // params). Returns per chunk and unit the collective its parameters arrive with.
   std::vector<std::vector<std::vector<int>>> emit_param_gathers(Emit& e, std::vector<int> deps) {
     std::vector<std::vector<std::vector<int>>> ready(static_cast<size_t>(v_));
-    const double cap = par_.bucket_bytes / kGradBytesPerParam * act_elem_bytes_;
+    const double cap = grad_bucket_bytes() / kGradBytesPerParam * act_elem_bytes_;
     for (int c = 0; c < v_; ++c) {
       const auto& units = chunks_[static_cast<size_t>(c * p_ + e.coord.pp)];
       ready[static_cast<size_t>(c)].resize(units.size());
