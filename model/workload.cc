@@ -444,11 +444,21 @@ LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard) {
   out.fwd.push_back(op_step(memory_op("final_ln", tn * h * e, tn * h * e)));
   if (l.sp) out.fwd.push_back(comm_step(CommPointKind::kTpGather, full, "logits.in"));
   out.fwd.push_back(op_step(logits.fwd(l)));
-  // Vocab-parallel cross entropy (fp32): reads the logits, writes the softmax (kept as
-  // the logits gradient). The max / sum-exp / target-logit allreduces move 3 x T fp32
-  // values across tp, negligible next to the [T, h] gathers, and are not emitted.
-  out.fwd.push_back(op_step(memory_op("softmax_ce", lg * e, lg * 4.0)));
-  out.bwd_input.push_back(op_step(memory_op("softmax_ce", lg * 4.0, lg * e)));
+  // Vocab-parallel cross entropy in fp32, unfused (Megatron-LM / Megatron-Core
+  // tensor_parallel/cross_entropy.py, _VocabParallelCrossEntropy; the GPT model passes the
+  // 16-bit logits through .float() unless --fp16-lm-cross-entropy, and the fused kernel is
+  // opt-in): one elementwise PyTorch kernel per line, over the [T, V/tp] logits, bytes per
+  // element read + written:
+  //   forward:  .float() e + 4, max 4, subtract max (in place) 4 + 4, exp (in place) 4 + 4,
+  //             sum 4, divide by the sum (in place; the softmax kept for backward) 4 + 4
+  //             -> read e + 20, write 16;
+  //   backward: subtract 1 at the targets (T elements, negligible), scale by the loss
+  //             gradient (in place) 4 + 4, .float()'s backward cast to 16 bits 4 + e
+  //             -> read 8, write 4 + e.
+  // The max / sum-exp / target-logit allreduces move 3 x T fp32 values across tp,
+  // negligible next to the [T, h] gathers, and are not emitted.
+  out.fwd.push_back(op_step(memory_op("softmax_ce", lg * (e + 20.0), lg * 16.0)));
+  out.bwd_input.push_back(op_step(memory_op("softmax_ce", lg * 8.0, lg * (4.0 + e))));
   out.bwd_input.push_back(op_step(logits.dgrad(l)));
   if (l.tp > 1) out.bwd_input.push_back(comm_step(CommPointKind::kTpReduce, full, "logits.in"));
   out.bwd_input.push_back(op_step(memory_op("final_ln", 3 * tn * h * e, tn * h * e)));
