@@ -423,8 +423,15 @@ LayerOps embedding_ops(const ModelArch& arch, const ShardSpec& shard) {
   if (pos > 0) out.fwd.push_back(op_step(memory_op("pos_embed", 2 * tn * h * e, tn * h * e)));
   // Backward: no input gradient; under sp the gradient shards are gathered first.
   if (l.sp) out.bwd_input.push_back(comm_step(CommPointKind::kTpGather, full, "embed.out"));
-  // Weight gradient: scatter-add of the token gradients into the table rows (fp32 grads).
-  out.bwd_weight.push_back(op_step(memory_op("embed", full + t * 8.0, t * h * 4.0 / l.tp)));
+  // Weight gradient (Megatron's VocabParallelEmbedding is a dense F.embedding, its main_grad
+  // accumulated by the DDP hook, main_grad.add_(grad), every microbatch): PyTorch's
+  // embedding_dense_backward zero-fills a [V/tp, h] gradient in the parameter dtype (write
+  // e per element), scatter-adds the token gradients into it (reads [T, h] and the ids,
+  // writes the rows of this shard's T/tp tokens on average), then the hook reads it and
+  // the fp32 main_grad and writes main_grad (read e + 4, write 4 per element).
+  const double table = d((arch.vocab + l.tp - 1) / l.tp) * h;
+  out.bwd_weight.push_back(op_step(memory_op("embed", full + t * 8.0 + table * (e + 4.0),
+                                             table * (e + 4.0) + t * h * e / l.tp)));
   out.param_count = d(arch.vocab) * h / l.tp + d(arch.max_positions) * h;
   out.grad_bytes_fp32 = 4.0 * out.param_count;
   return out;

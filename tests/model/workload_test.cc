@@ -275,6 +275,15 @@ TEST(Workload, LogitsAndEmbedding) {
   const LayerOps e = embedding_ops(a, shard(2, 1024, 4, true));
   // Vocab-parallel table V/t * h plus the learned positions (replicated) 2048 * h.
   EXPECT_DOUBLE_EQ(e.param_count, V / 4 * h + 2048 * h);
+  {
+    // Dense embedding gradient, t = 4, T = b*s = 2048 tokens, e = 2, table V/t x h:
+    // read [T, h] grads 2Th + ids 8T + table (grad 2 + main_grad 4) per element;
+    // write table (zero-fill 2 + main_grad 4) + this shard's T/t rows 2Th/t.
+    const double T = b * s, table = V / 4 * h;
+    const Op& w = find_op(e.bwd_weight, "embed");
+    EXPECT_DOUBLE_EQ(w.bytes_read, 2 * T * h + 8 * T + 6 * table);
+    EXPECT_DOUBLE_EQ(w.bytes_written, 6 * table + 2 * T * h / 4);
+  }
   EXPECT_EQ(names(e.fwd), (std::vector<std::string>{"embed", "R:embed.out", "pos_embed"}));
   EXPECT_DOUBLE_EQ(total_flops(e), 0.0);
 }
