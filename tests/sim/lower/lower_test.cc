@@ -390,6 +390,38 @@ TEST(Lower, DpBucketDefaultIsMegatronCores) {
   EXPECT_EQ(count(2, false), 1);
 }
 
+TEST(Lower, GradientReductionDtypeFollowsMegatronDefaults) {
+  // Megatron (arguments.py): bf16 forces --accumulate-allreduce-grads-in-fp32, fp16 leaves it
+  // off. Plain DP over 2 ranks, one bucket (overlap off, bucket_mb not given): the allreduce
+  // carries 4 bytes x P in fp32 under bf16 and 2 bytes x P in fp16 under fp16, and the
+  // gradient buffer allocated at t = 0 is the same size (zero 0: not sharded).
+  for (const DType dt : {DType::kBf16, DType::kFp16}) {
+    Plan p;
+    p.dp = 2;
+    p.bucket_bytes = 0;
+    p.overlap_grad = false;
+    Scenario sc = make_scenario(tiny_gpt(), p);
+    sc.training.dtype = dt;
+    const double per_param = dt == DType::kFp16 ? 2.0 : 4.0;
+    const double grad_bytes = per_param * count_params(sc.model).total;
+    const Program prog = lower(sc);
+    int n = 0, allocs = 0;
+    for (const Task& t : prog.ranks[0].tasks) {
+      if (t.kind == TaskKind::kCollective && t.category == Category::kDpComm) {
+        EXPECT_EQ(t.dtype, dt == DType::kFp16 ? DType::kFp16 : DType::kFp32);
+        EXPECT_DOUBLE_EQ(t.bytes, grad_bytes);
+        ++n;
+      }
+      if (t.kind == TaskKind::kAlloc && t.label == "alloc.grads") {
+        EXPECT_DOUBLE_EQ(t.bytes, grad_bytes);
+        ++allocs;
+      }
+    }
+    EXPECT_EQ(n, 1);
+    EXPECT_EQ(allocs, 1);
+  }
+}
+
 TEST(Lower, ContextParallelGradientsSyncOverDpTimesCp) {
   // cp > 1: every cp rank holds a full replica of the weights, so gradients are reduced over
   // the dp x cp group (Megatron: data parallel group with context parallel): dp 2 x cp 2 = 4
