@@ -423,8 +423,15 @@ LayerOps embedding_ops(const ModelArch& arch, const ShardSpec& shard) {
   if (pos > 0) out.fwd.push_back(op_step(memory_op("pos_embed", 2 * tn * h * e, tn * h * e)));
   // Backward: no input gradient; under sp the gradient shards are gathered first.
   if (l.sp) out.bwd_input.push_back(comm_step(CommPointKind::kTpGather, full, "embed.out"));
-  // Weight gradient: scatter-add of the token gradients into the table rows (fp32 grads).
-  out.bwd_weight.push_back(op_step(memory_op("embed", full + t * 8.0, t * h * 4.0 / l.tp)));
+  // Weight gradient (Megatron's VocabParallelEmbedding is a dense F.embedding, its main_grad
+  // accumulated by the DDP hook, main_grad.add_(grad), every microbatch): PyTorch's
+  // embedding_dense_backward zero-fills a [V/tp, h] gradient in the parameter dtype (write
+  // e per element), scatter-adds the token gradients into it (reads [T, h] and the ids,
+  // writes the rows of this shard's T/tp tokens on average), then the hook reads it and
+  // the fp32 main_grad and writes main_grad (read e + 4, write 4 per element).
+  const double table = d((arch.vocab + l.tp - 1) / l.tp) * h;
+  out.bwd_weight.push_back(op_step(memory_op("embed", full + t * 8.0 + table * (e + 4.0),
+                                             table * (e + 4.0) + t * h * e / l.tp)));
   out.param_count = d(arch.vocab) * h / l.tp + d(arch.max_positions) * h;
   out.grad_bytes_fp32 = 4.0 * out.param_count;
   return out;
@@ -444,11 +451,21 @@ LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard) {
   out.fwd.push_back(op_step(memory_op("final_ln", tn * h * e, tn * h * e)));
   if (l.sp) out.fwd.push_back(comm_step(CommPointKind::kTpGather, full, "logits.in"));
   out.fwd.push_back(op_step(logits.fwd(l)));
-  // Vocab-parallel cross entropy (fp32): reads the logits, writes the softmax (kept as
-  // the logits gradient). The max / sum-exp / target-logit allreduces move 3 x T fp32
-  // values across tp, negligible next to the [T, h] gathers, and are not emitted.
-  out.fwd.push_back(op_step(memory_op("softmax_ce", lg * e, lg * 4.0)));
-  out.bwd_input.push_back(op_step(memory_op("softmax_ce", lg * 4.0, lg * e)));
+  // Vocab-parallel cross entropy in fp32, unfused (Megatron-LM / Megatron-Core
+  // tensor_parallel/cross_entropy.py, _VocabParallelCrossEntropy; the GPT model passes the
+  // 16-bit logits through .float() unless --fp16-lm-cross-entropy, and the fused kernel is
+  // opt-in): one elementwise PyTorch kernel per line, over the [T, V/tp] logits, bytes per
+  // element read + written:
+  //   forward:  .float() e + 4, max 4, subtract max (in place) 4 + 4, exp (in place) 4 + 4,
+  //             sum 4, divide by the sum (in place; the softmax kept for backward) 4 + 4
+  //             -> read e + 20, write 16;
+  //   backward: subtract 1 at the targets (T elements, negligible), scale by the loss
+  //             gradient (in place) 4 + 4, .float()'s backward cast to 16 bits 4 + e
+  //             -> read 8, write 4 + e.
+  // The max / sum-exp / target-logit allreduces move 3 x T fp32 values across tp,
+  // negligible next to the [T, h] gathers, and are not emitted.
+  out.fwd.push_back(op_step(memory_op("softmax_ce", lg * (e + 20.0), lg * 16.0)));
+  out.bwd_input.push_back(op_step(memory_op("softmax_ce", lg * 8.0, lg * (4.0 + e))));
   out.bwd_input.push_back(op_step(logits.dgrad(l)));
   if (l.tp > 1) out.bwd_input.push_back(comm_step(CommPointKind::kTpReduce, full, "logits.in"));
   out.bwd_input.push_back(op_step(memory_op("final_ln", 3 * tn * h * e, tn * h * e)));

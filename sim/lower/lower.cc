@@ -11,6 +11,7 @@
 #include "sim/lower/lower.h"
 
 #include <algorithm>
+#include <limits>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -29,7 +30,6 @@
 namespace stepcast {
 namespace {
 
-constexpr double kGradBytesPerParam = 4.0;   // fp32 main grads, reduced in fp32
 constexpr std::int64_t kCpTagBase = std::int64_t{1} << 40;
 
 // One block of a model chunk: the embedding, a transformer layer, or the output head.
@@ -180,6 +180,13 @@ class Lowerer {
     head_ops_ = logits_loss_ops(arch_, shard_);
     act_dtype_ = activation_dtype(sc_.training.dtype);
     act_elem_bytes_ = dtype_bytes(act_dtype_);
+    // Gradient accumulation and reduction dtype, as Megatron-LM (2021 on) and Megatron-Core
+    // do by default (arguments.py): bf16 forces --accumulate-allreduce-grads-in-fp32, so
+    // main grads are fp32 and reduced in fp32 (fp8 runs keep bf16 params, likewise); fp16
+    // leaves it off (default False), so grads accumulate and are reduced in fp16, the
+    // parameter dtype — also the ZeRO paper's fp16 gradients (2 bytes).
+    grad_dtype_ = sc_.training.dtype == DType::kFp16 ? DType::kFp16 : DType::kFp32;
+    grad_bytes_per_param_ = dtype_bytes(grad_dtype_);
     chunks_.resize(static_cast<size_t>(nv_));
     int layer = 0;
     for (int vs = 0; vs < nv_; ++vs) {
@@ -198,8 +205,8 @@ class Lowerer {
         u.expert_params = std::min(ops.param_count, expert_params_on_rank(arch_, layer, shard_));
         u.dense_params = ops.param_count - u.expert_params;
         const double frac = ops.param_count > 0 ? u.expert_params / ops.param_count : 0.0;
-        u.expert_grad_bytes = ops.grad_bytes_fp32 * frac;
-        u.dense_grad_bytes = ops.grad_bytes_fp32 - u.expert_grad_bytes;
+        u.expert_grad_bytes = ops.param_count * grad_bytes_per_param_ * frac;
+        u.dense_grad_bytes = ops.param_count * grad_bytes_per_param_ - u.expert_grad_bytes;
         fill_flops(u);
         units.push_back(std::move(u));
       }
@@ -230,7 +237,7 @@ class Lowerer {
     u.ops = ops;
     u.name = name;
     u.dense_params = ops->param_count;
-    u.dense_grad_bytes = ops->grad_bytes_fp32;
+    u.dense_grad_bytes = ops->param_count * grad_bytes_per_param_;
     fill_flops(u);
     return u;
   }
@@ -578,6 +585,19 @@ class Lowerer {
   int dense_dp_size() const { return par_.dp * par_.cp; }
   int expert_dp_size() const { return layout_.edp() * par_.cp; }
 
+  // Bytes of gradients (grad_dtype_) per DP bucket (parameter-gather buckets hold the same
+  // parameters). parallel.bucket_mb when given; otherwise Megatron-Core's default
+  // (DistributedDataParallel, core/distributed/distributed_data_parallel.py): bucket_size =
+  // max(40,000,000, 1,000,000 x data-parallel size) parameters ("larger DP sizes need larger
+  // buckets to ensure collectives do not become latency-bound"), and no bucketing at all
+  // (one bucket, bucket_size None) when overlap_grad_reduce is off — also what Megatron-LM
+  // 2021 did: one allreduce over the contiguous gradient buffer after the backward.
+  double grad_bucket_bytes() const {
+    if (par_.bucket_bytes > 0) return par_.bucket_bytes;
+    if (!par_.overlap_grad_reduce) return std::numeric_limits<double>::infinity();
+    return grad_bytes_per_param_ * std::max(40e6, 1e6 * static_cast<double>(par_.dp));
+  }
+
   // ZeRO-3 / FSDP: gather one unit's parameters (dense over dp(xcp), experts over edp) and
   // allocate the gathered copy. Returns the collective ids.
   std::vector<int> zero3_gather(Emit& e, const Unit& u, int mb, int chunk, Phase phase,
@@ -615,7 +635,7 @@ class Lowerer {
   void grads_ready(Emit& e, Bucketer& b, const Unit& u, int chunk, bool flush) {
     b.dense += u.dense_grad_bytes;
     b.expert += u.expert_grad_bytes;
-    const double cap = par_.bucket_bytes;
+    const double cap = grad_bucket_bytes();
     auto issue = [&](double bytes, bool expert) {
       if ((expert ? expert_dp_size() : dense_dp_size()) <= 1) return;
       DeferredBucket d{bytes, expert, chunk, u.layer, e.last_compute};
@@ -658,7 +678,7 @@ class Lowerer {
     grad_sync_.push_back(emit_collective(
         e, par_.zero >= 1 ? CollOp::kReduceScatter : CollOp::kAllReduce,
         d.expert ? GroupKind::kEdp : dense_dp_kind(), StreamKind::kDp, Category::kDpComm, d.bytes,
-        DType::kFp32, Phase::kOther, std::move(label), d.layer, -1, d.chunk, std::move(deps)));
+        grad_dtype_, Phase::kOther, std::move(label), d.layer, -1, d.chunk, std::move(deps)));
   }
 
   // ZeRO-1/2 parameter allgather buckets (Megatron distributed optimizer), in forward order,
@@ -666,7 +686,7 @@ class Lowerer {
   // params). Returns per chunk and unit the collective its parameters arrive with.
   std::vector<std::vector<std::vector<int>>> emit_param_gathers(Emit& e, std::vector<int> deps) {
     std::vector<std::vector<std::vector<int>>> ready(static_cast<size_t>(v_));
-    const double cap = par_.bucket_bytes / kGradBytesPerParam * act_elem_bytes_;
+    const double cap = grad_bucket_bytes() / grad_bytes_per_param_ * act_elem_bytes_;
     for (int c = 0; c < v_; ++c) {
       const auto& units = chunks_[static_cast<size_t>(c * p_ + e.coord.pp)];
       ready[static_cast<size_t>(c)].resize(units.size());
@@ -731,8 +751,9 @@ class Lowerer {
         expert += u.expert_params;
       }
     const bool adam = sc_.training.optimizer == Optimizer::kAdam;
-    const auto sd = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, dense_dp_size());
-    const auto se = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, expert_dp_size());
+    const int gb = static_cast<int>(grad_bytes_per_param_);
+    const auto sd = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, dense_dp_size(), gb);
+    const auto se = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, expert_dp_size(), gb);
     const double state_bytes[3] = {dense * sd.weights + expert * se.weights,
                                    dense * sd.grads + expert * se.grads,
                                    dense * sd.optimizer + expert * se.optimizer};
@@ -885,8 +906,8 @@ class Lowerer {
       grad_sync_.push_back(emit_collective(
           e, CollOp::kAllReduce, GroupKind::kPp, StreamKind::kDp, Category::kDpComm,
           static_cast<double>(arch_.vocab) * static_cast<double>(arch_.hidden) / par_.tp *
-              kGradBytesPerParam,
-          DType::kFp32, Phase::kOther, "grad.tied_emb", -1, -1, -1, std::move(deps)));
+              grad_bytes_per_param_,
+          grad_dtype_, Phase::kOther, "grad.tied_emb", -1, -1, -1, std::move(deps)));
     }
 
     // Pipeline sends, ordered by their consumers' start (see the top of this file).
@@ -984,13 +1005,13 @@ class Lowerer {
       if (u.dense_grad_bytes > 0 && dense_dp_size() > 1)
         grad_sync_.push_back(emit_collective(e, CollOp::kReduceScatter, dense_dp_kind(),
                                              StreamKind::kDp, Category::kDpComm,
-                                             u.dense_grad_bytes, DType::kFp32, Phase::kBwdWeight,
+                                             u.dense_grad_bytes, grad_dtype_, Phase::kBwdWeight,
                                              make_label("rs", u.name, "g", mb), u.layer, mb, c,
                                              deps));
       if (u.expert_grad_bytes > 0 && expert_dp_size() > 1)
         grad_sync_.push_back(emit_collective(e, CollOp::kReduceScatter, GroupKind::kEdp,
                                              StreamKind::kDp, Category::kDpComm,
-                                             u.expert_grad_bytes, DType::kFp32, Phase::kBwdWeight,
+                                             u.expert_grad_bytes, grad_dtype_, Phase::kBwdWeight,
                                              make_label("rsx", u.name, "g", mb), u.layer, mb, c,
                                              deps));
     }
@@ -1037,6 +1058,8 @@ class Lowerer {
   // Activations on the wire and gathered (ZeRO) weights: 16-bit under bf16/fp16/fp8.
   DType act_dtype_ = DType::kBf16;
   double act_elem_bytes_ = 2;
+  DType grad_dtype_ = DType::kFp32;
+  double grad_bytes_per_param_ = 4;
   std::vector<int> vs_layers_;
   std::vector<LayerOps> layer_ops_;
   LayerOps embed_ops_, head_ops_;

@@ -9,8 +9,9 @@
 //  - PP: GPipe / 1F1B / interleaved / ZB-H1 orders (schedule.h); activations and input
 //    gradients as send/recv on pp_send / pp_recv, b*(s/cp)*h*2 bytes (/tp with sequence
 //    parallel).
-//  - DP: gradient buckets of bucket_bytes (fp32 grads, reduced in fp32 as Megatron does for
-//    bf16) on the dp stream during the last microbatch's backward (or after the whole
+//  - DP: gradient buckets of bucket_bytes (fp32 grads reduced in fp32 as Megatron does for
+//    bf16, fp16 grads under fp16 training; bucket_mb not given: Megatron-Core's default, max(40M, 1M x dp) parameters with
+//    overlap.grad_reduce, a single bucket without) on the dp stream during the last microbatch's backward (or after the whole
 //    backward without overlap); ZeRO-1/2 reduce-scatter + parameter allgather; ZeRO-3
 //    per-layer allgather before forward and backward and reduce-scatter after backward.
 //  - CP: ring attention (KV blocks passed around the cp group, overlapped with attention

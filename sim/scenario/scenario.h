@@ -44,7 +44,10 @@ struct ParallelSpec {
   // the adjacent GEMM in tp chunks (Transformer Engine userbuffers, Megatron-Core
   // --tp-comm-overlap). Requires sequence_parallel. Default false.
   bool overlap_tp_comm = false;
-  double bucket_bytes = 40e6;        // bucket_mb * 1e6
+  // bucket_mb * 1e6 (bytes of fp32 gradients per DP bucket). 0 (bucket_mb not given):
+  // Megatron-Core's default, resolved by the lowering (sim/lower/lower.h):
+  // max(40M, 1M x dp) parameters per bucket with overlap.grad_reduce, one bucket without.
+  double bucket_bytes = 0;
   CpKind cp_kind = CpKind::kRing;    // parallel.cp_kind: ring | allgather
 
 };

@@ -255,6 +255,17 @@ TEST(Workload, LogitsAndEmbedding) {
     EXPECT_EQ(find_op(o.fwd, "logits").gemm.n, 51200 / t);
     EXPECT_DOUBLE_EQ(o.param_count, V / t * h + 2 * h);
   }
+  {
+    // Unfused fp32 cross entropy over [T, V/t] = [2048, 12800] (t = 4), bf16 logits (e = 2):
+    // forward passes .float() 2+4, max 4, sub 4+4, exp 4+4, sum 4, div 4+4 -> read 22,
+    // write 16 bytes per element; backward scale 4+4, cast 4+2 -> read 8, write 6.
+    const LayerOps o = logits_loss_ops(a, shard(2, 1024, 4, true));
+    const double lg = b * s * V / 4;
+    EXPECT_DOUBLE_EQ(find_op(o.fwd, "softmax_ce").bytes_read, 22 * lg);
+    EXPECT_DOUBLE_EQ(find_op(o.fwd, "softmax_ce").bytes_written, 16 * lg);
+    EXPECT_DOUBLE_EQ(find_op(o.bwd_input, "softmax_ce").bytes_read, 8 * lg);
+    EXPECT_DOUBLE_EQ(find_op(o.bwd_input, "softmax_ce").bytes_written, 6 * lg);
+  }
   const LayerOps sp = logits_loss_ops(a, shard(2, 1024, 4, true));
   const std::vector<std::string> fwd = {"final_ln", "G:logits.in", "logits", "softmax_ce"};
   EXPECT_EQ(names(sp.fwd), fwd);
@@ -264,6 +275,15 @@ TEST(Workload, LogitsAndEmbedding) {
   const LayerOps e = embedding_ops(a, shard(2, 1024, 4, true));
   // Vocab-parallel table V/t * h plus the learned positions (replicated) 2048 * h.
   EXPECT_DOUBLE_EQ(e.param_count, V / 4 * h + 2048 * h);
+  {
+    // Dense embedding gradient, t = 4, T = b*s = 2048 tokens, e = 2, table V/t x h:
+    // read [T, h] grads 2Th + ids 8T + table (grad 2 + main_grad 4) per element;
+    // write table (zero-fill 2 + main_grad 4) + this shard's T/t rows 2Th/t.
+    const double T = b * s, table = V / 4 * h;
+    const Op& w = find_op(e.bwd_weight, "embed");
+    EXPECT_DOUBLE_EQ(w.bytes_read, 2 * T * h + 8 * T + 6 * table);
+    EXPECT_DOUBLE_EQ(w.bytes_written, 6 * table + 2 * T * h / 4);
+  }
   EXPECT_EQ(names(e.fwd), (std::vector<std::string>{"embed", "R:embed.out", "pos_embed"}));
   EXPECT_DOUBLE_EQ(total_flops(e), 0.0);
 }

@@ -358,6 +358,71 @@ TEST(Lower, DpBucketCountIsCeilGradBytesOverBucket) {
   EXPECT_EQ(n, static_cast<int>(std::ceil(grad_bytes / 3e6)));
 }
 
+TEST(Lower, DpBucketDefaultIsMegatronCores) {
+  // bucket_mb not given (bucket_bytes 0): Megatron-Core's DDP default bucket of
+  // max(40M, 1M x dp) parameters of fp32 gradients. tiny_gpt widened to hidden 2048,
+  // ffn 8192, 8 layers, vocab 2048: 8 x (12 x 2048^2 + 13 x 2048) + 2 x 2048 x 2048 + ...
+  // (count_params) ~ 411M parameters, G = 4 x P bytes.
+  //   dp 2:  bucket = max(40M, 2M)  = 40M params = 160 MB -> ceil(G / 160e6) allreduces;
+  //   dp 64: bucket = max(40M, 64M) = 64M params = 256 MB -> ceil(G / 256e6);
+  //   overlap.grad_reduce off: bucket_size None in Megatron-Core, one allreduce.
+  ModelArch a = tiny_gpt();
+  a.hidden = 2048;
+  a.ffn_hidden = 8192;
+  a.heads = 16;
+  a.kv_heads = 16;
+  auto count = [&](int dp, bool overlap) {
+    Plan p;
+    p.dp = dp;
+    p.bucket_bytes = 0;
+    p.overlap_grad = overlap;
+    p.microbatches = 1;
+    const Program prog = lower(make_scenario(a, p));
+    int n = 0;
+    for (const Task& t : prog.ranks[0].tasks)
+      if (t.kind == TaskKind::kCollective && t.category == Category::kDpComm) ++n;
+    return n;
+  };
+  Plan p;
+  const double grad_bytes = 4.0 * count_params(make_scenario(a, p).model).total;
+  ASSERT_GT(grad_bytes, 256e6);
+  EXPECT_EQ(count(2, true), static_cast<int>(std::ceil(grad_bytes / 160e6)));
+  EXPECT_EQ(count(64, true), static_cast<int>(std::ceil(grad_bytes / 256e6)));
+  EXPECT_EQ(count(2, false), 1);
+}
+
+TEST(Lower, GradientReductionDtypeFollowsMegatronDefaults) {
+  // Megatron (arguments.py): bf16 forces --accumulate-allreduce-grads-in-fp32, fp16 leaves it
+  // off. Plain DP over 2 ranks, one bucket (overlap off, bucket_mb not given): the allreduce
+  // carries 4 bytes x P in fp32 under bf16 and 2 bytes x P in fp16 under fp16, and the
+  // gradient buffer allocated at t = 0 is the same size (zero 0: not sharded).
+  for (const DType dt : {DType::kBf16, DType::kFp16}) {
+    Plan p;
+    p.dp = 2;
+    p.bucket_bytes = 0;
+    p.overlap_grad = false;
+    Scenario sc = make_scenario(tiny_gpt(), p);
+    sc.training.dtype = dt;
+    const double per_param = dt == DType::kFp16 ? 2.0 : 4.0;
+    const double grad_bytes = per_param * count_params(sc.model).total;
+    const Program prog = lower(sc);
+    int n = 0, allocs = 0;
+    for (const Task& t : prog.ranks[0].tasks) {
+      if (t.kind == TaskKind::kCollective && t.category == Category::kDpComm) {
+        EXPECT_EQ(t.dtype, dt == DType::kFp16 ? DType::kFp16 : DType::kFp32);
+        EXPECT_DOUBLE_EQ(t.bytes, grad_bytes);
+        ++n;
+      }
+      if (t.kind == TaskKind::kAlloc && t.label == "alloc.grads") {
+        EXPECT_DOUBLE_EQ(t.bytes, grad_bytes);
+        ++allocs;
+      }
+    }
+    EXPECT_EQ(n, 1);
+    EXPECT_EQ(allocs, 1);
+  }
+}
+
 TEST(Lower, ContextParallelGradientsSyncOverDpTimesCp) {
   // cp > 1: every cp rank holds a full replica of the weights, so gradients are reduced over
   // the dp x cp group (Megatron: data parallel group with context parallel): dp 2 x cp 2 = 4
