@@ -124,6 +124,23 @@ Durations task_durations(const Program& p, const HwProfile& hw) {
   return out;
 }
 
+double comm_hbm_share(const Program& p, const RankProgram& rp, const Task& t, TimeNs duration,
+                      const HwProfile& hw) {
+  const double hbm = hw.gpu.hbm_bytes_per_s * hw.compute.membound_eff;
+  if (!(hbm > 0) || duration <= 0 || !(t.bytes > 0)) return 0;
+  double factor = 1;  // send / recv
+  if (t.kind == TaskKind::kCollective) {
+    const int g = rp.group_of(t);
+    STEPCAST_CHECK(g >= 0 && g < static_cast<int>(p.groups.size()),
+                   "collective '" + t.label + "' names a missing group");
+    factor = bus_factor_of(t.coll, static_cast<int>(p.groups[static_cast<size_t>(g)].ranks.size()));
+  } else if (t.kind != TaskKind::kSend && t.kind != TaskKind::kRecv) {
+    return 0;
+  }
+  const double busbw = t.bytes * factor / to_s(duration);
+  return std::min(1.0, 2.0 * busbw / hbm);
+}
+
 double comm_compute_slowdown(const HwProfile& hw) {
   const int sms = hw.gpu.sms, comm = hw.compute.comm_sms;
   if (sms <= 0 || comm <= 0) return 0;

@@ -30,7 +30,18 @@ std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupSha
 // DGX with 8 NICs); a compute kernel then has sms - comm_sms SMs left, so if it was
 // SM-bound it takes sms/(sms - comm_sms) as long:
 //   slowdown = comm_sms / (sms - comm_sms)     (H100: 16 / (132 - 16) = 13.8%).
-// HBM contention (both slow when memory-bound) is not included. 0 when sms is unknown.
+// 0 when sms is unknown. HBM contention (both slow when memory-bound) is
+// EngineOptions::comm_hbm_share (comm_hbm_share below).
 double comm_compute_slowdown(const HwProfile& hw);
+
+// HBM share of a communication task for EngineOptions::comm_hbm_share: its kernels read from
+// HBM what they send and write to HBM what they receive, 2 bytes of HBM traffic per byte on
+// the link, and a GPU's link bytes per second is the nccl-tests busbw (NETWORK.md: busbw =
+// S / t x F(op, n), F = 1 for send/recv), so against the achievable HBM bandwidth
+//   share = min(1, 2 x busbw / (hbm_bandwidth x memory_bound_efficiency)).
+// H100 (3.35 TB/s x 0.85 = 2.85 TB/s): NVLink ring allreduce at 370 GB/s busbw 0.26; one
+// NDR NIC at 48 GB/s 0.034. 0 without an HBM bandwidth in the profile, for t <= 0 or one rank.
+double comm_hbm_share(const Program& p, const RankProgram& rp, const Task& t, TimeNs duration,
+                      const HwProfile& hw);
 
 }  // namespace stepcast

@@ -15,6 +15,10 @@
 //    stretched by (1 + compute_slowdown_when_comm) when a communication task of its rank is
 //    running over [t, t+): started at or before t and ending after t. Compute starts are
 //    therefore deferred until every end and every zero-duration cascade of instant t is done.
+//  - HBM contention (engine.h): memory-bound compute is stretched instead by the HBM shares
+//    of the communication running over [t, t+); a rendezvous with an HBM share starting at t
+//    is deferred likewise and stretched when a member's memory-bound compute runs over
+//    [t-, t+) (started before t, ending after t).
 //  - memory: alloc/free apply at their instant in processing order, which follows causality
 //    (an alloc that depends on a free is applied after it); ties between independent events
 //    go by (time, rank, task id), so the peak is deterministic.
@@ -44,6 +48,7 @@ enum : std::uint8_t {
   kFlagCompute = 2,  // gemm / attention / memory_bound: subject to SM interference
   kFlagAlloc = 4,
   kFlagFree = 8,
+  kFlagMemBound = 16,  // memory_bound kind: subject to HBM contention
 };
 
 // The pending task ends, a monotone priority queue over (time, g): a radix heap (Ahuja,
@@ -181,6 +186,20 @@ class Engine {
   std::vector<std::uint32_t> inst_member_;  // global indices, CSR by match_.offsets
 
   std::vector<std::int32_t> comm_running_;  // per rank, comm tasks running with duration > 0
+  // HBM contention (EngineOptions::comm_hbm_share), in parts per million so that sums are
+  // exact: per instance its share; per rank the shares of its running comm tasks, and its
+  // running memory-bound compute tasks (how many started at the latest start instant).
+  bool hbm_ = false;
+  std::vector<std::int64_t> inst_hbm_ppm_, comm_hbm_ppm_;
+  std::vector<std::int32_t> mb_running_, mb_started_at_last_;
+  std::vector<TimeNs> mb_last_start_, mb_end_;  // mb_end_: end of the latest one launched
+  std::vector<std::int32_t> deferred_rdv_;  // rendezvous waiting for the instant to settle
+  bool mb_running_before(size_t r, TimeNs t) const {
+    return mb_running_[r] - (mb_last_start_[r] == t ? mb_started_at_last_[r] : 0) > 0;
+  }
+  static TimeNs stretch(TimeNs d, double factor) {
+    return static_cast<TimeNs>(std::llround(static_cast<double>(d) * factor));
+  }
   std::vector<double> mem_now_, mem_peak_;
 
   // Flow mode (options_->flow): per rendezvous instance, its flow set (-1: analytical), the
@@ -229,8 +248,8 @@ void Engine::build_list(const RankProgram& rp, ListGraph& lg) {
       case TaskKind::kSend:
       case TaskKind::kRecv: f = kFlagComm; break;
       case TaskKind::kGemm:
-      case TaskKind::kAttention:
-      case TaskKind::kMemoryBound: f = kFlagCompute; break;
+      case TaskKind::kAttention: f = kFlagCompute; break;
+      case TaskKind::kMemoryBound: f = kFlagCompute | kFlagMemBound; break;
       case TaskKind::kAlloc: f = kFlagAlloc; break;
       case TaskKind::kFree: f = kFlagFree; break;
     }
@@ -344,6 +363,24 @@ void Engine::build(const Durations& d) {
   transfer_inst_.clear();
   if (flow_) build_flows();
 
+  hbm_ = static_cast<bool>(options_->comm_hbm_share);
+  inst_hbm_ppm_.assign(hbm_ ? static_cast<size_t>(ninst) : 0, 0);
+  for (int i = 0; hbm_ && i < ninst; ++i) {
+    const auto ui = static_cast<size_t>(i);
+    if (flow_ && inst_flow_set_[ui] >= 0) continue;  // flow transfers: not stretched
+    const auto [r, id] = match_.members[static_cast<size_t>(match_.offsets[ui])];
+    const RankProgram& rp = program_->ranks[static_cast<size_t>(r)];
+    const double share = options_->comm_hbm_share(rp, rp.tasks[static_cast<size_t>(id)], inst_dur_[ui]);
+    STEPCAST_CHECK(share >= 0 && share <= 1, fmt::format("HBM share {} of {} is outside [0, 1]",
+                                                         share, task_ref(rp, id)));
+    inst_hbm_ppm_[ui] = std::llround(share * 1e6);
+  }
+  comm_hbm_ppm_.assign(nranks, 0);
+  mb_running_.assign(nranks, 0);
+  mb_started_at_last_.assign(nranks, 0);
+  mb_last_start_.assign(nranks, -1);
+  mb_end_.assign(nranks, 0);
+  deferred_rdv_.clear();
   comm_running_.assign(nranks, 0);
   mem_now_.assign(nranks, 0.0);
   mem_peak_.assign(nranks, 0.0);
@@ -476,11 +513,16 @@ void Engine::start_rendezvous(int inst, TimeNs t) {
     }
     return;
   }
+  if (hbm_ && inst_hbm_ppm_[static_cast<size_t>(inst)] > 0) {
+    deferred_rdv_.push_back(inst);  // stretch decided when the instant settles
+    return;
+  }
   for (size_t k = b; k < e; ++k) start_task(inst_member_[k], t, d);
 }
 
 void Engine::start_task(std::uint32_t g, TimeNs t, TimeNs duration) {
-  if ((flags_[g] & kFlagCompute) && duration > 0 && options_->compute_slowdown_when_comm > 0) {
+  if ((flags_[g] & kFlagCompute) && duration > 0 &&
+      (options_->compute_slowdown_when_comm > 0 || hbm_)) {
     start_of(g) = t;  // marks it started; its length is decided when the instant settles
     deferred_.push_back(g);
     return;
@@ -498,7 +540,20 @@ void Engine::launch(std::uint32_t g, TimeNs t, TimeNs duration) {
     zero_stack_.push_back(g);
     return;
   }
-  if (flags_[g] & kFlagComm) ++comm_running_[static_cast<size_t>(rank_of_[g])];
+  const auto r = static_cast<size_t>(rank_of_[g]);
+  if (flags_[g] & kFlagComm) {
+    ++comm_running_[r];
+    if (hbm_) comm_hbm_ppm_[r] += inst_hbm_ppm_[static_cast<size_t>(match_.instance_of[g])];
+  }
+  if (hbm_ && (flags_[g] & kFlagMemBound)) {
+    ++mb_running_[r];
+    if (mb_last_start_[r] != t) {
+      mb_last_start_[r] = t;
+      mb_started_at_last_[r] = 0;
+    }
+    ++mb_started_at_last_[r];
+    mb_end_[r] = std::max(mb_end_[r], t + duration);
+  }
   queue_.push(t + duration, g);
 }
 
@@ -507,10 +562,13 @@ void Engine::finish(std::uint32_t g, TimeNs t) {
   ++finished_;
   left_[g] = -1;  // done
   const auto r = static_cast<size_t>(rank_of_[g]);
-  if (flags_[g] & kFlagComm) {
-    const TaskTiming& tm = at(g);
-    if (tm.end > tm.start) --comm_running_[r];
+  const TaskTiming& tm = at(g);
+  if ((flags_[g] & kFlagComm) && tm.end > tm.start) {
+    --comm_running_[r];
+    const std::int32_t inst = match_.instance_of[g];
+    if (hbm_ && inst >= 0) comm_hbm_ppm_[r] -= inst_hbm_ppm_[static_cast<size_t>(inst)];
   }
+  if (hbm_ && (flags_[g] & kFlagMemBound) && tm.end > tm.start) --mb_running_[r];
   const ListGraph& lg = *graph_of_[r];
   const std::uint32_t base = rank_offset_[r], i = g - base;
   for (std::uint32_t e = lg.succ_off[i]; e < lg.succ_off[i + 1]; ++e) {
@@ -539,16 +597,37 @@ void Engine::settle(TimeNs t) {
       zero_stack_.pop_back();
       finish(g, t);
     }
-    if (deferred_.empty()) return;
-    // Every end and zero-length cascade of this instant is done: the set of running comm
-    // tasks is final, so the interference decision does not depend on processing order.
+    if (deferred_.empty() && deferred_rdv_.empty()) return;
+    // Every end and zero-length cascade of this instant is done: the sets of running tasks
+    // are final, so the interference decisions do not depend on processing order. First the
+    // rendezvous (stretched when a member's memory-bound compute runs from before t), then
+    // the compute tasks (which see the communication started at t).
+    for (const std::int32_t inst : deferred_rdv_) {
+      const auto ui = static_cast<size_t>(inst);
+      const auto b = static_cast<size_t>(match_.offsets[ui]), e = static_cast<size_t>(match_.offsets[ui + 1]);
+      // The overlap with the memory-bound kernel running on a member (one at most: compute
+      // runs on one stream) slows the whole rendezvous by share x overlap.
+      const TimeNs d0 = inst_dur_[ui];
+      TimeNs overlap = 0;
+      for (size_t k = b; k < e; ++k) {
+        const auto r = static_cast<size_t>(rank_of_[inst_member_[k]]);
+        if (mb_running_before(r, t)) overlap = std::max(overlap, std::min(d0, mb_end_[r] - t));
+      }
+      const TimeNs d = d0 + stretch(overlap, static_cast<double>(inst_hbm_ppm_[ui]) * 1e-6);
+      for (size_t k = b; k < e; ++k) launch(inst_member_[k], t, d);
+    }
+    deferred_rdv_.clear();
     std::vector<std::uint32_t>& now = now_;
     now.swap(deferred_);
     for (std::uint32_t g : now) {
       TimeNs d = dur(g);
-      if (comm_running_[static_cast<size_t>(rank_of_[g])] > 0)
-        d = static_cast<TimeNs>(std::llround(static_cast<double>(d) *
-                                             (1.0 + options_->compute_slowdown_when_comm)));
+      const auto r = static_cast<size_t>(rank_of_[g]);
+      if (comm_running_[r] > 0) {
+        double slow = options_->compute_slowdown_when_comm;
+        if (hbm_ && (flags_[g] & kFlagMemBound))
+          slow = std::max(slow, static_cast<double>(comm_hbm_ppm_[r]) * 1e-6);
+        d = stretch(d, 1.0 + slow);
+      }
       launch(g, t, d);
     }
     now.clear();

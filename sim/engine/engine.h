@@ -21,6 +21,15 @@
 //    collective/send/recv of the same rank covers t (start <= t < end); the stretched length
 //    is llround(d * (1 + slowdown)). Without it, every time is a max-plus expression of the
 //    durations, so lengthening a task never shortens the step; with it, it can;
+//  - HBM contention (EngineOptions::comm_hbm_share): both sides of an overlap between
+//    communication and a memory-bound kernel slow, by (1 + share) over the overlap —
+//    proportional sharing of HBM when the kernel alone would saturate it (demands C and
+//    share x C on a capacity C: both run at 1 / (1 + share) of their speed while they
+//    overlap). As with the SM rule, a task's stretch is decided when it starts, from what
+//    runs then: a memory-bound kernel is stretched over its whole length (kernels are short
+//    next to the communication they overlap), a rendezvous by share x the remaining time of
+//    the kernel running then; a communication task is not stretched by compute that starts
+//    after it (that compute is stretched instead). Flow-mode transfers are not stretched;
 //  - memory: allocs/frees apply in causal order within an instant; the curve keeps one
 //    sample per instant (the value after it);
 //  - a program where tasks remain but none can start throws InvariantError naming each stuck
@@ -81,6 +90,15 @@ struct EngineOptions {
   // SM interference: a compute task that starts while a communication task of the same rank
   // runs takes this much longer (fraction; 0 = none). Set from the profile by the caller.
   double compute_slowdown_when_comm = 0.0;
+  // HBM contention (NETWORK.md pitfall 1: "both slow when HBM-bound"): per communication
+  // task, the fraction of its GPU's achievable HBM bandwidth its kernels use while it runs
+  // (sim/cost/coster.h comm_hbm_share; unset: no HBM contention). Then a memory-bound
+  // compute task (kMemoryBound) that starts while communication runs on its rank is
+  // stretched by (1 + the sum of their shares) instead of the SM slowdown, and an
+  // analytical communication rendezvous that starts while a memory-bound compute task of a
+  // member rank runs (started before this instant) is lengthened by share x the time that
+  // task still runs (capped at the rendezvous' duration).
+  std::function<double(const RankProgram&, const Task&, TimeNs duration)> comm_hbm_share;
   bool record_memory_curve = true;
   // Set: network: flow (communication as flows sharing links); null: analytical durations.
   const FlowMode* flow = nullptr;

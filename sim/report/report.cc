@@ -25,6 +25,10 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
   if (opt.progress) opt.progress(1, 3);
   EngineOptions eo;
   eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
+  eo.comm_hbm_share = [&p = out.program, &hw = sc.profile](const RankProgram& rp, const Task& t,
+                                                          TimeNs d) {
+    return comm_hbm_share(p, rp, t, d, hw);
+  };
   if (sc.network == NetworkMode::kFlow)  // communication as flows sharing links (flow_mode.h)
     out.timeline = simulate_flow_mode(out.program, sc.profile, eo);
   else

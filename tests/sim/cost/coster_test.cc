@@ -121,6 +121,35 @@ TEST(TaskDurations, SharedListsReuseDurationsOnlyForEqualShapes) {
   EXPECT_LT(d[3][1], d[0][1]);  // send within the node: NVLink
 }
 
+// comm_hbm_share = min(1, 2 x busbw / (hbm x memory_bound_efficiency)), busbw = S/t x F.
+// H100: 3.35e12 x 0.85 = 2.8475e12 B/s. An 8-rank allreduce of 1 GB in 4.73 ms: algbw
+// 211.4 GB/s, F = 2 x 7/8, busbw 370 GB/s, share 740 / 2847.5 = 0.2599. A send of 48 MB in
+// 1 ms: busbw 48 GB/s, share 0.0337.
+TEST(CommHbmShare, TwoBytesOfHbmPerLinkByte) {
+  const HwProfile hw = h100_profile();
+  Program p;
+  p.world_size = 16;
+  p.groups.push_back(Group{0, GroupKind::kTp, {0, 1, 2, 3, 4, 5, 6, 7}});
+  RankProgram rp;
+  Task ar = make(TaskKind::kCollective);
+  ar.coll = CollOp::kAllReduce;
+  ar.group = 0;
+  ar.bytes = 1e9;
+  const double t_s = 1e9 * (2.0 * 7 / 8) / 370e9;
+  const double hbm = hw.gpu.hbm_bytes_per_s * hw.compute.membound_eff;
+  EXPECT_NEAR(comm_hbm_share(p, rp, ar, to_ns(t_s), hw), 2 * 370e9 / hbm, 1e-6);
+  EXPECT_NEAR(2 * 370e9 / hbm, 0.2599, 1e-4);
+  Task send = make(TaskKind::kSend);
+  send.peer = 8;
+  send.bytes = 48e6;
+  EXPECT_NEAR(comm_hbm_share(p, rp, send, 1'000'000, hw), 2 * 48e9 / hbm, 1e-9);
+  EXPECT_EQ(comm_hbm_share(p, rp, send, 10, hw), 1.0);  // capped
+  EXPECT_EQ(comm_hbm_share(p, rp, make(TaskKind::kGemm), 1000, hw), 0.0);
+  HwProfile no_hbm = hw;
+  no_hbm.gpu.hbm_bytes_per_s = 0;
+  EXPECT_EQ(comm_hbm_share(p, rp, send, 1'000'000, no_hbm), 0.0);
+}
+
 TEST(TaskDurations, MissingGroupIsAnInvariantError) {
   Program p;
   p.world_size = 8;

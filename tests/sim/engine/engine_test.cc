@@ -268,6 +268,64 @@ TEST(Engine, SmInterferenceStretchesComputeStartedDuringComm) {
   EXPECT_EQ(tl.step_ns, 250);
 }
 
+// HBM contention (engine.h): every comm task here uses half the HBM bandwidth (share 0.5);
+// the SM slowdown is 0.1.
+EngineOptions hbm_options() {
+  EngineOptions o;
+  o.compute_slowdown_when_comm = 0.1;
+  o.comm_hbm_share = [](const RankProgram&, const Task&, TimeNs) { return 0.5; };
+  return o;
+}
+
+int membound(Builder& b, int r, const std::string& label, TimeNs dur, std::vector<int> deps = {}) {
+  Task t;
+  t.kind = TaskKind::kMemoryBound;
+  t.label = label;
+  t.deps = std::move(deps);
+  t.bytes_read = 1e6;
+  return b.add(r, std::move(t), dur);
+}
+
+TEST(Engine, HbmContentionStretchesMemoryBoundKernelsByTheCommShare) {
+  // dp allreduce runs [0, 1000) with share 0.5. Memory-bound m (100) starts at 0: it and
+  // the allreduce demand 1.5x the HBM bandwidth, so it runs at 1/1.5: 150. GEMM g (100)
+  // starts at 150 during the allreduce: SM slowdown only, 110. The allreduce started first
+  // (at the same instant as m), so it is not stretched: ends 1000.
+  Builder b;
+  const int r = b.rank(0);
+  const int grp = b.group(GroupKind::kDp, {0});
+  const int ar = b.coll(r, "ar", grp, 1000, {}, StreamKind::kDp, Category::kDpComm);
+  const int m = membound(b, r, "m", 100);
+  const int g = b.compute(r, "g", 100);
+  const Timeline tl = simulate(b.p, b.d, hbm_options());
+  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(m)].end, 150);
+  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(g)].end, 260);
+  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(ar)].end, 1000);
+  // Without the HBM share the memory-bound kernel takes the SM slowdown like any kernel.
+  EngineOptions sm_only;
+  sm_only.compute_slowdown_when_comm = 0.1;
+  EXPECT_EQ(simulate(b.p, b.d, sm_only).ranks[0].tasks[static_cast<size_t>(m)].end, 110);
+}
+
+TEST(Engine, HbmContentionSlowsCommStartingUnderAMemoryBoundKernel) {
+  // Memory-bound m (500) and tp collective x (100) start at 0. x is decided first (it does
+  // not see m, which starts in the same instant), so it keeps 100; m sees x running and
+  // takes 500 x 1.5 = 750. At 100 x ends and the dp allreduce (1000) starts while m runs
+  // until 750: over that overlap, 650, both share HBM, so the allreduce takes
+  // 1000 + 0.5 x 650 = 1325 and ends at 1425.
+  Builder b;
+  const int r = b.rank(0);
+  const int grp = b.group(GroupKind::kDp, {0});
+  const int m = membound(b, r, "m", 500);
+  const int x = b.coll(r, "x", b.group(GroupKind::kTp, {0}), 100);
+  const int ar = b.coll(r, "ar", grp, 1000, {x}, StreamKind::kDp, Category::kDpComm);
+  const Timeline tl = simulate(b.p, b.d, hbm_options());
+  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(x)].end, 100);
+  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(m)].end, 750);
+  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(ar)].start, 100);
+  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(ar)].end, 100 + 1325);
+}
+
 TEST(Engine, SmInterferenceCanMakeLongerInputsFaster) {
   // Why monotonicity is only claimed without SM interference: a dp allreduce runs [0, 150);
   // a tp collective of length x runs first, then compute b (100, x1.5 when it starts during
