@@ -62,7 +62,7 @@ Durations task_latencies(const Program& p, const HwProfile& hw) {
   Durations out(p.ranks.size());
   for (size_t r = 0; r < p.ranks.size(); ++r) {
     if (same[r] != r) {
-      out[r] = out[same[r]];
+      out.share_row(r, same[r]);
       continue;
     }
     const RankProgram& rp = p.ranks[r];
