@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/huge_alloc.h"
 #include "model/workload.h"
 
 namespace stepcast {
@@ -95,7 +96,8 @@ struct Task {
 // and iteration are const; writes go through the named mutators.
 class TaskList {
  public:
-  using const_iterator = std::vector<Task>::const_iterator;
+  using Storage = HugeVector<Task>;  // large lists (>= 4 MB) on huge pages (model/huge_alloc.h)
+  using const_iterator = Storage::const_iterator;
 
   std::size_t size() const { return v_ ? v_->size() : 0; }
   bool empty() const { return size() == 0; }
@@ -117,19 +119,19 @@ class TaskList {
   bool shares_storage_with(const TaskList& o) const { return v_ && v_ == o.v_; }
 
  private:
-  std::vector<Task>& own() {
+  Storage& own() {
     if (!v_) {
-      v_ = std::make_shared<std::vector<Task>>();
+      v_ = std::make_shared<Storage>();
     } else if (v_.use_count() > 1) {
-      v_ = std::make_shared<std::vector<Task>>(*v_);
+      v_ = std::make_shared<Storage>(*v_);
     }
     return *v_;
   }
-  static const std::vector<Task>& empty_() {
-    static const std::vector<Task> e;
+  static const Storage& empty_() {
+    static const Storage e;
     return e;
   }
-  std::shared_ptr<std::vector<Task>> v_;
+  std::shared_ptr<Storage> v_;
 };
 
 struct RankProgram {
