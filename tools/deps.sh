@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(cmake g++ make pkg-config libyaml-cpp-dev libeigen3-dev libboost-graph-dev
       libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(chromium)
+  pkgs+=(chromium libopenmpi-dev openmpi-bin)  # browser test; MPI build of stepcast-bench
 fi
 # Extra package names (tests use a name that is never installed to exercise the paths below).
 if [[ -n "${STEPCAST_DEPS_EXTRA:-}" ]]; then
