@@ -395,8 +395,10 @@ bool same_timing(const RankTimeline& a, const RankTimeline& b) {
 
 TEST(EngineProperty, FoldedEqualsFullOnSymmetricPrograms) {
   // N identical replicas simulated in full and folded onto one simulated rank: every replica
-  // of the full run behaves like the folded rank, so step, breakdown and peak agree.
+  // of the full run behaves like the folded rank, so step, breakdown and peak agree — with
+  // and without interference (decided per rank from what runs on it: symmetric too).
   std::mt19937_64 rng(12345);
+  int hbm_changed = 0;
   for (int trial = 0; trial < 60; ++trial) {
     const int replicas = 2 * (1 + trial % 4);
     const auto tt = testing::random_template(rng, 20 + trial % 40);
@@ -404,8 +406,21 @@ TEST(EngineProperty, FoldedEqualsFullOnSymmetricPrograms) {
     const Builder folded = testing::build_replicated(tt, replicas, true);
     validate_program(full.p);
     validate_program(folded.p);
-    const Timeline a = simulate(full.p, full.d);
-    const Timeline b = simulate(folded.p, folded.d);
+    // Odd trials with SM interference and HBM contention (shares 0.05..0.95 by bytes).
+    EngineOptions o;
+    if (trial % 2) {
+      o.compute_slowdown_when_comm = 0.2;
+      o.comm_hbm_share = [](const RankProgram&, const Task& t, TimeNs) {
+        return 0.05 + 0.1 * static_cast<double>(static_cast<long long>(t.bytes) % 10);
+      };
+    }
+    const Timeline a = simulate(full.p, full.d, o);
+    const Timeline b = simulate(folded.p, folded.d, o);
+    if (trial % 2) {  // the HBM rule must actually act on some of these programs
+      EngineOptions sm_only;
+      sm_only.compute_slowdown_when_comm = 0.2;
+      hbm_changed += simulate(full.p, full.d, sm_only).step_ns != a.step_ns;
+    }
     ASSERT_EQ(a.step_ns, b.step_ns) << "trial " << trial;
     EXPECT_EQ(a.breakdown_ns, b.breakdown_ns) << "trial " << trial;
     for (const RankTimeline& rt : a.ranks) {
@@ -413,6 +428,7 @@ TEST(EngineProperty, FoldedEqualsFullOnSymmetricPrograms) {
       EXPECT_DOUBLE_EQ(rt.peak_bytes, b.ranks[0].peak_bytes);
     }
   }
+  EXPECT_GT(hbm_changed, 5);
 }
 
 TEST(EngineProperty, BreakdownSumsToStepAndCriticalPathIsTight) {

@@ -178,9 +178,13 @@ inline Builder build_replicated(const std::vector<TemplateTask>& tt, int replica
       std::string label = std::to_string(j);
       label.insert(label.begin(), 't');
       switch (x.kind) {
-        case TemplateTask::kCompute:
-          b.compute(r, label, dur, x.deps, x.cat);
+        case TemplateTask::kCompute: {
+          const int id = b.compute(r, label, dur, x.deps, x.cat);
+          // Optimizer-category compute is memory-bound (matters for HBM contention only).
+          if (x.cat == Category::kOptimizer)
+            b.p.ranks[static_cast<size_t>(r)].tasks.mut(static_cast<size_t>(id)).kind = TaskKind::kMemoryBound;
           break;
+        }
         case TemplateTask::kCollWorld:
           b.coll(r, label, world, dur, x.deps, StreamKind::kDp, Category::kDpComm);
           break;
