@@ -33,8 +33,9 @@ struct CollKeyHash {
 
 std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupShape>& shapes) {
   struct List {
-    size_t rep;       // first rank seen with this list
-    ListNames names;  // what the list names
+    size_t rep;               // first rank seen with this list
+    ListNames names;          // what the list names (filled when a second rank shares it)
+    bool named = false;
   };
   std::unordered_map<const Task*, List> lists;
   std::vector<size_t> out(p.ranks.size());
@@ -46,11 +47,12 @@ std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupSha
     out[r] = r;
     const RankProgram& rp = p.ranks[r];
     if (rp.tasks.empty()) continue;
-    auto [it, fresh] = lists.try_emplace(&rp.tasks[0], List{r, {}});
+    auto [it, fresh] = lists.try_emplace(&rp.tasks[0], List{r, {}, false});
     List& l = it->second;
-    if (fresh) {
+    if (fresh) continue;  // folded programs: every list is seen once, never scanned here
+    if (!l.named) {
       l.names = names_used(rp.tasks);
-      continue;
+      l.named = true;
     }
     const RankProgram& rep = p.ranks[l.rep];
     bool same = true;
