@@ -15,10 +15,11 @@
 //    stretched by (1 + compute_slowdown_when_comm) when a communication task of its rank is
 //    running over [t, t+): started at or before t and ending after t. Compute starts are
 //    therefore deferred until every end and every zero-duration cascade of instant t is done.
-//  - HBM contention (engine.h): memory-bound compute is stretched instead by the HBM shares
-//    of the communication running over [t, t+); a rendezvous with an HBM share starting at t
-//    is deferred likewise and stretched when a member's memory-bound compute runs over
-//    [t-, t+) (started before t, ending after t).
+//  - HBM contention (engine.h): memory-bound compute is stretched by the larger of that
+//    slowdown and the summed HBM shares of the communication running over [t, t+); a
+//    rendezvous with an HBM share starting at t is deferred likewise and lengthened by
+//    share x overlap when a member's memory-bound compute runs over [t-, t+) (started
+//    before t, ending after t).
 //  - memory: alloc/free apply at their instant in processing order, which follows causality
 //    (an alloc that depends on a free is applied after it); ties between independent events
 //    go by (time, rank, task id), so the peak is deterministic.

@@ -125,7 +125,7 @@ struct EngineOptions {
   // task, the fraction of its GPU's achievable HBM bandwidth its kernels use while it runs
   // (sim/cost/coster.h comm_hbm_share; unset: no HBM contention). Then a memory-bound
   // compute task (kMemoryBound) that starts while communication runs on its rank is
-  // stretched by (1 + the sum of their shares) instead of the SM slowdown, and an
+  // stretched by 1 + the larger of the SM slowdown and the sum of their shares, and an
   // analytical communication rendezvous that starts while a memory-bound compute task of a
   // member rank runs (started before this instant) is lengthened by share x the time that
   // task still runs (capped at the rendezvous' duration).
