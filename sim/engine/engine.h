@@ -29,7 +29,8 @@
 //    runs then: a memory-bound kernel is stretched over its whole length (kernels are short
 //    next to the communication they overlap), a rendezvous by share x the remaining time of
 //    the kernel running then; a communication task is not stretched by compute that starts
-//    after it (that compute is stretched instead). Flow-mode transfers are not stretched;
+//    after it (that compute is stretched instead). Flow-mode transfers take no part (their
+//    rates come from the network model);
 //  - memory: allocs/frees apply in causal order within an instant; the curve keeps one
 //    sample per instant (the value after it);
 //  - a program where tasks remain but none can start throws InvariantError naming each stuck
