@@ -106,6 +106,8 @@ int main(int argc, char** argv) {
   validate->add_option("--cases", cases_file, "cases file (measured training runs)");
   validate->add_option("FILES", compare_files, "PREDICTED.json MEASURED.json")->expected(0, 2);
   validate->add_flag("--json", validate_json, "print JSON instead of the table");
+  validate->add_option("--threads", threads, "worker threads for --cases (same report for any count)")
+      ->check(CLI::PositiveNumber);
   validate->add_option("--max-mape", max_mape, "exit 1 when MAPE (percent) exceeds this");
 
   // regress
@@ -198,7 +200,7 @@ int main(int argc, char** argv) {
       }
       if (!cases_file.empty()) {
         auto cases = sc::load_cases(cases_file);
-        auto rep = sc::run_cases(cases, {}, terminal_progress("validate"));
+        auto rep = sc::run_cases(cases, {}, terminal_progress("validate"), threads);
         if (validate_json) {
           std::cout << sc::validation_to_json(rep).dump(2) << "\n";
         } else {

@@ -1,9 +1,14 @@
 #include "sim/report/validate.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -68,12 +73,42 @@ std::vector<ValidationCase> load_cases(const std::string& path) {
 }
 
 ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOptions& opt,
-                           const Progress& progress) {
+                           const Progress& progress, int threads) {
+  // Predictions in parallel (predict is reentrant: per-thread engines), kept as results
+  // only; the report is then assembled in case order, so it does not depend on `threads`.
+  std::vector<Result> results(cases.size());
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex progress_mu;
+  std::exception_ptr failure;
+  auto worker = [&]() {
+    for (size_t i = next++; i < cases.size(); i = next++) {
+      try {
+        results[i] = predict(cases[i].scenario, opt).result;
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        if (!failure) failure = std::current_exception();
+        next = cases.size();  // stop handing out work
+        return;
+      }
+      const size_t d = ++done;
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        progress(d, cases.size());
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::max(1, threads); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+
   ValidationReport rep;
   double sum = 0, mem_sum = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const ValidationCase& c = cases[i];
-    Prediction p = predict(c.scenario, opt);
+    Prediction p;
+    p.result = std::move(results[i]);
     CaseOutcome o;
     o.id = c.id;
     o.measured_step_s = c.measured_step_s;
@@ -92,7 +127,6 @@ ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOp
       rep.worst_id = o.id;
     }
     rep.cases.push_back(std::move(o));
-    if (progress) progress(i + 1, cases.size());
   }
   if (!rep.cases.empty()) rep.mape = sum / static_cast<double>(rep.cases.size());
   if (rep.memory_cases > 0) rep.memory_mape = mem_sum / rep.memory_cases;

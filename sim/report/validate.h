@@ -51,8 +51,10 @@ struct ValidationReport {
 };
 
 
+// Predicts every case (on `threads` worker threads; the report is the same for any count)
+// and compares it with its measurement.
 ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOptions& opt,
-                           const Progress& progress = nullptr);
+                           const Progress& progress = {}, int threads = 1);
 std::string render_validation(const ValidationReport& r);
 nlohmann::json validation_to_json(const ValidationReport& r);
 

@@ -210,6 +210,26 @@ TEST(Cli, ValidateComparesTwoResults) {
   EXPECT_NE(r.err.find("junk.json"), std::string::npos);
 }
 
+// validate --cases on worker threads: the same report as on one thread (cases are
+// predicted in parallel, the report is assembled in case order); --threads 0 is bad input.
+TEST(Cli, ValidateCasesGivesTheSameReportOnAnyNumberOfThreads) {
+  fs::path d = tmpdir();
+  const std::string v = kSrc + "/scenarios/validation/";
+  std::string cases = "cases:\n";
+  for (const char* id : {"mcore-h100-1.7B", "mcore-h100-7.1B", "korthikanti2022-t5-22B-sp-selective"})
+    cases += std::string("- id: ") + id + "\n  source: test\n  scenario: " + v + id +
+             ".yaml\n  measured: {step_time_s: 1.0}\n";
+  write(d / "cases.yaml", cases);
+  const std::string base = "validate --json --cases " + (d / "cases.yaml").string();
+  CliRun one = stepcast(base + " --threads 1");
+  ASSERT_EQ(one.code, 0) << one.err;
+  CliRun three = stepcast(base + " --threads 3");
+  ASSERT_EQ(three.code, 0) << three.err;
+  EXPECT_EQ(one.out, three.out);
+  EXPECT_EQ(nlohmann::json::parse(one.out)["cases"].size(), 3u);
+  EXPECT_EQ(stepcast(base + " --threads 0").code, 2);
+}
+
 TEST(Cli, SweepRunsEveryCombination) {
   fs::path d = tmpdir();
   std::string text = kSmall;
