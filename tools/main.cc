@@ -116,6 +116,8 @@ int main(int argc, char** argv) {
   std::optional<double> tolerance;
   auto* regress = app.add_subcommand("regress", "re-run scenarios and compare with their expected results");
   regress->add_option("SCENARIOS", ropt.scenarios, "scenario files (default: every one under --dir)");
+  regress->add_option("--threads", ropt.threads, "worker threads (same outcome for any count)")
+      ->check(CLI::PositiveNumber);
   regress->add_option("--dir", ropt.dir, "scenarios directory (expected results in DIR/expected)");
   regress->add_option("--tolerance", tolerance, "float tolerance in percent (default 0.01)");
   regress->add_flag("--update", ropt.update, "write the expected results anew");

@@ -1,11 +1,10 @@
 #include "sim/report/explore.h"
 
 #include <algorithm>
-#include <atomic>
-#include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
+
+#include "sim/report/parallel.h"
 
 namespace stepcast {
 
@@ -117,22 +116,10 @@ SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
     }
   }
   std::vector<ExplorePoint> pts(cands.size());
-  std::atomic<size_t> next{0}, done{0};
-  std::mutex progress_mu;
-  auto worker = [&]() {
-    for (size_t i = next++; i < cands.size(); i = next++) {
-      pts[i] = evaluate(cands[i].doc, base.file, cands[i].settings);
-      size_t d = ++done;
-      if (opt.progress) {
-        std::lock_guard<std::mutex> lock(progress_mu);
-        opt.progress(d, cands.size());
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 1; t < std::max(1, opt.threads); ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
+  parallel_for(
+      cands.size(), opt.threads,
+      [&](size_t i) { pts[i] = evaluate(cands[i].doc, base.file, cands[i].settings); },
+      opt.progress);
 
   SearchOutcome out;
   out.considered = static_cast<int>(pts.size());

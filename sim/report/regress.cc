@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/report/parallel.h"
 #include "sim/scenario/yaml_util.h"
 
 namespace fs = std::filesystem;
@@ -80,24 +81,27 @@ RegressOutcome run_regress(const RegressOptions& opt) {
   RegressOutcome o;
   std::vector<std::string> files = opt.scenarios.empty() ? find_scenarios(opt.dir) : opt.scenarios;
   const double tol = (opt.tolerance_pct ? *opt.tolerance_pct : 0.01) / 100.0;
-  size_t done = 0;
-  for (const auto& file : files) {
+  // Predictions on worker threads (the outcome does not depend on their number); the
+  // comparison runs in file order.
+  std::vector<nlohmann::json> results(files.size());
+  parallel_for(
+      files.size(), opt.threads,
+      [&](size_t i) { results[i] = result_to_json(predict(load_scenario(files[i])).result); },
+      opt.progress);
+  for (size_t fi = 0; fi < files.size(); ++fi) {
+    const std::string& file = files[fi];
     ++o.scenarios;
     const std::string rel = fs::relative(fs::path(file), fs::path(opt.dir)).string();
     const std::string exp_path = expected_path(opt.dir, file);
-    Scenario sc = load_scenario(file);
-    Prediction p = predict(sc);
-    nlohmann::json now = result_to_json(p.result);
+    const nlohmann::json& now = results[fi];
     if (opt.update) {
       write_json(exp_path, now);
       ++o.updated;
-      if (opt.progress) opt.progress(++done, files.size());
       continue;
     }
     if (!fs::exists(exp_path)) {
       ++o.missing;
       o.rows.push_back({rel, "", "", "", 0, "missing expected file " + exp_path});
-      if (opt.progress) opt.progress(++done, files.size());
       continue;
     }
     nlohmann::json expected = read_json_file(exp_path);
@@ -139,7 +143,6 @@ RegressOutcome run_regress(const RegressOptions& opt) {
       }
     }
     if (moved) ++o.moved_scenarios;
-    if (opt.progress) opt.progress(++done, files.size());
   }
   return o;
 }

@@ -18,6 +18,7 @@ struct RegressOptions {
   // Float tolerance in percent; default 0.01 %. Integers, strings and booleans are exact.
   std::optional<double> tolerance_pct;
   bool update = false;
+  int threads = 1;  // predictions on this many threads (same outcome for any count)
   Progress progress;
 };
 

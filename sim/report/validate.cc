@@ -1,17 +1,14 @@
 #include "sim/report/validate.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 
+#include "sim/report/parallel.h"
 #include "sim/scenario/yaml_util.h"
 
 namespace stepcast {
@@ -77,31 +74,9 @@ ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOp
   // Predictions in parallel (predict is reentrant: per-thread engines), kept as results
   // only; the report is then assembled in case order, so it does not depend on `threads`.
   std::vector<Result> results(cases.size());
-  std::atomic<size_t> next{0}, done{0};
-  std::mutex progress_mu;
-  std::exception_ptr failure;
-  auto worker = [&]() {
-    for (size_t i = next++; i < cases.size(); i = next++) {
-      try {
-        results[i] = predict(cases[i].scenario, opt).result;
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(progress_mu);
-        if (!failure) failure = std::current_exception();
-        next = cases.size();  // stop handing out work
-        return;
-      }
-      const size_t d = ++done;
-      if (progress) {
-        std::lock_guard<std::mutex> lock(progress_mu);
-        progress(d, cases.size());
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < std::max(1, threads); ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+  parallel_for(
+      cases.size(), threads, [&](size_t i) { results[i] = predict(cases[i].scenario, opt).result; },
+      progress);
 
   ValidationReport rep;
   double sum = 0, mem_sum = 0;
