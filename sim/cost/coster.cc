@@ -67,14 +67,17 @@ std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupSha
   return out;
 }
 
-Durations task_durations(const Program& p, const HwProfile& hw) {
+std::vector<GroupShape> group_shapes(const Program& p, const HwProfile& hw) {
   STEPCAST_CHECK(p.gpus_per_node > 0, "program gpus_per_node must be positive");
   std::vector<GroupShape> shapes;
   shapes.reserve(p.groups.size());
   for (const Group& g : p.groups)
     shapes.push_back(group_shape(g.ranks, p.gpus_per_node, hw.fabric.pod_gpus));
+  return shapes;
+}
 
-  std::unordered_map<CollKey, TimeNs, CollKeyHash> coll_cache;
+Durations rows_per_cost_class(const Program& p, const std::vector<GroupShape>& shapes,
+                              const std::function<void(const RankProgram&, std::vector<TimeNs>&)>& fill) {
   const std::vector<size_t> same = same_cost_ranks(p, shapes);
   Durations out(p.ranks.size());
   for (size_t r = 0; r < p.ranks.size(); ++r) {
@@ -82,9 +85,17 @@ Durations task_durations(const Program& p, const HwProfile& hw) {
       out.share_row(r, same[r]);
       continue;
     }
-    const RankProgram& rp = p.ranks[r];
-    std::vector<TimeNs>& d = out[r];
-    d.resize(rp.tasks.size(), 0);
+    std::vector<TimeNs>& row = out[r];
+    row.assign(p.ranks[r].tasks.size(), 0);
+    fill(p.ranks[r], row);
+  }
+  return out;
+}
+
+Durations task_durations(const Program& p, const HwProfile& hw) {
+  const std::vector<GroupShape> shapes = group_shapes(p, hw);
+  std::unordered_map<CollKey, TimeNs, CollKeyHash> coll_cache;
+  return rows_per_cost_class(p, shapes, [&](const RankProgram& rp, std::vector<TimeNs>& d) {
     for (size_t i = 0; i < rp.tasks.size(); ++i) {
       const Task& t = rp.tasks[i];
       switch (t.kind) {
@@ -122,8 +133,7 @@ Durations task_durations(const Program& p, const HwProfile& hw) {
           break;
       }
     }
-  }
-  return out;
+  });
 }
 
 double comm_hbm_share(const Program& p, const RankProgram& rp, const Task& t, TimeNs duration,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "sim/cluster/profile.h"
@@ -24,6 +25,15 @@ Durations task_durations(const Program& p, const HwProfile& hw);
 // shared task list; each group the list names, remapped, has the same shape; each peer,
 // remapped, is in the same node or not alike), or its own index. `shapes` per group.
 std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupShape>& shapes);
+
+// The shape of every group of `p` (node = rank / p.gpus_per_node, pod = rank /
+// hw.fabric.pod_gpus), indexed by group id.
+std::vector<GroupShape> group_shapes(const Program& p, const HwProfile& hw);
+
+// One row per simulated rank, filled by fill(rank, row) (row sized to the rank's tasks, zeroed)
+// for the first rank of each same_cost_ranks class and shared by the others.
+Durations rows_per_cost_class(const Program& p, const std::vector<GroupShape>& shapes,
+                              const std::function<void(const RankProgram&, std::vector<TimeNs>&)>& fill);
 
 // SM interference: the fraction by which a compute kernel slows while a communication
 // kernel of the same GPU runs. NCCL kernels hold whole SMs (NETWORK.md pitfall 1: ~16 on a

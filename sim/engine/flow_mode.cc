@@ -51,22 +51,10 @@ HwProfile flow_cost_profile(const HwProfile& hw) {
 }
 
 Durations task_latencies(const Program& p, const HwProfile& hw) {
-  STEPCAST_CHECK(p.gpus_per_node > 0, "program gpus_per_node must be positive");
-  std::vector<GroupShape> shapes;
-  shapes.reserve(p.groups.size());
-  for (const Group& g : p.groups)
-    shapes.push_back(group_shape(g.ranks, p.gpus_per_node, hw.fabric.pod_gpus));
+  const std::vector<GroupShape> shapes = group_shapes(p, hw);
   std::map<std::tuple<int, int, double>, TimeNs> coll_cache;
   std::map<std::tuple<bool, double>, TimeNs> p2p_cache;
-  const std::vector<size_t> same = same_cost_ranks(p, shapes);
-  Durations out(p.ranks.size());
-  for (size_t r = 0; r < p.ranks.size(); ++r) {
-    if (same[r] != r) {
-      out.share_row(r, same[r]);
-      continue;
-    }
-    const RankProgram& rp = p.ranks[r];
-    out[r].assign(rp.tasks.size(), 0);
+  return rows_per_cost_class(p, shapes, [&](const RankProgram& rp, std::vector<TimeNs>& row) {
     for (size_t i = 0; i < rp.tasks.size(); ++i) {
       const Task& t = rp.tasks[i];
       if (t.kind == TaskKind::kCollective) {
@@ -81,7 +69,7 @@ Durations task_latencies(const Program& p, const HwProfile& hw) {
           const double a = std::clamp(collective_latency_s(t.coll, t.bytes, g, hw), 0.0, total);
           it = coll_cache.emplace(key, std::min(to_ns(a), to_ns(total))).first;
         }
-        out[r][i] = it->second;
+        row[i] = it->second;
       } else if (t.kind == TaskKind::kSend || t.kind == TaskKind::kRecv) {
         const bool same_node = rp.rank / p.gpus_per_node == rp.peer_of(t) / p.gpus_per_node;
         const auto key = std::make_tuple(same_node, t.bytes);
@@ -92,11 +80,10 @@ Durations task_latencies(const Program& p, const HwProfile& hw) {
           const double a = std::clamp(latency_by_difference(t.bytes, time_s), 0.0, total);
           it = p2p_cache.emplace(key, std::min(to_ns(a), to_ns(total))).first;
         }
-        out[r][i] = it->second;
+        row[i] = it->second;
       }
     }
-  }
-  return out;
+  });
 }
 
 Timeline simulate_flow_mode(const Program& p, const HwProfile& hw, const EngineOptions& options) {
