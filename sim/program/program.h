@@ -108,12 +108,10 @@ class TaskList {
   const_iterator end() const { return v_ ? v_->cend() : empty_().cend(); }
 
   Task& mut(std::size_t i) { return own()[i]; }
-  Task& mut_back() { return own().back(); }
   void push_back(Task t) { own().push_back(std::move(t)); }
   void reserve(std::size_t n) { own().reserve(n); }
   void clear() { v_.reset(); }
   void resize(std::size_t n) { own().resize(n); }
-  void erase_from(std::size_t i) { own().erase(own().begin() + static_cast<std::ptrdiff_t>(i), own().end()); }
 
   // True when both lists use one storage (a copy not written to since).
   bool shares_storage_with(const TaskList& o) const { return v_ && v_ == o.v_; }

@@ -82,20 +82,19 @@ ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOp
   double sum = 0, mem_sum = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const ValidationCase& c = cases[i];
-    Prediction p;
-    p.result = std::move(results[i]);
+    Result& result = results[i];
     CaseOutcome o;
     o.id = c.id;
     o.measured_step_s = c.measured_step_s;
-    o.predicted_step_s = p.result.step_time_s;
+    o.predicted_step_s = result.step_time_s;
     o.error = (o.predicted_step_s - o.measured_step_s) / o.measured_step_s;
     o.measured_memory_gib = c.measured_memory_gib;
     if (c.measured_memory_gib > 0) {
-      o.memory_error = (p.result.memory_peak_gib - c.measured_memory_gib) / c.measured_memory_gib;
+      o.memory_error = (result.memory_peak_gib - c.measured_memory_gib) / c.measured_memory_gib;
       mem_sum += std::fabs(o.memory_error);
       ++rep.memory_cases;
     }
-    o.result = std::move(p.result);
+    o.result = std::move(result);
     sum += std::fabs(o.error);
     if (std::fabs(o.error) > rep.worst_abs_error || rep.worst_id.empty()) {
       rep.worst_abs_error = std::fabs(o.error);
