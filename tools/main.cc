@@ -91,9 +91,9 @@ int main(int argc, char** argv) {
   int top = 10, threads = 1;
   auto* search = app.add_subcommand("search", "search valid plans for the scenario's model and cluster");
   search->add_option("SCENARIO", scenario, "scenario YAML (its plan is the starting point)")->required();
-  search->add_option("--top", top, "how many plans to show")->check(CLI::PositiveNumber);
+  search->add_option("--top", top, "how many plans to show")->check(CLI::Range(1, 1000000));
   search->add_option("--csv", csv_out, "write the best plans as CSV here");
-  search->add_option("--threads", threads, "worker threads")->check(CLI::PositiveNumber);
+  search->add_option("--threads", threads, "worker threads")->check(CLI::Range(1, 1024));
   search->add_option("--html", table_html, "write the best plans as a sortable HTML page here");
 
   // validate
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   validate->add_option("FILES", compare_files, "PREDICTED.json MEASURED.json")->expected(0, 2);
   validate->add_flag("--json", validate_json, "print JSON instead of the table");
   validate->add_option("--threads", threads, "worker threads for --cases (same report for any count)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1024));
   validate->add_option("--max-mape", max_mape, "exit 1 when MAPE (percent) exceeds this");
 
   // regress
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   auto* regress = app.add_subcommand("regress", "re-run scenarios and compare with their expected results");
   regress->add_option("SCENARIOS", ropt.scenarios, "scenario files (default: every one under --dir)");
   regress->add_option("--threads", ropt.threads, "worker threads (same outcome for any count)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1024));
   regress->add_option("--dir", ropt.dir, "scenarios directory (expected results in DIR/expected)");
   regress->add_option("--tolerance", tolerance, "float tolerance in percent (default 0.01)");
   regress->add_flag("--update", ropt.update, "write the expected results anew");

@@ -227,7 +227,12 @@ TEST(Cli, ValidateCasesGivesTheSameReportOnAnyNumberOfThreads) {
   ASSERT_EQ(three.code, 0) << three.err;
   EXPECT_EQ(one.out, three.out);
   EXPECT_EQ(nlohmann::json::parse(one.out)["cases"].size(), 3u);
-  EXPECT_EQ(stepcast(base + " --threads 0").code, 2);
+  CliRun bad = stepcast(base + " --threads 0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--threads: Value 0 not in range 1 to 1024"), std::string::npos) << bad.err;
+  bad = stepcast("regress --threads x");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--threads"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, SweepRunsEveryCombination) {
