@@ -498,13 +498,30 @@ double model_flops_per_sequence(const ModelArch& arch, std::int64_t seq_len) {
   return 3.0 * fwd;
 }
 
-Op optimizer_op(double params, bool adam) {
+Op optimizer_op(double params, bool adam, bool fp16_grads) {
   STEPCAST_CHECK(params >= 0, "optimizer_op: negative parameter count");
-  // Adam (fp32): reads master, m, v, grad (16 B), writes master, m, v (12 B) and the
-  // 16-bit weight copy (2 B). SGD with momentum: reads master, momentum, grad (12 B),
-  // writes master, momentum (8 B) and the copy (2 B).
-  return adam ? memory_op("adam", 16.0 * params, 14.0 * params)
-              : memory_op("sgd", 12.0 * params, 10.0 * params);
+  // Adam (fp32): reads master, m, v, grad (16 B), writes master, m, v (12 B). SGD with
+  // momentum: reads master, momentum, grad (12 B), writes master, momentum (8 B). Around
+  // the update, as Megatron's optimizers do it: the fp32 gradient is read once more for its
+  // norm (4 B; --clip-grad 1.0 is the default, clip_grad_norm_fp32 runs multi_tensor_l2norm
+  // over the local shard), and the 16-bit weights are refreshed from the updated master in a
+  // separate pass (_copy_main_params_to_model_params: read 4 B, write 2 B).
+  double read = (adam ? 16.0 : 12.0) + 4.0 + 4.0;
+  double written = adam ? 14.0 : 10.0;
+  if (fp16_grads) {
+    // fp16 training (Megatron's Float16OptimizerWithFloat16Params): the fp16 gradients are
+    // first copied to fp32 main gradients (read 2 B, write 4 B), then unscaled in place with
+    // the inf/nan check of the loss scaler (read 4 B, write 4 B).
+    read += 2.0 + 4.0;
+    written += 4.0 + 4.0;
+  }
+  return memory_op(adam ? "adam" : "sgd", read * params, written * params);
+}
+
+Op zero_grad_op(double grad_buffer_bytes) {
+  STEPCAST_CHECK(grad_buffer_bytes >= 0, "zero_grad_op: negative buffer size");
+  // A memset: writes every byte of the buffer once, reads nothing.
+  return memory_op("zero_grad", 0.0, grad_buffer_bytes);
 }
 
 }  // namespace stepcast

@@ -126,7 +126,13 @@ LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard);
 double model_flops_per_sequence(const ModelArch& arch, std::int64_t seq_len);
 
 // Optimizer update of `params` parameters (the local shard): memory-bound op; Adam reads
-// fp32 master, m, v, grad and writes master, m, v and the bf16 copy.
-Op optimizer_op(double params, bool adam);
+// fp32 master, m, v, grad (the grad once more for the clipping norm, the master once more
+// for the 16-bit copy) and writes master, m, v and the 16-bit copy. `fp16_grads`: fp16 training, whose 16-bit gradients are first
+// copied to fp32 and unscaled (loss scaling).
+Op optimizer_op(double params, bool adam, bool fp16_grads = false);
+
+// Zeroing the gradient buffer at the start of a step (Megatron's zero_grad_buffer: a memset
+// of the whole contiguous buffer the backward accumulates into).
+Op zero_grad_op(double grad_buffer_bytes);
 
 }  // namespace stepcast

@@ -761,6 +761,19 @@ class Lowerer {
     for (int i = 0; i < 3; ++i)
       emit_mem(e, TaskKind::kAlloc, state_bytes[i], state_what[i], Phase::kOther, -1, -1, -1);
 
+    // The step starts by zeroing the gradient buffer the backward accumulates into
+    // (Megatron's train_step: zero_grad_buffer on every model chunk, a memset of the whole
+    // contiguous buffer; ZeRO-2/3 keep only reduced shards, written rather than accumulated).
+    if (par_.zero <= 1 && state_bytes[1] > 0) {
+      Op op = zero_grad_op(state_bytes[1]);
+      Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, Phase::kOptimizer,
+                         Category::kOptimizer, -1, -1, -1);
+      t.label = "opt.zero_grad";
+      t.bytes_read = op.bytes_read;
+      t.bytes_written = op.bytes_written;
+      add(e, std::move(t));  // first on the compute stream: what follows runs after it
+    }
+
     // ZeRO-1/2 with overlapped parameter gather: the previous step's updated parameters
     // arrive in buckets at the start of this step and each chunk's first forward of a unit
     // waits for its bucket (the steady-state equivalent of Megatron's overlap_param_gather,
@@ -931,7 +944,7 @@ class Lowerer {
     const double local_params =
         dense / (par_.zero >= 1 ? dense_dp_size() : 1) + expert / (par_.zero >= 1 ? expert_dp_size() : 1);
     {
-      Op op = optimizer_op(local_params, adam);
+      Op op = optimizer_op(local_params, adam, grad_dtype_ == DType::kFp16);
       Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, Phase::kOptimizer,
                          Category::kOptimizer, -1, -1, -1);
       t.label = "opt.step";

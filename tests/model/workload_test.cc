@@ -289,13 +289,25 @@ TEST(Workload, LogitsAndEmbedding) {
 }
 
 TEST(Workload, OptimizerBytes) {
-  // Adam: read 16 B (master, m, v, grad), write 14 B (master, m, v, 16-bit copy) per param.
+  // Adam: read 16 B (master, m, v, grad) + 4 B (the grad again, for the clipping norm) +
+  // 4 B (the master again, for the 16-bit copy); write 12 B (master, m, v) + 2 B (copy).
   const Op o = optimizer_op(1e6, true);
-  EXPECT_DOUBLE_EQ(o.bytes_read, 16e6);
+  EXPECT_DOUBLE_EQ(o.bytes_read, 24e6);
   EXPECT_DOUBLE_EQ(o.bytes_written, 14e6);
   EXPECT_EQ(o.kind, OpKind::kMemoryBound);
+  // SGD with momentum: 12 + 4 + 4 B read, 8 + 2 B written.
   const Op g = optimizer_op(1e6, false);
-  EXPECT_DOUBLE_EQ(g.bytes_read + g.bytes_written, 22e6);
+  EXPECT_DOUBLE_EQ(g.bytes_read + g.bytes_written, 30e6);
+  // fp16 gradients: + copy to fp32 (2 B read, 4 B written) + unscale (4 B read, 4 B written).
+  const Op h = optimizer_op(1e6, true, true);
+  EXPECT_DOUBLE_EQ(h.bytes_read, 30e6);
+  EXPECT_DOUBLE_EQ(h.bytes_written, 22e6);
+  // Zeroing a 4 MB gradient buffer writes 4 MB and reads nothing.
+  const Op z = zero_grad_op(4e6);
+  EXPECT_EQ(z.kind, OpKind::kMemoryBound);
+  EXPECT_DOUBLE_EQ(z.bytes_read, 0.0);
+  EXPECT_DOUBLE_EQ(z.bytes_written, 4e6);
+  EXPECT_THROW(zero_grad_op(-1), InvariantError);
 }
 
 TEST(Workload, BrokenShardsAreInvariantErrors) {

@@ -216,6 +216,38 @@ TEST(Lower, ZeroStateBytesPerParameter) {
   }
 }
 
+TEST(Lower, StepStartsByZeroingTheWholeGradientBuffer) {
+  // Megatron's train_step zeroes the contiguous gradient buffer (4 B per parameter under
+  // bf16) before the first forward: a memset writing exactly the "grads" allocation, the
+  // first compute-stream task, charged to the optimizer. ZeRO-2/3 hold reduced shards that
+  // are written, not accumulated: no memset.
+  for (int z = 0; z <= 3; ++z) {
+    Plan p;
+    p.dp = 4;
+    p.zero = z;
+    const Scenario sc = make_scenario(tiny_gpt(), p);
+    const Program prog = lower(sc);
+    const RankProgram& rp = prog.ranks[0];
+    int found = -1;
+    for (size_t i = 0; i < rp.tasks.size(); ++i)
+      if (rp.tasks[i].label == "opt.zero_grad") found = static_cast<int>(i);
+    if (z >= 2) {
+      EXPECT_EQ(found, -1) << "zero " << z;
+      continue;
+    }
+    ASSERT_GE(found, 0) << "zero " << z;
+    const Task& t = rp.tasks[static_cast<size_t>(found)];
+    EXPECT_EQ(t.kind, TaskKind::kMemoryBound);
+    EXPECT_EQ(t.category, Category::kOptimizer);
+    EXPECT_DOUBLE_EQ(t.bytes_read, 0.0);
+    EXPECT_DOUBLE_EQ(t.bytes_written, alloc_bytes(rp, "grads"));
+    EXPECT_DOUBLE_EQ(t.bytes_written, 4.0 * count_params(sc.model).total);
+    for (int i = 0; i < found; ++i)
+      EXPECT_FALSE(testing::is_compute(rp.tasks[static_cast<size_t>(i)].kind) &&
+                   rp.tasks[static_cast<size_t>(i)].stream == StreamKind::kCompute)
+          << "compute task before the memset: " << rp.tasks[static_cast<size_t>(i)].label;
+  }
+}
 TEST(Lower, Fp8TrainingRunsGemmsInFp8) {
   // training.dtype fp8: the model marks GEMMs fp8 (ShardSpec.dtype) and the lowering keeps
   // them; activations on the wire stay 16-bit (Transformer Engine).
