@@ -165,7 +165,13 @@ int main(int argc, char** argv) {
       lo.folded = parse_fidelity(fidelity);
       sc::Program prog = sc::lower(s, lo);
       sc::validate_program(prog);
-      write_file(program_out, sc::program_to_json(prog).dump() + "\n");
+      {
+        std::ofstream out(program_out);
+        if (!out) throw sc::InputError(sc::InputIssue{program_out, 0, 0, "", "cannot write the file"});
+        sc::write_program_json(prog, out);
+        out << '\n';
+        if (!out) throw sc::InputError(sc::InputIssue{program_out, 0, 0, "", "write failed"});
+      }
       size_t tasks = 0;
       for (const auto& r : prog.ranks) tasks += r.tasks.size();
       std::cout << fmt::format("wrote {}: {} simulated ranks, {} tasks, {} groups\n", program_out,

@@ -38,6 +38,7 @@
 // round-trip form, so write -> read gives back the same Program.
 #pragma once
 
+#include <ostream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -47,7 +48,11 @@
 namespace stepcast {
 
 nlohmann::json program_to_json(const Program& p);
+// indent < 0: compact, streamed without building the document (the same text as
+// program_to_json(p).dump()); otherwise nlohmann's indented dump.
 std::string write_program_json(const Program& p, int indent = 1);
+// Compact, streamed: program_to_json(p).dump() without the document (no trailing newline).
+void write_program_json(const Program& p, std::ostream& out);
 // Throws InputError when the file cannot be written.
 void save_program_json(const Program& p, const std::string& path);
 

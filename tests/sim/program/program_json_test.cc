@@ -99,6 +99,22 @@ TEST(ProgramJson, RoundTripRandomPrograms) {
   }
 }
 
+// The streamed compact writer (what `stepcast lower` uses, no document in memory) writes
+// the same bytes as nlohmann's dump of program_to_json: every task kind, labels that need
+// escaping or are not ASCII, and random programs with shared lists, remaps and folding.
+TEST(ProgramJson, StreamedCompactTextIsTheDocumentsDump) {
+  Program p = every_kind();
+  p.ranks[0].tasks.mut(0).label = "quote \" back\\slash\nnew line \x01 caf\xc3\xa9";
+  p.scenario_name = "name with \"quotes\"";
+  EXPECT_EQ(write_program_json(p, -1), program_to_json(p).dump() + "\n");
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    const auto tt = testing::random_template(rng, 40);
+    const auto b = testing::build_replicated(tt, 4, trial % 2 == 0);
+    EXPECT_EQ(write_program_json(b.p, -1), program_to_json(b.p).dump() + "\n") << trial;
+  }
+}
+
 // Ranks sharing one task list (program.h) are written with their own groups and peers
 // (through the remap tables), so the file is the same as for separately built ranks and
 // reads back into a program that runs identically.
