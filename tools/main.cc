@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 
@@ -40,10 +41,18 @@ sc::Progress terminal_progress(const std::string& what) {
   };
 }
 
-void write_file(const std::string& path, const std::string& text) {
+// Opens `path`, lets `write` stream into it, ends with a newline when asked.
+void write_stream(const std::string& path, const std::function<void(std::ostream&)>& write,
+                  bool newline) {
   std::ofstream out(path);
   if (!out) throw sc::InputError(sc::InputIssue{path, 0, 0, "", "cannot write the file"});
-  out << text;
+  write(out);
+  if (newline) out << '\n';
+  if (!out) throw sc::InputError(sc::InputIssue{path, 0, 0, "", "write failed"});
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  write_stream(path, [&](std::ostream& out) { out << text; }, false);
 }
 
 bool parse_fidelity(const std::string& f) {
@@ -147,7 +156,10 @@ int main(int argc, char** argv) {
       std::cout << sc::render_text(p.result);
       if (!json_out.empty()) write_file(json_out, sc::result_to_json(p.result).dump(2) + "\n");
       if (!trace_out.empty()) {
-        write_file(trace_out, sc::trace_json(p.program, p.timeline, trace_ranks).dump() + "\n");
+        write_stream(
+            trace_out,
+            [&](std::ostream& out) { sc::write_trace_json(p.program, p.timeline, trace_ranks, out); },
+            true);
       }
       if (!svg_out.empty()) write_file(svg_out, sc::pipeline_svg(p.program, p.timeline));
       if (!html_out.empty()) write_file(html_out, sc::html_report(s, p));
@@ -165,13 +177,7 @@ int main(int argc, char** argv) {
       lo.folded = parse_fidelity(fidelity);
       sc::Program prog = sc::lower(s, lo);
       sc::validate_program(prog);
-      {
-        std::ofstream out(program_out);
-        if (!out) throw sc::InputError(sc::InputIssue{program_out, 0, 0, "", "cannot write the file"});
-        sc::write_program_json(prog, out);
-        out << '\n';
-        if (!out) throw sc::InputError(sc::InputIssue{program_out, 0, 0, "", "write failed"});
-      }
+      write_stream(program_out, [&](std::ostream& out) { sc::write_program_json(prog, out); }, true);
       size_t tasks = 0;
       for (const auto& r : prog.ranks) tasks += r.tasks.size();
       std::cout << fmt::format("wrote {}: {} simulated ranks, {} tasks, {} groups\n", program_out,

@@ -1,6 +1,7 @@
 #include "sim/report/visual.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -54,8 +55,12 @@ std::vector<int> stage_ranks(const Program& p) {
 
 }  // namespace
 
-nlohmann::json trace_json(const Program& p, const Timeline& t, const std::vector<int>& ranks) {
-  nlohmann::json events = nlohmann::json::array();
+namespace {
+
+// Every trace event in order, handed to `emit` one at a time (a folded trillion-parameter
+// step has millions: the whole document would cost gigabytes).
+void for_each_trace_event(const Program& p, const Timeline& t, const std::vector<int>& ranks,
+                          const std::function<void(nlohmann::json&&)>& emit) {
   std::set<int> keep(ranks.begin(), ranks.end());
   for (size_t ri = 0; ri < p.ranks.size(); ++ri) {
     const RankProgram& rp = p.ranks[ri];
@@ -69,10 +74,10 @@ nlohmann::json trace_json(const Program& p, const Timeline& t, const std::vector
     if (rp.stands_for.size() > 1) {
       pname += fmt::format(", stands for {} ranks", rp.stands_for.size());
     }
-    events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"}, {"args", {{"name", pname}}}});
-    events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_sort_index"}, {"args", {{"sort_index", pid}}}});
+    emit({{"ph", "M"}, {"pid", pid}, {"name", "process_name"}, {"args", {{"name", pname}}}});
+    emit({{"ph", "M"}, {"pid", pid}, {"name", "process_sort_index"}, {"args", {{"sort_index", pid}}}});
     for (int s = 0; s < kStreamCount; ++s) {
-      events.push_back({{"ph", "M"}, {"pid", pid}, {"tid", s}, {"name", "thread_name"},
+      emit({{"ph", "M"}, {"pid", pid}, {"tid", s}, {"name", "thread_name"},
                         {"args", {{"name", stream_name(static_cast<StreamKind>(s))}}}});
     }
     const RankTimeline& rt = t.ranks[ri];
@@ -93,30 +98,65 @@ nlohmann::json trace_json(const Program& p, const Timeline& t, const std::vector
         args["op"] = coll_op_name(task.coll);
         args["group"] = rp.group_of(task);
       }
-      events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", static_cast<int>(task.stream)},
+      emit({{"ph", "X"}, {"pid", pid}, {"tid", static_cast<int>(task.stream)},
                         {"name", task.label.empty() ? task_kind_name(task.kind) : task.label},
                         {"cat", task_kind_name(task.kind)}, {"ts", us(tt.start)},
                         {"dur", us(tt.end - tt.start)}, {"args", args}});
     }
     for (const MemorySample& m : rt.memory) {
-      events.push_back({{"ph", "C"}, {"pid", pid}, {"name", "memory in use"}, {"ts", us(m.t)},
+      emit({{"ph", "C"}, {"pid", pid}, {"name", "memory in use"}, {"ts", us(m.t)},
                         {"args", {{"GiB", m.bytes / kGiB}}}});
     }
   }
   if (!t.link_utilization.empty()) {
     // Flow mode: utilisation of each link class over the step, as one counter track.
     const int pid = static_cast<int>(p.ranks.size());
-    events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
+    emit({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
                       {"args", {{"name", "network (flow mode): link utilisation %"}}}});
     for (const LinkUtilSample& s : t.link_utilization) {
       nlohmann::json args = nlohmann::json::object();
       for (int c = 0; c < kLinkClasses; ++c) args[kLinkClassNames[c]] = 100.0 * s.util[static_cast<size_t>(c)];
-      events.push_back({{"ph", "C"}, {"pid", pid}, {"name", "link utilisation %"}, {"ts", us(s.t)}, {"args", args}});
+      emit({{"ph", "C"}, {"pid", pid}, {"name", "link utilisation %"}, {"ts", us(s.t)}, {"args", args}});
     }
   }
-  return {{"traceEvents", events}, {"displayTimeUnit", "ms"},
+}
+
+nlohmann::json trace_header(const Program& p) {
+  return {{"displayTimeUnit", "ms"},
           {"otherData", {{"generator", "stepcast"}, {"scenario", p.scenario_name}}}};
 }
+
+}  // namespace
+
+nlohmann::json trace_json(const Program& p, const Timeline& t, const std::vector<int>& ranks) {
+  nlohmann::json events = nlohmann::json::array();
+  for_each_trace_event(p, t, ranks, [&](nlohmann::json&& e) { events.push_back(std::move(e)); });
+  nlohmann::json doc = trace_header(p);
+  doc["traceEvents"] = std::move(events);
+  return doc;
+}
+
+void write_trace_json(const Program& p, const Timeline& t, const std::vector<int>& ranks,
+                      std::ostream& out) {
+  // The keys sort as "displayTimeUnit" < "otherData" < "traceEvents", so the header's
+  // dump without its closing brace is the start of the document.
+  std::string head = trace_header(p).dump();
+  head.pop_back();
+  out << head << ",\"traceEvents\":[";
+  std::string buf;
+  bool first = true;
+  for_each_trace_event(p, t, ranks, [&](nlohmann::json&& e) {
+    if (!first) buf += ',';
+    first = false;
+    buf += e.dump();
+    if (buf.size() >= (size_t{1} << 20)) {
+      out << buf;
+      buf.clear();
+    }
+  });
+  out << buf << "]}";
+}
+
 
 std::vector<ScheduleBlock> schedule_blocks(const Program& p, const Timeline& t) {
   std::vector<ScheduleBlock> out;

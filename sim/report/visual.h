@@ -2,6 +2,7 @@
 // self-contained HTML report. All are deterministic functions of the Program + Timeline.
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ namespace stepcast {
 // FLOPs in args, and a "memory in use" counter per rank. `ranks`: keep only simulated ranks
 // standing for one of these global ranks (empty: all).
 nlohmann::json trace_json(const Program& p, const Timeline& t, const std::vector<int>& ranks = {});
+// The same document, compact, streamed event by event (no document in memory; no newline).
+void write_trace_json(const Program& p, const Timeline& t, const std::vector<int>& ranks,
+                      std::ostream& out);
 
 // One block of the pipeline picture: consecutive tasks of one pipeline unit (phase,
 // microbatch, chunk) on the compute stream, or consecutive communication of one category.
