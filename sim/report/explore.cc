@@ -143,20 +143,27 @@ SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
 }
 
 std::string render_points(const std::vector<ExplorePoint>& pts) {
-  std::string o;
-  o += fmt::format("{:<4} {:<52} {:>11} {:>12} {:>7} {:>10} {:>5}\n", "#", "plan", "step",
-                   "tokens/s", "MFU", "mem GiB", "fits");
-  int i = 0;
+  // The plan column is as wide as its longest entry (at least 52), so the numbers line up.
+  std::vector<std::string> plans;
+  size_t width = 52;
   for (const auto& p : pts) {
     std::string plan;
     for (const auto& [k, v] : p.settings) plan += (plan.empty() ? "" : " ") + k + "=" + v;
     if (plan.empty()) plan = p.result.layout;
+    width = std::max(width, plan.size());
+    plans.push_back(std::move(plan));
+  }
+  std::string o;
+  o += fmt::format("{:<4} {:<{}} {:>11} {:>12} {:>7} {:>10} {:>5}\n", "#", "plan", width, "step",
+                   "tokens/s", "MFU", "mem GiB", "fits");
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const ExplorePoint& p = pts[i];
     if (!p.valid) {
-      o += fmt::format("{:<4} {:<52} invalid: {}\n", ++i, plan, p.error);
+      o += fmt::format("{:<4} {:<{}} invalid: {}\n", i + 1, plans[i], width, p.error);
       continue;
     }
-    o += fmt::format("{:<4} {:<52} {:>11} {:>12.0f} {:>6.1f}% {:>10.2f} {:>5}\n", ++i, plan,
-                     format_time(p.result.step_time_s), p.result.tokens_per_s,
+    o += fmt::format("{:<4} {:<{}} {:>11} {:>12.0f} {:>6.1f}% {:>10.2f} {:>5}\n", i + 1, plans[i],
+                     width, format_time(p.result.step_time_s), p.result.tokens_per_s,
                      100 * p.result.mfu, p.result.memory_peak_gib, p.result.fits_memory ? "yes" : "NO");
   }
   return o;
