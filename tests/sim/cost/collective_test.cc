@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/cluster/profile.h"
 #include "sim/cost/cost.h"
 #include "tests/sim/cost/csv.h"
 #include "tests/sim/cost/test_profiles.h"
@@ -196,6 +197,36 @@ TEST(CollectiveBandwidth, H100SweepsWithLaunchOverheadWholeRange) {
     if (bytes < 128 || bytes > 65536) continue;
     EXPECT_NEAR(collective_time(CollOp::kReduceScatter, bytes, shape(8, 1, 8), hw).time_s * 1e6 /
                     std::stod(r.at("ip_time_us")), 1.0, 0.15) << bytes;
+  }
+}
+
+// The shipped H100 profile carries `stepcast fit` entries for one node of 8 GPUs (NVLS
+// allreduce, ring allgather and reduce_scatter): it reproduces every point of the measured
+// sweeps it was fitted on from 1 MiB up (in-place and out-of-place times) within 6%, the
+// fit's own worst range error being 5.3% (allgather below 8 MiB: within 15%, a
+// latency-bound range). The model alone is 14-70% optimistic for NVLS between 1 and
+// 256 MiB, which is why the entries are shipped.
+TEST(CollectiveBandwidth, ShippedH100ProfileReproducesTheMeasuredSweeps) {
+  const HwProfile hw = load_profile("h100-sxm", std::string(STEPCAST_SOURCE_DIR) + "/hw_profiles");
+  const SweepCase cases[] = {
+      {"nccl_allreduce_8xH100_1node_NVLSon_together.csv", CollOp::kAllReduce, false, true, ""},
+      {"nccl_reducescatter_8xH100_1node_ring_together.csv", CollOp::kReduceScatter, false, false, ""},
+      {"nccl_allgather_8xH100_1node_ring_together.csv", CollOp::kAllGather, false, false, ""},
+  };
+  for (const SweepCase& c : cases) {
+    int checked = 0;
+    for (const auto& r : read_measured_csv(c.file)) {
+      const double bytes = std::stod(r.at("size_bytes"));
+      if (bytes < 1024.0 * 1024) continue;
+      const CollectiveChoice ch = collective_time(c.op, bytes, shape(8, 1, 8), hw);
+      EXPECT_TRUE(ch.calibrated) << c.file << " @" << bytes;
+      const double tol = c.op == CollOp::kAllGather && bytes < 8.0 * 1024 * 1024 ? 0.15 : 0.06;
+      for (const char* col : {"ip_time_us", "oop_time_us"}) {
+        EXPECT_NEAR(ch.time_s * 1e6 / std::stod(r.at(col)), 1.0, tol) << c.file << " @" << bytes;
+      }
+      ++checked;
+    }
+    EXPECT_GE(checked, 13) << c.file;
   }
 }
 
