@@ -17,6 +17,8 @@
 //    balancing splits the sequence into 2*cp chunks.
 //  - sequence parallel with tp > 1 needs each cp rank's sequence (seq_len/cp) divisible by tp;
 //    with tp == 1 it is a no-op and accepted.
+//  - tp must divide ffn_hidden (when the model has a dense layer) and, without ep,
+//    moe.ffn_hidden; with ep > 1, microbatch*seq_len/cp tokens must divide by tp.
 //  - ep > 1 needs a MoE model, experts % ep == 0 and dp % ep == 0 (Megatron-Core builds the
 //    expert groups inside the data-parallel ranks; keeping them inside one cp slice is the
 //    layout the lowering uses).
@@ -489,6 +491,27 @@ class Loader {
                  fmt::format("the model's kv_heads ({}) must be divisible by tp ({}) "
                              "(Megatron: num_query_groups % tp == 0)",
                              m.kv_heads, pl.tp));
+      // The MLP's columns are split over tp (Megatron: ffn_hidden_size % tp == 0); so are
+      // the experts' without ep, and with ep the MoE layers split each microbatch's tokens
+      // over tp (model/workload.cc checks each; found only there they were internal errors).
+      bool has_dense = !m.moe;
+      for (int l = 0; !has_dense && l < m.layers; ++l) has_dense = !m.is_moe_layer(l);
+      if (has_dense && m.ffn_hidden % pl.tp != 0)
+        r_.error(at("tp"), path("tp"),
+                 fmt::format("the model's ffn_hidden ({}) must be divisible by tp ({})",
+                             m.ffn_hidden, pl.tp));
+      if (m.moe && pl.ep == 1 && m.moe->ffn_hidden % pl.tp != 0)
+        r_.error(at("tp"), path("tp"),
+                 fmt::format("the model's moe.ffn_hidden ({}) must be divisible by tp ({}) "
+                             "(without ep the experts are split over tp)",
+                             m.moe->ffn_hidden, pl.tp));
+      if (m.moe && pl.ep > 1 && training_ok_ && sc.training.seq_len % pl.cp == 0 &&
+          (pl.microbatch * (sc.training.seq_len / pl.cp)) % pl.tp != 0)
+        r_.error(at("tp"), path("tp"),
+                 fmt::format("with ep > 1 the MoE layers split each microbatch's "
+                             "microbatch*seq_len/cp = {} tokens over tp ({}): they must be "
+                             "divisible",
+                             pl.microbatch * (sc.training.seq_len / pl.cp), pl.tp));
       const int stages = pl.pp * pl.vpp;
       if (!pl.pipeline_layers.empty()) {
         const YAML::Node pln = par["pipeline_layers"];

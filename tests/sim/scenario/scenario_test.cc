@@ -330,6 +330,24 @@ TEST(ScenarioRules, HeadsDivisibleByTp) {
   expect_issue(d, "parallel.tp", 16, "the model's heads (12) must be divisible by tp (8)");
 }
 
+// These were checked only when lowering: ffn_hidden 7 with tp 8 ended in exit 1 ("internal
+// error: check 'a.ffn_hidden % l.tp == 0' failed").
+TEST(ScenarioRules, FfnHiddenDivisibleByTp) {
+  expect_issue(base().set(5, "  ffn_hidden: 4097"), "parallel.tp", 16,
+               "the model's ffn_hidden (4097) must be divisible by tp (2)");
+  // MoE experts are split over tp without ep.
+  expect_issue(base().insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023}"), "parallel.tp",
+               17, "the model's moe.ffn_hidden (1023) must be divisible by tp (2)");
+  // With ep the tokens of a microbatch are split over tp: 4095 tokens, tp 2.
+  Doc d = base().insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023}")
+              .set(14, "  seq_len: 4095")
+              .insert(20, "  ep: 2");
+  expect_issue(d, "parallel.tp", 17, "microbatch*seq_len/cp = 4095 tokens over tp (2)");
+  // All-MoE model: the dense ffn_hidden is unused and not checked.
+  EXPECT_NO_THROW(load(base().set(5, "  ffn_hidden: 4097")
+                           .insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1024}")));
+}
+
 TEST(ScenarioRules, KvHeadsDivisibleByTpAsMegatron) {
   // 16 heads, 8 KV heads, tp 16 (pp 1, dp 1): heads divide, KV groups do not.
   Doc d = base().set(16, "  tp: 16").set(17, "  pp: 1");
