@@ -50,6 +50,16 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
+QuantityRange quantity_range(Dimension d) {
+  switch (d) {
+    case Dimension::kBytes: return {1.0, kGiB * 1024.0 * 1024.0, "1 B", "1024 TiB"};
+    case Dimension::kBandwidth: return {1e6, 1e18, "1 MB/s", "1000000 TB/s"};
+    case Dimension::kFlopRate: return {1e9, 1e18, "1 GFLOP/s", "1000 PFLOP/s"};
+    case Dimension::kTime: return {0.0, 1.0, "0 s", "1 s"};
+  }
+  return {0.0, 0.0, "", ""};
+}
+
 const char* dimension_name(Dimension d) {
   switch (d) {
     case Dimension::kBytes: return "a size with a unit (e.g. \"80 GiB\", \"40 MB\")";
@@ -82,7 +92,14 @@ double parse_quantity(std::string_view text, Dimension dim) {
                                             std::string(text)));
   }
   for (const auto& u : units_for(dim)) {
-    if (u.text == unit) return value * u.factor;
+    if (u.text != unit) continue;
+    const double si = value * u.factor;
+    const QuantityRange r = quantity_range(dim);
+    if (si != 0 && !(si >= r.min && si <= r.max)) {
+      throw std::invalid_argument(fmt::format("expected 0 or a value between {} and {}, got \"{}\"",
+                                              r.min_text, r.max_text, std::string(text)));
+    }
+    return si;
   }
   std::string known;
   for (const auto& u : units_for(dim)) {

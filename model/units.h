@@ -24,8 +24,22 @@ enum class Dimension { kBytes, kBandwidth, kFlopRate, kTime };
 
 const char* dimension_name(Dimension d);  // "a size in bytes (e.g. 80 GiB)", ...
 
+// The values a quantity of each dimension may take besides 0, in SI base units: wide enough
+// for any GPU cluster and any what-if, narrow enough that every duration derived from them
+// stays far inside TimeNs (a bandwidth of 1e-300 GB/s or a 1e300 us launch overhead would
+// overflow simulated time; 1e300 TB/s is not even finite). Sizes: 1 B .. 1024 TiB;
+// bandwidths: 1 MB/s .. 10^6 TB/s; compute rates: 1 GFLOP/s .. 1000 PFLOP/s; times: up to 1 s
+// (latencies and per-kernel overheads).
+struct QuantityRange {
+  double min, max;
+  const char* min_text;
+  const char* max_text;
+};
+QuantityRange quantity_range(Dimension d);
+
 // Returns the value in SI base units (bytes, bytes/s, FLOP/s, s). Throws
-// std::invalid_argument with a message saying what was expected on bad text.
+// std::invalid_argument with a message saying what was expected on bad text, including a
+// value that is neither 0 nor inside quantity_range(dim).
 double parse_quantity(std::string_view text, Dimension dim);
 
 // Seconds (double) to integer nanoseconds, rounding to nearest; negative inputs clamp to 0.

@@ -17,9 +17,12 @@
 //    balancing splits the sequence into 2*cp chunks.
 //  - sequence parallel with tp > 1 needs each cp rank's sequence (seq_len/cp) divisible by tp;
 //    with tp == 1 it is a no-op and accepted.
+//  - tp must divide ffn_hidden (when the model has a dense layer) and, without ep,
+//    moe.ffn_hidden; with ep > 1, microbatch*seq_len/cp tokens must divide by tp.
 //  - ep > 1 needs a MoE model, experts % ep == 0 and dp % ep == 0 (Megatron-Core builds the
 //    expert groups inside the data-parallel ranks; keeping them inside one cp slice is the
 //    layout the lowering uses).
+//  - microbatches x layers (the layer passes of one step, each simulated) is at most 2^21.
 //  - ZeRO-3 with pp > 1 is allowed.
 //  - fp8 training needs a GPU whose profile lists an fp8 peak.
 #include "sim/scenario/scenario.h"
@@ -58,6 +61,11 @@ namespace {
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
 constexpr std::int64_t kMaxI64 = std::int64_t{1} << 50;
+constexpr std::int64_t kMaxLayers = 100000;
+// The most layer passes (microbatches x layers) one step may hold: the folded engine
+// simulates every one of them (~90 events each), so this bounds its memory to a few GB. The
+// largest shipped scenario holds 65,536 (Korthikanti's 1T: 512 microbatches x 128 layers).
+constexpr std::int64_t kMaxLayerPasses = std::int64_t{1} << 21;
 
 const std::vector<std::string> kTopKeys = {"name",     "model",    "cluster", "training",
                                            "parallel", "network",  "sweep"};
@@ -162,7 +170,7 @@ class Loader {
     for (const char* key : {"layers", "hidden", "ffn_hidden", "heads", "vocab"})
       ok = r_.require(m, p, key) && ok;
     out.name = r_.get_string(m, p, "name").value_or("custom");
-    auto layers = r_.get_int(m, p, "layers", 1, 100000);
+    auto layers = r_.get_int(m, p, "layers", 1, kMaxLayers);
     auto hidden = r_.get_int(m, p, "hidden", 1, kMaxI64);
     auto ffn = r_.get_int(m, p, "ffn_hidden", 1, kMaxI64);
     auto heads = r_.get_int(m, p, "heads", 1, 1 << 20);
@@ -211,7 +219,7 @@ class Loader {
     auto every = r_.get_int(moe, p, "every", 1, 100000);
     auto cf = r_.get_double(moe, p, "capacity_factor", 0.0, 1000.0);
     auto shared = r_.get_int(moe, p, "shared_experts", 0, 1 << 20);
-    auto first_dense = r_.get_int(moe, p, "first_dense_layers", 0, 100000);
+    auto first_dense = r_.get_int(moe, p, "first_dense_layers", 0, kMaxLayers);
     if (experts) s.experts = static_cast<int>(*experts);
     if (top_k) s.top_k = static_cast<int>(*top_k);
     if (ffn) s.ffn_hidden = *ffn;
@@ -390,6 +398,9 @@ class Loader {
           } else if (v < 1) {
             r_.error(pl[i], ip,
                      fmt::format("expected a positive number of layers, got {}", v));
+          } else if (v > kMaxLayers) {
+            r_.error(pl[i], ip,
+                     fmt::format("expected a number of layers in [1, {}], got {}", kMaxLayers, v));
           } else {
             out.pipeline_layers.push_back(static_cast<int>(v));
           }
@@ -451,6 +462,16 @@ class Loader {
         r_.error(gb, "training.global_batch",
                  fmt::format("global_batch ({}) must be divisible by dp*microbatch = {}*{} = {}",
                              sc.training.global_batch, pl.dp, pl.microbatch, per_step));
+      } else if (model_ok_ && (sc.microbatches() > kMaxLayerPasses ||
+                               sc.microbatches() * m.layers > kMaxLayerPasses)) {
+        r_.error(gb, "training.global_batch",
+                 fmt::format("global_batch/(dp*microbatch) = {} microbatches of the model's {} "
+                             "layers make {} layer passes per step, more than the {} one "
+                             "simulation can hold: give a larger microbatch or a smaller "
+                             "global_batch",
+                             sc.microbatches(), m.layers,
+                             static_cast<double>(sc.microbatches()) * m.layers,
+                             kMaxLayerPasses));
       } else if (pl.schedule == Schedule::kInterleaved && pl.pp > 1 &&
                  sc.microbatches() % pl.pp != 0) {
         r_.error(at("schedule"), path("schedule"),
@@ -470,6 +491,27 @@ class Loader {
                  fmt::format("the model's kv_heads ({}) must be divisible by tp ({}) "
                              "(Megatron: num_query_groups % tp == 0)",
                              m.kv_heads, pl.tp));
+      // The MLP's columns are split over tp (Megatron: ffn_hidden_size % tp == 0); so are
+      // the experts' without ep, and with ep the MoE layers split each microbatch's tokens
+      // over tp (model/workload.cc checks each; found only there they were internal errors).
+      bool has_dense = !m.moe;
+      for (int l = 0; !has_dense && l < m.layers; ++l) has_dense = !m.is_moe_layer(l);
+      if (has_dense && m.ffn_hidden % pl.tp != 0)
+        r_.error(at("tp"), path("tp"),
+                 fmt::format("the model's ffn_hidden ({}) must be divisible by tp ({})",
+                             m.ffn_hidden, pl.tp));
+      if (m.moe && pl.ep == 1 && m.moe->ffn_hidden % pl.tp != 0)
+        r_.error(at("tp"), path("tp"),
+                 fmt::format("the model's moe.ffn_hidden ({}) must be divisible by tp ({}) "
+                             "(without ep the experts are split over tp)",
+                             m.moe->ffn_hidden, pl.tp));
+      if (m.moe && pl.ep > 1 && training_ok_ && sc.training.seq_len % pl.cp == 0 &&
+          (pl.microbatch * (sc.training.seq_len / pl.cp)) % pl.tp != 0)
+        r_.error(at("tp"), path("tp"),
+                 fmt::format("with ep > 1 the MoE layers split each microbatch's "
+                             "microbatch*seq_len/cp = {} tokens over tp ({}): they must be "
+                             "divisible",
+                             pl.microbatch * (sc.training.seq_len / pl.cp), pl.tp));
       const int stages = pl.pp * pl.vpp;
       if (!pl.pipeline_layers.empty()) {
         const YAML::Node pln = par["pipeline_layers"];

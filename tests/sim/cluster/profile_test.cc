@@ -197,6 +197,32 @@ TEST(ProfileOverrides, ChangeValues) {
   EXPECT_DOUBLE_EQ(q.fabric.latency_s, 2e-6);
 }
 
+// Quantities outside any plausible range are rejected where they are written: 1e-300 GB/s or a
+// 1e300 us overhead used to overflow simulated time (exit 1, "negative duration"), 1e300
+// TB/s became an infinite bandwidth and 1e300 GiB an "inf GiB" capacity that fit anything.
+TEST(ProfileOverrides, QuantitiesOutsideTheirRangeAreRejected) {
+  for (const char* ov : {"{node.nvlink: 1e-300 GB/s}", "{gpu.hbm_bandwidth: 1e300 TB/s}",
+                         "{collectives.intra_ring_busbw: 1e-300 GB/s}", "{gpu.memory: 1e300 GiB}",
+                         "{gpu.peak.bf16: 1e-300 TFLOP/s}", "{gpu.peak.bf16: 1e300 TFLOP/s}",
+                         "{collectives.launch_overhead: 1e300 us}", "{fabric.latency: 2 s}",
+                         "{compute.gemm.fixed_time: 1e300 us}"}) {
+    SCOPED_TRACE(ov);
+    auto v = issues_of("h100-sxm", ov);
+    ASSERT_EQ(v.size(), 1u);
+    EXPECT_EQ(v[0].file, "s.yaml");
+    EXPECT_EQ(v[0].line, 1);
+    EXPECT_EQ(v[0].key.rfind("cluster.overrides.", 0), 0u) << v[0].key;
+    EXPECT_NE(v[0].message.find("expected 0 or a value between"), std::string::npos) << v[0].message;
+  }
+  // The ends of each range are accepted.
+  for (const char* ov : {"{node.nvlink: 1 MB/s}", "{gpu.hbm_bandwidth: 1000000 TB/s}",
+                         "{gpu.memory: 1024 TiB}", "{gpu.peak.bf16: 1000 PFLOP/s}",
+                         "{gpu.peak.bf16: 1 GFLOP/s}", "{collectives.launch_overhead: 1 s}"}) {
+    SCOPED_TRACE(ov);
+    EXPECT_TRUE(issues_of("h100-sxm", ov).empty());
+  }
+}
+
 TEST(ProfileOverrides, PodsHoldWholeNodes) {
   // 64 GPUs = 8 nodes of 8: fine; 12 is not a multiple of 8.
   EXPECT_EQ(load_profile("h100-sxm", kProfiles, YAML::Load("{fabric.pod_gpus: 64}"), "s.yaml")

@@ -309,11 +309,43 @@ TEST(ScenarioRules, GlobalBatchDivisibleByDpTimesMicrobatch) {
 }
 
 // ---- model against the plan ----------------------------------------------------------------
+// A step is simulated layer pass by layer pass: global_batch 4194304 with dp 1 used to end in
+// std::bad_alloc (exit 1), and 2^32 sequences truncated the int microbatch count to 0 (exit 1,
+// "0 microbatches"). Above the limit the plan is bad input at training.global_batch.
+TEST(ScenarioRules, LayerPassesPerStepAreBounded) {
+  // dp = 4, 8 layers: 4194304 / 4 = 1048576 microbatches x 8 layers > 2^21.
+  expect_issue(base().set(14, "  global_batch: 4194304"), "training.global_batch", 14,
+               "1048576 microbatches of the model's 8 layers make 8388608 layer passes per step, "
+               "more than the 2097152");
+  expect_issue(base().set(14, "  global_batch: 17179869184"), "training.global_batch", 14,
+               "layer passes per step");
+  // Exactly at the limit: 262144 microbatches x 8 layers = 2^21.
+  EXPECT_EQ(load(base().set(14, "  global_batch: 1048576")).microbatches(), 262144);
+}
+
 TEST(ScenarioRules, HeadsDivisibleByTp) {
   // 12 heads (head_dim 128), tp 8, pp 1: dp = 2; 12 % 8 != 0.
   Doc d = base().set(4, "  hidden: 1536").set(6, "  heads: 12").set(7, "  kv_heads: 12")
               .set(16, "  tp: 8").set(17, "  pp: 1");
   expect_issue(d, "parallel.tp", 16, "the model's heads (12) must be divisible by tp (8)");
+}
+
+// These were checked only when lowering: ffn_hidden 7 with tp 8 ended in exit 1 ("internal
+// error: check 'a.ffn_hidden % l.tp == 0' failed").
+TEST(ScenarioRules, FfnHiddenDivisibleByTp) {
+  expect_issue(base().set(5, "  ffn_hidden: 4097"), "parallel.tp", 16,
+               "the model's ffn_hidden (4097) must be divisible by tp (2)");
+  // MoE experts are split over tp without ep.
+  expect_issue(base().insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023}"), "parallel.tp",
+               17, "the model's moe.ffn_hidden (1023) must be divisible by tp (2)");
+  // With ep the tokens of a microbatch are split over tp: 4095 tokens, tp 2.
+  Doc d = base().insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023}")
+              .set(14, "  seq_len: 4095")
+              .insert(20, "  ep: 2");
+  expect_issue(d, "parallel.tp", 17, "microbatch*seq_len/cp = 4095 tokens over tp (2)");
+  // All-MoE model: the dense ffn_hidden is unused and not checked.
+  EXPECT_NO_THROW(load(base().set(5, "  ffn_hidden: 4097")
+                           .insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1024}")));
 }
 
 TEST(ScenarioRules, KvHeadsDivisibleByTpAsMegatron) {
@@ -336,6 +368,9 @@ TEST(ScenarioRules, PipelineLayers) {
                "the entries sum to 7 but the model has 8 layers");
   expect_issue(base().insert(19, "  pipeline_layers: [8, 0]"), "parallel.pipeline_layers[1]", 19,
                "expected a positive number of layers, got 0");
+  // Entries beyond int used to be truncated: 4294967300 became 4 and the sum matched.
+  expect_issue(base().insert(19, "  pipeline_layers: [4294967300, 4]"),
+               "parallel.pipeline_layers[0]", 19, "expected a number of layers in [1, 100000]");
   expect_issue(base().insert(19, "  pipeline_layers: 8"), "parallel.pipeline_layers", 19,
                "expected a non-empty list");
   // 7 layers as [4, 3]: accepted although 7 % 2 != 0.
