@@ -6,18 +6,51 @@
 
 namespace stepcast {
 
+namespace {
+
+// What a terminal shows safely: control bytes and bytes that are not UTF-8 as \xNN (a key
+// with a carriage return would otherwise overwrite the start of the line, file name and all).
+std::string printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = byte(i);
+    size_t len = 0;  // length of a valid UTF-8 sequence starting at i, 0 if none
+    if (c >= 0x20 && c < 0x7f) len = 1;
+    else if (c >= 0xc2 && c <= 0xdf) len = 2;
+    else if (c >= 0xe0 && c <= 0xef) len = 3;
+    else if (c >= 0xf0 && c <= 0xf4) len = 4;
+    if (len > 1) {
+      if (i + len > s.size()) len = 0;
+      for (size_t k = 1; k < len; ++k)
+        if ((byte(i + k) & 0xc0) != 0x80) len = 0;
+    }
+    if (len == 0) {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+    } else {
+      out.append(s, i, len);
+      i += len;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string InputIssue::str() const {
   std::string out;
   if (!file.empty()) {
-    out += file;
+    out += printable(file);
     if (line > 0) {
       out += fmt::format(":{}", line);
       if (column > 0) out += fmt::format(":{}", column);
     }
     out += ": ";
   }
-  if (!key.empty()) out += key + ": ";
-  out += message;
+  if (!key.empty()) out += printable(key) + ": ";
+  out += printable(message);
   return out;
 }
 

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "model/error.h"
 
 namespace stepcast {
@@ -92,6 +94,18 @@ Durations rows_per_cost_class(const Program& p, const std::vector<GroupShape>& s
   return out;
 }
 
+TimeNs task_ns(double seconds, const Task& t) {
+  if (!(seconds <= kMaxTaskSeconds)) {
+    throw InputError(InputIssue{
+        "", 0, 0, "",
+        fmt::format("task '{}' would take {:.3g} s on one GPU, beyond the {:.0g} s per task "
+                    "stepcast simulates: a model dimension, the batch or a hardware profile "
+                    "value is implausibly large",
+                    t.label, seconds, kMaxTaskSeconds)});
+  }
+  return to_ns(seconds);
+}
+
 Durations task_durations(const Program& p, const HwProfile& hw) {
   const std::vector<GroupShape> shapes = group_shapes(p, hw);
   std::unordered_map<CollKey, TimeNs, CollKeyHash> coll_cache;
@@ -102,7 +116,7 @@ Durations task_durations(const Program& p, const HwProfile& hw) {
         case TaskKind::kGemm:
         case TaskKind::kAttention:
         case TaskKind::kMemoryBound:
-          d[i] = to_ns(compute_time_s(t, hw));
+          d[i] = task_ns(compute_time_s(t, hw), t);
           break;
         case TaskKind::kCollective: {
           const int group = rp.group_of(t);
@@ -112,9 +126,10 @@ Durations task_durations(const Program& p, const HwProfile& hw) {
           auto it = coll_cache.find(key);
           if (it == coll_cache.end())
             it = coll_cache
-                     .emplace(key, to_ns(collective_time(t.coll, t.bytes,
-                                                         shapes[static_cast<size_t>(group)], hw)
-                                             .time_s))
+                     .emplace(key, task_ns(collective_time(t.coll, t.bytes,
+                                                           shapes[static_cast<size_t>(group)], hw)
+                                               .time_s,
+                                           t))
                      .first;
           d[i] = it->second;
           break;
@@ -124,7 +139,7 @@ Durations task_durations(const Program& p, const HwProfile& hw) {
           const int peer = rp.peer_of(t);
           STEPCAST_CHECK(peer >= 0, "send/recv '" + t.label + "' has no peer");
           const bool same_node = rp.rank / p.gpus_per_node == peer / p.gpus_per_node;
-          d[i] = to_ns(p2p_time_s(t.bytes, same_node, hw));
+          d[i] = task_ns(p2p_time_s(t.bytes, same_node, hw), t);
           break;
         }
         case TaskKind::kAlloc:

@@ -21,6 +21,12 @@ namespace stepcast {
 // sit on the same side of node boundaries get a copy of the first such rank's durations.
 Durations task_durations(const Program& p, const HwProfile& hw);
 
+// A task's cost in integer nanoseconds. Throws InputError (bad input: the model, batch or
+// profile is implausibly large) when it is not finite or exceeds kMaxTaskSeconds, so no sum
+// of durations can overflow the engine's int64 clock.
+inline constexpr double kMaxTaskSeconds = 1e6;
+TimeNs task_ns(double seconds, const Task& t);
+
 // Per simulated rank, the index of an earlier rank whose tasks cost exactly the same (same
 // shared task list; each group the list names, remapped, has the same shape; each peer,
 // remapped, is in the same node or not alike), or its own index. `shapes` per group.

@@ -44,6 +44,10 @@
 namespace stepcast {
 namespace {
 
+// Sum of all task durations a step may have: 2^60 ns (36.5 years); with interference
+// stretching a task by at most a few times, the clock stays far below int64's 2^63.
+constexpr double kMaxTotalNs = 1152921504606846976.0;
+
 enum : std::uint8_t {
   kFlagComm = 1,     // collective / send / recv
   kFlagCompute = 2,  // gemm / attention / memory_bound: subject to SM interference
@@ -285,14 +289,27 @@ void Engine::build(const Durations& d) {
                  fmt::format("durations for {} ranks, program has {}", d.size(), nranks));
   rank_offset_.assign(nranks + 1, 0);
   dur_of_.resize(nranks);
+  // The step never outlasts the sum of every task's duration (times a bounded slowdown from
+  // interference), so bounding that sum keeps the int64 clock from overflowing.
+  double total_ns = 0;
   for (size_t r = 0; r < nranks; ++r) {
     const RankProgram& rp = program_->ranks[r];
     STEPCAST_CHECK(d[r].size() == rp.tasks.size(),
                    fmt::format("rank {}: {} durations for {} tasks", rp.rank, d[r].size(),
                                rp.tasks.size()));
-    for (size_t i = 0; i < d[r].size(); ++i)
+    for (size_t i = 0; i < d[r].size(); ++i) {
       STEPCAST_CHECK(d[r][i] >= 0, fmt::format("negative duration {} ns for {}", d[r][i],
                                                task_ref(rp, static_cast<int>(i))));
+      total_ns += static_cast<double>(d[r][i]);
+    }
+    if (total_ns > kMaxTotalNs) {
+      throw InputError(InputIssue{
+          "", 0, 0, "",
+          fmt::format("the tasks of this step add up to more than {:.0f} years of GPU time, "
+                      "beyond what stepcast simulates: the model, the batch or a hardware "
+                      "profile value is implausibly large",
+                      kMaxTotalNs / 1e9 / 3.156e7)});
+    }
     dur_of_[r] = d[r].data();
     rank_offset_[r + 1] = rank_offset_[r] + static_cast<std::uint32_t>(rp.tasks.size());
   }

@@ -66,8 +66,9 @@ Durations task_latencies(const Program& p, const HwProfile& hw) {
         if (it == coll_cache.end()) {
           const GroupShape& g = shapes[static_cast<size_t>(group)];
           const double total = collective_time(t.coll, t.bytes, g, hw).time_s;
+          const TimeNs total_ns = task_ns(total, t);
           const double a = std::clamp(collective_latency_s(t.coll, t.bytes, g, hw), 0.0, total);
-          it = coll_cache.emplace(key, std::min(to_ns(a), to_ns(total))).first;
+          it = coll_cache.emplace(key, std::min(to_ns(a), total_ns)).first;
         }
         row[i] = it->second;
       } else if (t.kind == TaskKind::kSend || t.kind == TaskKind::kRecv) {
@@ -77,8 +78,9 @@ Durations task_latencies(const Program& p, const HwProfile& hw) {
         if (it == p2p_cache.end()) {
           auto time_s = [&](double b) { return p2p_time_s(b, same_node, hw); };
           const double total = time_s(t.bytes);
+          const TimeNs total_ns = task_ns(total, t);
           const double a = std::clamp(latency_by_difference(t.bytes, time_s), 0.0, total);
-          it = p2p_cache.emplace(key, std::min(to_ns(a), to_ns(total))).first;
+          it = p2p_cache.emplace(key, std::min(to_ns(a), total_ns)).first;
         }
         row[i] = it->second;
       }

@@ -624,6 +624,20 @@ class Lowerer {
              make_label("zp", u.name, tag, mb), phase, u.layer, mb, chunk);
   }
 
+  // A stage whose gradients would be cut into more buckets than this is not simulated (each
+  // bucket is a collective per step; a million of them is far past any real model).
+  static constexpr double kMaxBucketsPerStage = 1 << 20;
+  void check_bucket_count(double params) const {
+    const double buckets = std::ceil(params * grad_bytes_per_param_ / grad_bucket_bytes());
+    if (!(buckets > kMaxBucketsPerStage)) return;
+    throw InputError(InputIssue{
+        sc_.file, 0, 0, "parallel.bucket_mb",
+        fmt::format("{:.3g} parameters per pipeline stage in buckets of {} make {:.3g} gradient "
+                    "collectives per step, more than the {:.0f} stepcast simulates: the model "
+                    "is implausibly large, or set a larger parallel.bucket_mb",
+                    params, format_bytes(grad_bucket_bytes()), buckets, kMaxBucketsPerStage)});
+  }
+
   // Gradient buckets (Megatron DDP, ddp.py / param_and_grad_buffer.py): parameters are
   // bucketed in backward order; a bucket's collective is launched when its last gradient is
   // ready in the last microbatch. Sizes are cut exactly at bucket_bytes, so a stage with G
@@ -750,6 +764,7 @@ class Lowerer {
         dense += u.dense_params;
         expert += u.expert_params;
       }
+    check_bucket_count(dense + expert);
     const bool adam = sc_.training.optimizer == Optimizer::kAdam;
     const int gb = static_cast<int>(grad_bytes_per_param_);
     const auto sd = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, dense_dp_size(), gb);

@@ -1,6 +1,10 @@
 // task_durations / comm_compute_slowdown (sim/cost/coster.cc).
+#include <limits>
+#include <string>
+
 #include <gtest/gtest.h>
 
+#include "model/error.h"
 #include "sim/cost/coster.h"
 #include "tests/sim/cost/test_profiles.h"
 
@@ -13,6 +17,38 @@ Task make(TaskKind k) {
   Task t;
   t.kind = k;
   return t;
+}
+
+// Costs beyond kMaxTaskSeconds (or not finite) are bad input, reported with the task's
+// label; within it, the nanosecond conversion is to_ns's.
+TEST(TaskDurations, ImplausiblyLongTasksAreBadInput) {
+  Task t = make(TaskKind::kGemm);
+  t.label = "fwd.L0.qkv.mb0";
+  EXPECT_EQ(task_ns(2.5, t), 2'500'000'000);
+  EXPECT_EQ(task_ns(kMaxTaskSeconds, t), to_ns(kMaxTaskSeconds));
+  for (double s : {2 * kMaxTaskSeconds, 1e300, std::numeric_limits<double>::infinity(),
+                   std::numeric_limits<double>::quiet_NaN()}) {
+    try {
+      task_ns(s, t);
+      ADD_FAILURE() << s << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("task 'fwd.L0.qkv.mb0' would take"), std::string::npos)
+          << e.what();
+    }
+  }
+  // End to end: a 2^50-token sequence makes every GEMM longer than the limit.
+  const HwProfile hw = h100_profile();
+  Program p;
+  p.world_size = 1;
+  p.gpus_per_node = 8;
+  RankProgram r;
+  Task g = make(TaskKind::kGemm);
+  g.label = "huge";
+  g.gemm = GemmShape{std::int64_t{1} << 50, 4096, 4096, 1, DType::kBf16, "NN"};
+  g.flops = 2.0 * static_cast<double>(g.gemm.m) * 4096 * 4096;
+  add_task(r, g);
+  p.ranks.push_back(r);
+  EXPECT_THROW(task_durations(p, hw), InputError);
 }
 
 // Two simulated ranks (0 and 8, on nodes 0 and 1) of a 16-GPU program: each task's duration

@@ -37,6 +37,23 @@ TEST(Engine, ChainOnOneStreamSumsDurations) {
   EXPECT_EQ(tl.events, 6u);  // 3 starts + 3 ends
 }
 
+// Durations whose sum could overflow the int64 nanosecond clock (more than 2^60 ns of work
+// in the step) are refused as bad input instead of wrapping around.
+TEST(Engine, StepsBeyondTheClockAreBadInput) {
+  Builder b;
+  const int r = b.rank(0);
+  b.compute(r, "a", TimeNs{1} << 59);
+  b.compute(r, "b", TimeNs{1} << 59);
+  EXPECT_EQ(simulate(b.p, b.d).step_ns, TimeNs{1} << 60);  // exactly at the limit: simulated
+  b.compute(r, "c", TimeNs{1} << 40);  // 2^60 + 2^40 ns
+  try {
+    simulate(b.p, b.d);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("years of GPU time"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Engine, TwoStreamsOverlap) {
   // Independent tasks on compute (100) and dp (70) run together: step = max = 100; the
   // compute stream hides the dp task entirely, so exposed dp comm is 0.

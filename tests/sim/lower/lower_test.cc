@@ -390,6 +390,26 @@ TEST(Lower, DpBucketCountIsCeilGradBytesOverBucket) {
   EXPECT_EQ(n, static_cast<int>(std::ceil(grad_bytes / 3e6)));
 }
 
+TEST(Lower, MoreThanAMillionBucketsPerStageIsBadInput) {
+  // tiny_gpt has ~6.9 M parameters: 4-byte gradients in 16-byte buckets make ~1.7 M
+  // collectives per step (> 2^20), in 32-byte buckets ~0.86 M (simulated).
+  Plan p;
+  p.dp = 2;
+  p.bucket_bytes = 16;
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  sc.file = "big.yaml";
+  ASSERT_GT(count_params(sc.model).total * 4 / 16, double{1 << 20});
+  ASSERT_LT(count_params(sc.model).total * 4 / 32, double{1 << 20});
+  try {
+    lower(sc);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(e.issues()[0].file, "big.yaml");
+    EXPECT_EQ(e.issues()[0].key, "parallel.bucket_mb");
+  }
+}
+
 TEST(Lower, DpBucketDefaultIsMegatronCores) {
   // bucket_mb not given (bucket_bytes 0): Megatron-Core's DDP default bucket of
   // max(40M, 1M x dp) parameters of fp32 gradients. tiny_gpt widened to hidden 2048,
