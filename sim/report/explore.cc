@@ -16,14 +16,15 @@ static std::string scalar_text(const YAML::Node& n) {
 }
 
 static ExplorePoint evaluate(const YAML::Node& doc, const std::string& file,
-                             std::vector<std::pair<std::string, std::string>> settings) {
+                             std::vector<std::pair<std::string, std::string>> settings,
+                             const RunOptions& run = {}) {
   ExplorePoint pt;
   pt.settings = std::move(settings);
   try {
     YAML::Node copy = YAML::Clone(doc);
     copy.remove("sweep");
     Scenario sc = load_scenario_node(copy, file);
-    pt.result = predict(sc).result;
+    pt.result = predict(sc, run).result;
   } catch (const InputError& e) {
     pt.valid = false;
     pt.error = e.issues().empty() ? e.what() : e.issues().front().str();
@@ -115,10 +116,14 @@ SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
       }
     }
   }
+  // Plans whose resident state alone exceeds memory are only counted, never simulated
+  // (the search keeps fitting plans only; the bound is exact, see RunOptions).
+  RunOptions run;
+  run.skip_when_state_exceeds_memory = opt.skip_plans_that_cannot_fit;
   std::vector<ExplorePoint> pts(cands.size());
   parallel_for(
       cands.size(), opt.threads,
-      [&](size_t i) { pts[i] = evaluate(cands[i].doc, base.file, cands[i].settings); },
+      [&](size_t i) { pts[i] = evaluate(cands[i].doc, base.file, cands[i].settings, run); },
       opt.progress);
 
   SearchOutcome out;

@@ -24,6 +24,9 @@ struct SearchOptions {
   int top = 10;
   int threads = 1;
   Progress progress;
+  // Skip costing and simulating plans whose weights, gradients and optimizer state alone
+  // exceed a GPU's memory (they cannot fit; the outcome is the same, only faster).
+  bool skip_plans_that_cannot_fit = true;
 };
 
 // Enumerates plans for the scenario's model, cluster and batch: tp in {1,2,4,8} (within a

@@ -17,12 +17,61 @@ const char* breakdown_name(int index) {
   return category_name(static_cast<Category>(index));
 }
 
+static std::string layout_string(const Scenario& sc) {
+  const ParallelSpec& p = sc.parallel;
+  std::string s = fmt::format("tp{} pp{} dp{} cp{} ep{}", p.tp, p.pp, p.dp, p.cp, p.ep);
+  if (p.vpp > 1) s += fmt::format(" vpp{}", p.vpp);
+  s += fmt::format(" mb{} {} zero{}", p.microbatch, schedule_name(p.schedule), p.zero);
+  if (p.sequence_parallel) s += " sp";
+  s += fmt::format(" recompute={}", recompute_name(p.recompute));
+  return s;
+}
+
+// What a Result says about the scenario itself, simulated or not.
+static Result result_header(const Scenario& sc) {
+  Result r;
+  r.scenario_name = sc.name;
+  r.scenario_file = sc.file;
+  r.model_name = sc.model.name;
+  r.profile_name = sc.profile.name;
+  r.gpus = sc.gpus;
+  r.layout = layout_string(sc);
+  r.params_total = count_params(sc.model).total;
+  return r;
+}
+
 Prediction predict(const Scenario& sc, const RunOptions& opt) {
   Prediction out;
   LowerOptions lo;
   lo.folded = opt.folded;
   out.program = lower(sc, lo);
   if (opt.progress) opt.progress(1, 3);
+  if (opt.skip_when_state_exceeds_memory) {
+    const double capacity_gib = sc.profile.gpu.memory_bytes / kGiB;
+    double state_gib = 0;
+    std::vector<double> per_stage(static_cast<size_t>(sc.parallel.pp), 0.0);
+    for (const RankProgram& rp : out.program.ranks) {
+      double bytes = 0;
+      for (const Task& t : rp.tasks)
+        if (t.kind == TaskKind::kAlloc &&
+            (t.what == "weights" || t.what == "grads" || t.what == "optimizer"))
+          bytes += t.bytes;
+      auto& slot = per_stage[static_cast<size_t>(rp.pp_stage)];
+      slot = std::max(slot, bytes / kGiB);
+      state_gib = std::max(state_gib, bytes / kGiB);
+    }
+    if (state_gib > capacity_gib) {
+      Result& r = out.result;
+      r = result_header(sc);
+      r.memory_capacity_gib = capacity_gib;
+      r.memory_peak_gib = state_gib;
+      r.memory_peak_gib_per_stage = std::move(per_stage);
+      r.fits_memory = false;
+      r.simulated = false;
+      r.folded = out.program.folded;
+      return out;
+    }
+  }
   EngineOptions eo;
   eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
   eo.comm_hbm_share = [&p = out.program, &hw = sc.profile](const RankProgram& rp, const Task& t,
@@ -43,24 +92,9 @@ double model_flops_per_step(const ModelArch& a, std::int64_t seq_len, std::int64
   return model_flops_per_sequence(a, seq_len) * static_cast<double>(global_batch);
 }
 
-static std::string layout_string(const Scenario& sc) {
-  const ParallelSpec& p = sc.parallel;
-  std::string s = fmt::format("tp{} pp{} dp{} cp{} ep{}", p.tp, p.pp, p.dp, p.cp, p.ep);
-  if (p.vpp > 1) s += fmt::format(" vpp{}", p.vpp);
-  s += fmt::format(" mb{} {} zero{}", p.microbatch, schedule_name(p.schedule), p.zero);
-  if (p.sequence_parallel) s += " sp";
-  s += fmt::format(" recompute={}", recompute_name(p.recompute));
-  return s;
-}
 
 Result make_result(const Scenario& sc, const Program& p, const Timeline& t) {
-  Result r;
-  r.scenario_name = sc.name;
-  r.scenario_file = sc.file;
-  r.model_name = sc.model.name;
-  r.profile_name = sc.profile.name;
-  r.gpus = sc.gpus;
-  r.layout = layout_string(sc);
+  Result r = result_header(sc);
   r.step_time_s = to_s(t.step_ns);
   const double tokens = static_cast<double>(sc.training.global_batch) *
                         static_cast<double>(sc.training.seq_len);
@@ -72,7 +106,6 @@ Result make_result(const Scenario& sc, const Program& p, const Timeline& t) {
     double peak = it != sc.profile.gpu.peak_flop_per_s.end() ? it->second : 0.0;
     r.mfu = peak > 0 ? r.model_flops / (r.step_time_s * sc.gpus * peak) : 0.0;
   }
-  r.params_total = count_params(sc.model).total;
   r.memory_capacity_gib = sc.profile.gpu.memory_bytes / kGiB;
   r.memory_peak_gib_per_stage.assign(static_cast<size_t>(sc.parallel.pp), 0.0);
   for (size_t i = 0; i < p.ranks.size(); ++i) {

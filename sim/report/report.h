@@ -20,6 +20,11 @@ using Progress = std::function<void(size_t done, size_t total)>;
 struct RunOptions {
   bool folded = true;  // --fidelity folded (default) | full
   Progress progress;   // called after lowering, simulating and reporting (1/3, 2/3, 3/3)
+  // For search: a plan whose weights, gradients and optimizer state alone exceed a GPU's
+  // memory cannot fit (that state is allocated for the whole step, so it bounds the
+  // simulated peak from below); it is not costed or simulated. Its Result has
+  // simulated = false, fits_memory = false and memory_peak_gib = that state (a lower bound).
+  bool skip_when_state_exceeds_memory = false;
 };
 
 struct Prediction {

@@ -45,6 +45,9 @@ struct Result {
   std::map<std::string, double> busy_by_phase_s;
   int simulated_ranks = 0;
   bool folded = true;
+  // false: not simulated because the resident training state alone exceeds memory
+  // (RunOptions::skip_when_state_exceeds_memory); only fits_memory and the memory fields hold.
+  bool simulated = true;
 };
 
 const char* breakdown_name(int index);  // category names, then "bubble"
