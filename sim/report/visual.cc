@@ -158,7 +158,7 @@ void write_trace_json(const Program& p, const Timeline& t, const std::vector<int
 }
 
 
-std::vector<ScheduleBlock> schedule_blocks(const Program& p, const Timeline& t) {
+std::vector<ScheduleBlock> schedule_blocks(const Program& p, const Timeline& t, TimeNs merge_gap) {
   std::vector<ScheduleBlock> out;
   for (int ri : stage_ranks(p)) {
     const RankProgram& rp = p.ranks[static_cast<size_t>(ri)];
@@ -182,13 +182,19 @@ std::vector<ScheduleBlock> schedule_blocks(const Program& p, const Timeline& t) 
         const TaskTiming& tt = rt.tasks[static_cast<size_t>(task->id)];
         if (!out.empty()) {
           ScheduleBlock& last = out.back();
+          const bool backward_parts =
+              merge_gap > 0 && last.phase == Phase::kBwdInput && task->phase == Phase::kBwdWeight &&
+              tt.start <= last.end + merge_gap;
           const bool same_unit =
               last.stage == rp.pp_stage && last.comm == comm &&
-              (comm ? last.category == task->category
-                    : (last.phase == task->phase && last.microbatch == task->microbatch &&
-                       last.chunk == task->chunk));
-          if (same_unit && (!comm || tt.start <= last.end)) {
+              (comm ? last.category == task->category || merge_gap > 0
+                    : ((last.phase == task->phase || backward_parts) &&
+                       last.microbatch == task->microbatch && last.chunk == task->chunk));
+          if (same_unit && (!comm || tt.start <= last.end + merge_gap)) {
             last.end = std::max(last.end, tt.end);
+            ++last.tasks;
+            last.with_weight_grad = last.with_weight_grad || backward_parts;
+            if (comm) last.categories |= 1u << static_cast<unsigned>(task->category);
             continue;
           }
         }
@@ -201,6 +207,7 @@ std::vector<ScheduleBlock> schedule_blocks(const Program& p, const Timeline& t) 
         b.chunk = task->chunk;
         b.start = tt.start;
         b.end = tt.end;
+        if (comm) b.categories = 1u << static_cast<unsigned>(task->category);
         out.push_back(b);
       }
     }
@@ -234,13 +241,21 @@ std::string pipeline_svg(const Program& p, const Timeline& t) {
   }
   std::map<int, int> row_of;
   for (int s = 0; s < stages; ++s) row_of[p.ranks[static_cast<size_t>(srs[static_cast<size_t>(s)])].pp_stage] = s;
-  for (const ScheduleBlock& b : schedule_blocks(p, t)) {
+  // Merged at half a pixel (schedule_blocks): tooltips count the tasks of a block.
+  for (const ScheduleBlock& b : schedule_blocks(p, t, static_cast<TimeNs>(step / width / 2))) {
     double y = top + row_of[b.stage] * stage_h + (b.comm ? row_h + 1 : 0);
     double h = b.comm ? comm_h : row_h;
     double x0 = x(b.start), w = std::max(0.5, x(b.end) - x0);
     const char* colour = b.comm ? comm_colour() : phase_colour(b.phase);
-    std::string title = b.comm ? std::string(category_name(b.category))
-                               : fmt::format("{} mb{}{}", phase_name(b.phase), b.microbatch,
+    std::string comm_kinds;
+    for (int c = 0; c < kCategoryCount; ++c)
+      if (b.categories & (1u << static_cast<unsigned>(c)))
+        comm_kinds += (comm_kinds.empty() ? "" : " + ") + std::string(category_name(static_cast<Category>(c)));
+    std::string title = b.comm ? fmt::format("{} ({} task{})", comm_kinds, b.tasks,
+                                             b.tasks == 1 ? "" : "s")
+                               : fmt::format("{}{} mb{}{}", phase_name(b.phase),
+                                             b.with_weight_grad ? " + bwd_weight" : "",
+                                             b.microbatch,
                                              b.chunk >= 0 ? fmt::format(" chunk{}", b.chunk) : "");
     o += fmt::format("<rect class=\"block\" data-stage=\"{}\" data-kind=\"{}\" x=\"{:.2f}\" y=\"{:.1f}\" "
                      "width=\"{:.2f}\" height=\"{:.1f}\" fill=\"{}\" stroke=\"#ffffff\" stroke-width=\"0.3\">"

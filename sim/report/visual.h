@@ -2,6 +2,7 @@
 // self-contained HTML report. All are deterministic functions of the Program + Timeline.
 #pragma once
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -32,10 +33,22 @@ struct ScheduleBlock {
   int microbatch = -1;
   int chunk = -1;
   TimeNs start = 0, end = 0;
+  int tasks = 1;  // tasks merged into the block
+  bool with_weight_grad = false;  // a backward block that also holds its weight gradients
+  std::uint32_t categories = 0;   // communication: bit c set when category c is in the block
 };
 
 // The blocks drawn for each pipeline stage (one simulated rank per stage: the lowest).
-std::vector<ScheduleBlock> schedule_blocks(const Program& p, const Timeline& t);
+// Compute: consecutive tasks of one pass (phase, microbatch, chunk) form a block.
+// Communication: consecutive tasks of one category form a block while they overlap.
+// `merge_gap` > 0 (a drawing passes what half a pixel is worth) also joins communication
+// tasks of any category (drawn in one colour) that start within merge_gap of the block's
+// end, and a backward pass's input- and
+// weight-gradient tasks, which alternate layer by layer, into one backward block — so a
+// step of a million tasks stays drawable. Zero-bubble's deferred weight gradients, run
+// apart from their backward, stay blocks of their own.
+std::vector<ScheduleBlock> schedule_blocks(const Program& p, const Timeline& t,
+                                           TimeNs merge_gap = 0);
 
 // SVG: stages by time (forward / backward-input / weight-gradient / recompute / optimizer /
 // communication / bubble in distinct colours, microbatch numbers on the blocks, legend,
