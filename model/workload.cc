@@ -44,6 +44,16 @@ const char* dtype_name(DType t) {
   return "bf16";
 }
 
+const char* gemm_layout_name(GemmLayout l) {
+  switch (l) {
+    case GemmLayout::kNN: return "NN";
+    case GemmLayout::kNT: return "NT";
+    case GemmLayout::kTN: return "TN";
+    case GemmLayout::kTT: return "TT";
+  }
+  return "NN";
+}
+
 DType activation_dtype(DType compute) {
   return compute == DType::kFp8 ? DType::kBf16 : compute;
 }
@@ -125,7 +135,7 @@ Step comm_step(CommPointKind kind, double bytes, std::string name) {
 
 // C[m,n] = A[m,k] B[k,n], `batch` times: 2mnk FLOPs each; reads A and B in the GEMM dtype,
 // writes C in the activation dtype.
-Op gemm(std::string name, I m, I n, I k, I batch, const Local& l, const char* layout) {
+Op gemm(std::string name, I m, I n, I k, I batch, const Local& l, GemmLayout layout) {
   Op op;
   op.name = std::move(name);
   op.kind = OpKind::kGemm;
@@ -148,9 +158,9 @@ Op gemm(std::string name, I m, I n, I k, I batch, const Local& l, const char* la
 struct Linear {
   std::string name;
   I tokens, in, out, batch = 1;
-  Op fwd(const Local& l) const { return gemm(name, tokens, out, in, batch, l, "NN"); }
-  Op dgrad(const Local& l) const { return gemm(name, tokens, in, out, batch, l, "NT"); }
-  Op wgrad(const Local& l) const { return gemm(name, in, out, tokens, batch, l, "TN"); }
+  Op fwd(const Local& l) const { return gemm(name, tokens, out, in, batch, l, GemmLayout::kNN); }
+  Op dgrad(const Local& l) const { return gemm(name, tokens, in, out, batch, l, GemmLayout::kNT); }
+  Op wgrad(const Local& l) const { return gemm(name, in, out, tokens, batch, l, GemmLayout::kTN); }
 };
 
 Op memory_op(std::string name, double bytes_read, double bytes_written) {

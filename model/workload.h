@@ -26,11 +26,15 @@ DType activation_dtype(DType compute);
 
 enum class OpKind { kGemm, kAttention, kMemoryBound };
 
+// Operand layout of a GEMM for the executor: N = as stored, T = transposed (A then B).
+enum class GemmLayout : std::uint8_t { kNN, kNT, kTN, kTT };
+const char* gemm_layout_name(GemmLayout l);  // "NN", "NT", "TN", "TT"
+
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;  // C[m,n] = A[m,k] * B[k,n]
   std::int64_t batch = 1;            // batched GEMM count (e.g. experts)
   DType dtype = DType::kBf16;
-  std::string layout = "NN";         // NN, NT, TN (for the executor)
+  GemmLayout layout = GemmLayout::kNN;
 };
 
 struct AttentionShape {

@@ -396,7 +396,7 @@ void fit_gemm(const Measurements& m, const HwProfile& base, FitReport& rep) {
   int count = 0;
   for (const auto* pts : {&main_p, &fp8_p}) {
     for (const MeasuredGemm* g : *pts) {
-      const GemmShape shape{g->m, g->n, g->k, g->batch, g->dtype, "NN"};
+      const GemmShape shape{g->m, g->n, g->k, g->batch, g->dtype, GemmLayout::kNN};
       const double peak = base.gpu.peak_flop_per_s.at(g->dtype);
       GemmResidual r{g->m, g->n, g->k, g->batch, g->dtype, g->flop_per_s,
                      peak * gemm_efficiency(shape, curve_only), false};

@@ -137,8 +137,8 @@ double compute_time_s(const Task& t, const HwProfile& hw) {
         // O = P V [sq x d x skv]; backward twice those), plus the score-matrix traffic
         // (bytes of the op, model/workload.cc) at memory-bound speed, kernels in sequence.
         const AttentionShape& a = t.attn;
-        GemmShape qk{a.seq_q, a.seq_kv, a.head_dim, a.batch * a.heads, a.dtype, "NT"};
-        GemmShape pv{a.seq_q, a.head_dim, a.seq_kv, a.batch * a.heads, a.dtype, "NN"};
+        GemmShape qk{a.seq_q, a.seq_kv, a.head_dim, a.batch * a.heads, a.dtype, GemmLayout::kNT};
+        GemmShape pv{a.seq_q, a.head_dim, a.seq_kv, a.batch * a.heads, a.dtype, GemmLayout::kNN};
         auto gemm_s = [&](const GemmShape& g) {
           return gemm_flops(g) / (peak_flop_per_s(g.dtype, hw) * gemm_efficiency(g, hw) * c.sustained_clock) +
                  c.launch_overhead_s;

@@ -51,6 +51,10 @@ const std::vector<std::string>& group_names() {
   static const auto v = names_of<GroupKind, 8>(group_kind_name);
   return v;
 }
+const std::vector<std::string>& layout_names() {
+  static const auto v = names_of<GemmLayout, 4>(gemm_layout_name);
+  return v;
+}
 const std::vector<std::string>& dtype_names() {
   static const auto v = names_of<DType, 4>(dtype_name);
   return v;
@@ -82,7 +86,7 @@ json task_to_json(const RankProgram& rp, const Task& t) {
       a["k"] = t.gemm.k;
       a["batch"] = t.gemm.batch;
       a["dtype"] = dtype_name(t.gemm.dtype);
-      a["layout"] = t.gemm.layout;
+      a["layout"] = gemm_layout_name(t.gemm.layout);
       break;
     case TaskKind::kAttention:
       a = compute_args(t);
@@ -304,7 +308,7 @@ void read_task(Reader& rd, const json& j, const std::string& path, Task& t) {
       rd.integer(*a, ap, "k", t.gemm.k, true, 0);
       rd.integer(*a, ap, "batch", t.gemm.batch, false, 1);
       rd.enumeration(*a, ap, "dtype", t.gemm.dtype, dtype_names(), true);
-      rd.string(*a, ap, "layout", t.gemm.layout, false);
+      rd.enumeration(*a, ap, "layout", t.gemm.layout, layout_names(), false);
       rd.number(*a, ap, "bytes_read", t.bytes_read, false);
       rd.number(*a, ap, "bytes_written", t.bytes_written, false);
       break;
@@ -641,7 +645,7 @@ void write_args(CompactWriter& w, const RankProgram& rp, const Task& t) {
       w.kv("bytes_written", t.bytes_written);
       w.kv("dtype", dtype_name(t.gemm.dtype));
       w.kv("k", t.gemm.k);
-      w.kv("layout", t.gemm.layout);
+      w.kv("layout", gemm_layout_name(t.gemm.layout));
       w.kv("m", t.gemm.m);
       w.kv("n", t.gemm.n);
       break;

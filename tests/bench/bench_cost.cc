@@ -48,7 +48,7 @@ Program synthetic_program(int ranks, int per_rank) {
       switch (i % 6) {
         case 0:
           t.kind = TaskKind::kGemm;
-          t.gemm = GemmShape{8192, 4096 + 128 * (i % 7), 4096, 1, DType::kBf16, "NN"};
+          t.gemm = GemmShape{8192, 4096 + 128 * (i % 7), 4096, 1, DType::kBf16, GemmLayout::kNN};
           t.flops = 2.0 * t.gemm.m * t.gemm.n * t.gemm.k;
           break;
         case 1:

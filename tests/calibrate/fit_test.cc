@@ -239,7 +239,7 @@ TEST(FitRecorded, XlaBf16GemmReproducedThroughTheSimulator) {
   int checked = 0;
   for (const GemmResidual& r : f.report.gemm_residuals) {
     const auto& [sum, n] = logs[{r.batch * r.m, r.n, r.k}];
-    const GemmShape g{r.m, r.n, r.k, r.batch, DType::kBf16, "NN"};
+    const GemmShape g{r.m, r.n, r.k, r.batch, DType::kBf16, GemmLayout::kNN};
     EXPECT_NEAR(peak * gemm_efficiency(g, f.profile) / std::exp(sum / n), 1.0, 0.05)
         << r.batch << "x" << r.m << "x" << r.n << "x" << r.k;
     ++checked;
@@ -271,7 +271,7 @@ TEST(FitRecorded, AzureFp8OnlyFitsTheFp8Ceiling) {
   EXPECT_LE(f.profile.compute.fp8_max_eff, 1.0);
   const double peak = f.profile.gpu.peak_flop_per_s.at(DType::kFp8);
   for (const GemmResidual& r : f.report.gemm_residuals) {
-    const GemmShape g{r.m, r.n, r.k, 1, DType::kFp8, "TN"};
+    const GemmShape g{r.m, r.n, r.k, 1, DType::kFp8, GemmLayout::kTN};
     EXPECT_NEAR(peak * gemm_efficiency(g, f.profile) / r.measured_flop_per_s, 1.0, 0.05)
         << r.m << "x" << r.n << "x" << r.k;
   }

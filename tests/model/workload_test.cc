@@ -195,12 +195,12 @@ TEST(Workload, Llama70bShapesAtTp8) {
   EXPECT_EQ(dg.gemm.m, 8192);
   EXPECT_EQ(dg.gemm.n, 3584);
   EXPECT_EQ(dg.gemm.k, 8192);
-  EXPECT_EQ(dg.gemm.layout, "NT");
+  EXPECT_EQ(dg.gemm.layout, GemmLayout::kNT);
   const Op& wg = find_op(o.bwd_weight, "fc2");
   EXPECT_EQ(wg.gemm.m, 3584);
   EXPECT_EQ(wg.gemm.n, 8192);
   EXPECT_EQ(wg.gemm.k, 8192);
-  EXPECT_EQ(wg.gemm.layout, "TN");
+  EXPECT_EQ(wg.gemm.layout, GemmLayout::kTN);
   // Attention: 8 heads, 1 kv head per rank.
   const Op& at = find_op(o.fwd, "attn");
   EXPECT_EQ(at.attn.heads, 8);

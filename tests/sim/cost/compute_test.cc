@@ -65,7 +65,7 @@ TEST(GemmEfficiency, ReproducesXlaSm90Bf16Table) {
 // MAMF best H100 bf16 shape 2048x2048x13312: 794.5 / 989 = 80.3% (stas00); within 5%.
 TEST(GemmEfficiency, MatchesMamfBestShape) {
   const HwProfile hw = h100_profile();
-  GemmShape g{2048, 2048, 13312, 1, DType::kBf16, "NN"};
+  GemmShape g{2048, 2048, 13312, 1, DType::kBf16, GemmLayout::kNN};
   EXPECT_NEAR(gemm_efficiency(g, hw) / 0.803, 1.0, 0.05);
 }
 
@@ -96,7 +96,7 @@ TEST(GemmEfficiency, ReproducesA100CublasLtPoints) {
   for (const auto& r : read_measured_csv("gemm_cublaslt_azure_ND_A100v4_fp16_H100v5_H200v5_fp8.csv")) {
     if (r.at("gpu") != "A100") continue;
     GemmShape g{std::stoll(r.at("m")), std::stoll(r.at("n")), std::stoll(r.at("k")), 1,
-                DType::kFp16, "NN"};
+                DType::kFp16, GemmLayout::kNN};
     const double ratio = gemm_efficiency(g, hw) * 312e12 / (std::stod(r.at("tflops")) * 1e12);
     EXPECT_NEAR(ratio, 1.0, 0.13) << g.m << "x" << g.n << "x" << g.k;
     sum_sq += std::log(ratio) * std::log(ratio);
@@ -181,16 +181,16 @@ TEST(GemmEfficiency, TablePointOverridesCurveNearItsShape) {
   HwProfile hw = h100_profile();
   hw.compute.gemm_table = {{8192, 8192, 8192, DType::kBf16, 700e12},
                            {8192, 8192, 9000, DType::kBf16, 600e12}};
-  GemmShape exact{8192, 8192, 8192, 1, DType::kBf16, "NN"};
+  GemmShape exact{8192, 8192, 8192, 1, DType::kBf16, GemmLayout::kNN};
   EXPECT_DOUBLE_EQ(gemm_efficiency(exact, hw), 700e12 / 989.4e12);
-  GemmShape near{8600, 8192, 8300, 1, DType::kBf16, "NN"};  // 5% / 0% / 1.3% off point 1
+  GemmShape near{8600, 8192, 8300, 1, DType::kBf16, GemmLayout::kNN};  // 5% / 0% / 1.3% off point 1
   EXPECT_DOUBLE_EQ(gemm_efficiency(near, hw), 700e12 / 989.4e12);
-  GemmShape near2{8192, 8192, 8900, 1, DType::kBf16, "NN"};  // nearer the 9000 point
+  GemmShape near2{8192, 8192, 8900, 1, DType::kBf16, GemmLayout::kNN};  // nearer the 9000 point
   EXPECT_DOUBLE_EQ(gemm_efficiency(near2, hw), 600e12 / 989.4e12);
-  GemmShape far{8192, 8192, 12000, 1, DType::kBf16, "NN"};   // > 10% from both: curve
+  GemmShape far{8192, 8192, 12000, 1, DType::kBf16, GemmLayout::kNN};   // > 10% from both: curve
   HwProfile plain = h100_profile();
   EXPECT_DOUBLE_EQ(gemm_efficiency(far, hw), gemm_efficiency(far, plain));
-  GemmShape other_dtype{8192, 8192, 8192, 1, DType::kFp8, "NN"};
+  GemmShape other_dtype{8192, 8192, 8192, 1, DType::kFp8, GemmLayout::kNN};
   EXPECT_DOUBLE_EQ(gemm_efficiency(other_dtype, hw), gemm_efficiency(other_dtype, plain));
 }
 
@@ -200,7 +200,7 @@ TEST(GemmEfficiency, MonotoneAndBoundedOverRandomShapes) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> dim(1, 32768);
   for (int i = 0; i < 2000; ++i) {
-    GemmShape g{dim(rng), dim(rng), dim(rng), 1, DType::kBf16, "NN"};
+    GemmShape g{dim(rng), dim(rng), dim(rng), 1, DType::kBf16, GemmLayout::kNN};
     const double e = gemm_efficiency(g, hw);
     EXPECT_GT(e, 0);
     EXPECT_LE(e, hw.compute.gemm_max_eff);
@@ -236,8 +236,8 @@ TEST(Compute, UnfusedAttentionIsGemmsPlusScoreTraffic) {
   t.flops = 4.0 * 8 * 2048.0 * 2048.0 * 96;
   t.bytes_read = 6.0 * 8 * 2048.0 * 2048.0;
   t.bytes_written = 7.0 * 8 * 2048.0 * 2048.0;
-  GemmShape qk{2048, 2048, 96, 8, DType::kBf16, "NT"};
-  GemmShape pv{2048, 96, 2048, 8, DType::kBf16, "NN"};
+  GemmShape qk{2048, 2048, 96, 8, DType::kBf16, GemmLayout::kNT};
+  GemmShape pv{2048, 96, 2048, 8, DType::kBf16, GemmLayout::kNN};
   auto gemm_s = [&](const GemmShape& g) {
     return 2.0 * g.m * g.n * g.k * g.batch / (312e12 * gemm_efficiency(g, hw)) +
            hw.compute.launch_overhead_s;

@@ -44,7 +44,7 @@ TEST(TaskDurations, ImplausiblyLongTasksAreBadInput) {
   RankProgram r;
   Task g = make(TaskKind::kGemm);
   g.label = "huge";
-  g.gemm = GemmShape{std::int64_t{1} << 50, 4096, 4096, 1, DType::kBf16, "NN"};
+  g.gemm = GemmShape{std::int64_t{1} << 50, 4096, 4096, 1, DType::kBf16, GemmLayout::kNN};
   g.flops = 2.0 * static_cast<double>(g.gemm.m) * 4096 * 4096;
   add_task(r, g);
   p.ranks.push_back(r);
@@ -63,7 +63,7 @@ TEST(TaskDurations, MapsEveryKindToItsCostModel) {
   RankProgram r0;
   r0.rank = 0;
   Task g = make(TaskKind::kGemm);
-  g.gemm = GemmShape{4096, 4096, 4096, 1, DType::kBf16, "NN"};
+  g.gemm = GemmShape{4096, 4096, 4096, 1, DType::kBf16, GemmLayout::kNN};
   g.flops = 2.0 * 4096 * 4096 * 4096;
   r0.tasks.push_back(g);
   Task ar = make(TaskKind::kCollective);

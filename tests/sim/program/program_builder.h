@@ -48,7 +48,7 @@ struct Builder {
     t.category = cat;
     t.label = label;
     t.deps = std::move(deps);
-    t.gemm = {64, 64, 64, 1, DType::kBf16, "NN"};
+    t.gemm = {64, 64, 64, 1, DType::kBf16, GemmLayout::kNN};
     t.flops = 2.0 * 64 * 64 * 64;
     return add(r, std::move(t), dur);
   }

@@ -20,7 +20,7 @@ Program every_kind() {
   b.p.gpus_per_node = 4;
   Task gemm;
   gemm.kind = TaskKind::kGemm;
-  gemm.gemm = {4096, 8192, 1024, 8, DType::kFp8, "NT"};
+  gemm.gemm = {4096, 8192, 1024, 8, DType::kFp8, GemmLayout::kNT};
   gemm.flops = 2.0 * 4096 * 8192 * 1024 * 8;
   gemm.bytes_read = 1.5e8;
   gemm.bytes_written = 0.1;  // shortest round-trip form keeps it exact
@@ -71,7 +71,7 @@ TEST(ProgramJson, RoundTripEveryKind) {
   const Task& g = q.ranks[0].tasks[0];
   EXPECT_EQ(g.gemm.m, 4096);
   EXPECT_EQ(g.gemm.dtype, DType::kFp8);
-  EXPECT_EQ(g.gemm.layout, "NT");
+  EXPECT_EQ(g.gemm.layout, GemmLayout::kNT);
   EXPECT_EQ(g.bytes_written, 0.1);
   EXPECT_EQ(g.chunk, 1);
   const Task& a = q.ranks[0].tasks[1];
@@ -172,6 +172,7 @@ TEST(ProgramJson, SchemaErrorsAreAllReportedWithKeyPaths) {
   j["ranks"][0]["tasks"][2]["lable"] = "x";
   j["ranks"][1].erase("rank");
   j["groups"][0]["kind"] = "tensor";
+  j["ranks"][0]["tasks"][0]["gemm"]["layout"] = "NX";
   try {
     program_from_json(j.dump(), "p.json");
     FAIL();
@@ -196,7 +197,11 @@ TEST(ProgramJson, SchemaErrorsAreAllReportedWithKeyPaths) {
                        "world, got \"tensor\""),
               std::string::npos)
         << msg;
-    EXPECT_EQ(e.issues().size(), 6u) << msg;
+    EXPECT_NE(msg.find(": ranks[0].tasks[0].gemm.layout: expected one of NN, NT, TN, TT, got "
+                       "\"NX\""),
+              std::string::npos)
+        << msg;
+    EXPECT_EQ(e.issues().size(), 7u) << msg;
     for (const InputIssue& i : e.issues()) {
       EXPECT_EQ(i.file, "p.json");
       EXPECT_EQ(i.line, 1);  // dump() writes one line
