@@ -772,9 +772,9 @@ class Lowerer {
     const double state_bytes[3] = {dense * sd.weights + expert * se.weights,
                                    dense * sd.grads + expert * se.grads,
                                    dense * sd.optimizer + expert * se.optimizer};
-    const char* state_what[3] = {"weights", "grads", "optimizer"};
     for (int i = 0; i < 3; ++i)
-      emit_mem(e, TaskKind::kAlloc, state_bytes[i], state_what[i], Phase::kOther, -1, -1, -1);
+      emit_mem(e, TaskKind::kAlloc, state_bytes[i], kTrainingStateWhat[static_cast<size_t>(i)],
+               Phase::kOther, -1, -1, -1);
 
     // The step starts by zeroing the gradient buffer the backward accumulates into
     // (Megatron's train_step: zero_grad_buffer on every model chunk, a memset of the whole
@@ -978,7 +978,8 @@ class Lowerer {
       end_deps.insert(end_deps.end(), param_gathers_.begin(), param_gathers_.end());
     }
     for (int i = 2; i >= 0; --i) {
-      emit_mem(e, TaskKind::kFree, state_bytes[i], state_what[i], Phase::kOther, -1, -1, -1,
+      emit_mem(e, TaskKind::kFree, state_bytes[i], kTrainingStateWhat[static_cast<size_t>(i)],
+               Phase::kOther, -1, -1, -1,
                StreamKind::kCompute, end_deps);
       end_deps.clear();
     }

@@ -108,6 +108,13 @@ ListNames names_used(const TaskList& tasks) {
   return u;
 }
 
+bool is_training_state_alloc(const Task& t) {
+  if (t.kind != TaskKind::kAlloc) return false;
+  for (const char* w : kTrainingStateWhat)
+    if (t.what == w) return true;
+  return false;
+}
+
 int add_task(RankProgram& rp, Task t) {
   t.id = static_cast<int>(rp.tasks.size());
   rp.tasks.push_back(std::move(t));

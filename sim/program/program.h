@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -175,6 +176,12 @@ ListNames names_used(const TaskList& tasks);
 
 // Adds a task to a rank, setting its id; returns the id.
 int add_task(RankProgram& rp, Task t);
+
+// The training state a rank allocates for the whole step (weights, gradients, optimizer
+// state), by the `what` of its kAlloc tasks; lowering allocates it, reports bound by it.
+inline constexpr std::array<const char*, 3> kTrainingStateWhat = {"weights", "grads",
+                                                                  "optimizer"};
+bool is_training_state_alloc(const Task& t);
 
 // Structural checks: dense ids, deps in range and acyclic (Boost.Graph; a cycle is reported
 // naming the tasks on it), every send has its recv with equal bytes, every collective's group

@@ -53,9 +53,7 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
     for (const RankProgram& rp : out.program.ranks) {
       double bytes = 0;
       for (const Task& t : rp.tasks)
-        if (t.kind == TaskKind::kAlloc &&
-            (t.what == "weights" || t.what == "grads" || t.what == "optimizer"))
-          bytes += t.bytes;
+        if (is_training_state_alloc(t)) bytes += t.bytes;
       auto& slot = per_stage[static_cast<size_t>(rp.pp_stage)];
       slot = std::max(slot, bytes / kGiB);
       state_gib = std::max(state_gib, bytes / kGiB);

@@ -199,6 +199,14 @@ INSTANTIATE_TEST_SUITE_P(Schedules, PipelineMemoryTest,
                                            MemCase{Schedule::kInterleaved, 2, 22},
                                            MemCase{Schedule::kZbH1, 1, 16}));
 
+// tiny_gpt over dp = 4 with ZeRO stage z.
+Scenario dp4_zero(int z) {
+  Plan p;
+  p.dp = 4;
+  p.zero = z;
+  return make_scenario(tiny_gpt(), p);
+}
+
 TEST(Lower, ZeroStateBytesPerParameter) {
   // Megatron mixed precision (MODEL_FACTS.md): bf16 weights 2 + fp32 grads 4 + fp32 master
   // and Adam m, v 12 bytes per parameter; over d = 4 ranks ZeRO-1 shards the 12 (6 + 12/4 = 9),
@@ -206,10 +214,7 @@ TEST(Lower, ZeroStateBytesPerParameter) {
   // stage formulas with K = 12 and 4-byte grads.
   const double expected[] = {18.0, 9.0, 6.0, 4.5};
   for (int z = 0; z <= 3; ++z) {
-    Plan p;
-    p.dp = 4;
-    p.zero = z;
-    const Scenario sc = make_scenario(tiny_gpt(), p);
+    const Scenario sc = dp4_zero(z);
     const Program prog = lower(sc);
     const ParamCounts pc = count_params(sc.model);
     EXPECT_NEAR(state_bytes(prog.ranks[0]) / pc.total, expected[z], 1e-9) << "zero " << z;
@@ -222,10 +227,7 @@ TEST(Lower, StepStartsByZeroingTheWholeGradientBuffer) {
   // first compute-stream task, charged to the optimizer. ZeRO-2/3 hold reduced shards that
   // are written, not accumulated: no memset.
   for (int z = 0; z <= 3; ++z) {
-    Plan p;
-    p.dp = 4;
-    p.zero = z;
-    const Scenario sc = make_scenario(tiny_gpt(), p);
+    const Scenario sc = dp4_zero(z);
     const Program prog = lower(sc);
     const RankProgram& rp = prog.ranks[0];
     int found = -1;
