@@ -21,6 +21,7 @@
 #include "sim/report/validate.h"
 #include "sim/report/visual.h"
 #include "calibrate/fit/fit.h"
+#include "tools/distributed.h"
 
 namespace sc = stepcast;
 
@@ -95,9 +96,12 @@ int main(int argc, char** argv) {
   sweep->add_option("--csv", csv_out, "write the table as CSV here");
   std::string table_html;
   sweep->add_option("--html", table_html, "write the table as a sortable HTML page here");
+  int threads = 1;
+  sweep->add_option("--threads", threads, "worker threads (same table for any count)")
+      ->check(CLI::Range(1, 1024));
 
   // search
-  int top = 10, threads = 1;
+  int top = 10;
   auto* search = app.add_subcommand("search", "search valid plans for the scenario's model and cluster");
   search->add_option("SCENARIO", scenario, "scenario YAML (its plan is the starting point)")->required();
   search->add_option("--top", top, "how many plans to show")->check(CLI::Range(1, 1000000));
@@ -146,7 +150,44 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitBadInput;
   }
 
+  // Under mpirun, search and sweep share their plans across the ranks (distributed.h).
+  // Errors before the split are the same on every rank: rank 0 reports them and every rank
+  // exits with the code. An error while a rank evaluates its share ends all ranks.
+  sc::Distributed dist;
+  struct StopAtExit {
+    sc::Distributed& d;
+    ~StopAtExit() { sc::stop_distributed(d); }
+  } stop_at_exit{dist};
+  bool in_split = false;
+  auto fail = [&](int code, const std::string& message) {
+    if (in_split && dist.size > 1) {
+      std::cerr << fmt::format("stepcast (rank {} of {}): {}\n", dist.rank, dist.size, message);
+      sc::abort_distributed(dist, code);
+    }
+    if (dist.rank == 0) std::cerr << "stepcast: " << message << "\n";
+    return code;
+  };
+  // Evaluates the candidates, this rank's share of them under mpirun; rank 0 gets them all.
+  auto evaluate_split = [&](const std::vector<sc::PlanCandidate>& cands, const sc::Scenario& s,
+                            const sc::RunOptions& run_opt, const std::string& what) {
+    in_split = true;
+    auto pts = sc::gather_points(
+        dist, sc::evaluate_candidates(cands, s.file, run_opt, threads,
+                                      dist.rank == 0 ? terminal_progress(what) : nullptr,
+                                      dist.rank, dist.size));
+    in_split = false;
+    return pts;
+  };
+
   try {
+    dist = sc::start_distributed(&argc, &argv);
+    if (dist.size > 1 && !sweep->parsed() && !search->parsed()) {
+      throw sc::InputError(sc::InputIssue{
+          "", 0, 0, "mpirun",
+          fmt::format("only search and sweep split across MPI ranks; run `stepcast {}` without "
+                      "mpirun",
+                      app.get_subcommands().front()->get_name())});
+    }
     if (run->parsed()) {
       sc::RunOptions opt;
       opt.folded = parse_fidelity(fidelity);
@@ -186,7 +227,8 @@ int main(int argc, char** argv) {
     }
     if (sweep->parsed()) {
       sc::Scenario s = sc::load_scenario(scenario);
-      auto pts = sc::run_sweep(s, terminal_progress("sweep"));
+      auto pts = evaluate_split(sc::sweep_candidates(s), s, {}, "sweep");
+      if (dist.rank != 0) return kExitOk;
       std::cout << sc::render_points(pts);
       if (!csv_out.empty()) write_file(csv_out, sc::points_csv(pts));
       if (!table_html.empty()) write_file(table_html, sc::points_html(pts, "sweep: " + s.name));
@@ -197,8 +239,9 @@ int main(int argc, char** argv) {
       sc::SearchOptions so;
       so.top = top;
       so.threads = threads;
-      so.progress = terminal_progress("search");
-      auto out = sc::run_search(s, so);
+      auto out = sc::summarize_search(
+          evaluate_split(sc::search_candidates(s), s, sc::search_run_options(so), "search"), top);
+      if (dist.rank != 0) return kExitOk;
       std::cout << fmt::format("search: {} plans considered, {} invalid, {} do not fit; best {}:\n",
                                out.considered, out.invalid, out.not_fitting, out.best.size());
       std::cout << sc::render_points(out.best);
@@ -256,14 +299,13 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
   } catch (const sc::InputError& e) {
-    for (const auto& issue : e.issues()) std::cerr << "stepcast: " << issue.str() << "\n";
-    return kExitBadInput;
+    std::string message;
+    for (const auto& issue : e.issues()) message += (message.empty() ? "" : "\nstepcast: ") + issue.str();
+    return fail(kExitBadInput, message.empty() ? std::string(e.what()) : message);
   } catch (const sc::InvariantError& e) {
-    std::cerr << "stepcast: " << e.what() << "\n";
-    return kExitInternal;
+    return fail(kExitInternal, e.what());
   } catch (const std::exception& e) {
-    std::cerr << "stepcast: internal error: " << e.what() << "\n";
-    return kExitInternal;
+    return fail(kExitInternal, std::string("internal error: ") + e.what());
   }
   return kExitOk;
 }

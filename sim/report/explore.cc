@@ -3,6 +3,9 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
 
 #include "sim/report/parallel.h"
 
@@ -32,11 +35,10 @@ static ExplorePoint evaluate(const YAML::Node& doc, const std::string& file,
   return pt;
 }
 
-std::vector<ExplorePoint> run_sweep(const Scenario& base, const Progress& progress) {
-  std::vector<ExplorePoint> out;
+std::vector<PlanCandidate> sweep_candidates(const Scenario& base) {
+  std::vector<PlanCandidate> out;
   if (base.sweep.empty()) {
-    out.push_back(evaluate(base.source, base.file, {}));
-    if (progress) progress(1, 1);
+    out.push_back({base.source, {}});
     return out;
   }
   size_t total = 1;
@@ -48,25 +50,43 @@ std::vector<ExplorePoint> run_sweep(const Scenario& base, const Progress& progre
       idx[a] = rem % base.sweep[a].values.size();
       rem /= base.sweep[a].values.size();
     }
-    YAML::Node doc = YAML::Clone(base.source);
-    std::vector<std::pair<std::string, std::string>> settings;
+    PlanCandidate c;
+    c.doc = YAML::Clone(base.source);
     for (size_t a = 0; a < base.sweep.size(); ++a) {
       const YAML::Node& v = base.sweep[a].values[idx[a]];
-      doc = with_dotted_key(doc, base.sweep[a].key, v);
-      settings.emplace_back(base.sweep[a].key, scalar_text(v));
+      c.doc = with_dotted_key(c.doc, base.sweep[a].key, v);
+      c.settings.emplace_back(base.sweep[a].key, scalar_text(v));
     }
-    out.push_back(evaluate(doc, base.file, std::move(settings)));
-    if (progress) progress(n + 1, total);
+    out.push_back(std::move(c));
   }
   return out;
 }
 
-SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
-  struct Candidate {
-    YAML::Node doc;
-    std::vector<std::pair<std::string, std::string>> settings;
-  };
-  std::vector<Candidate> cands;
+std::vector<ExplorePoint> evaluate_candidates(const std::vector<PlanCandidate>& cands,
+                                              const std::string& file, const RunOptions& run,
+                                              int threads, const Progress& progress, int slice,
+                                              int slice_count) {
+  STEPCAST_CHECK(slice_count >= 1 && slice >= 0 && slice < slice_count,
+                 fmt::format("evaluate_candidates: slice {} of {}", slice, slice_count));
+  std::vector<ExplorePoint> pts(cands.size());
+  const size_t step = static_cast<size_t>(slice_count), first = static_cast<size_t>(slice);
+  const size_t mine = cands.size() > first ? (cands.size() - first + step - 1) / step : 0;
+  parallel_for(
+      mine, threads,
+      [&](size_t k) {
+        const size_t i = first + k * step;
+        pts[i] = evaluate(cands[i].doc, file, cands[i].settings, run);
+      },
+      progress);
+  return pts;
+}
+
+std::vector<ExplorePoint> run_sweep(const Scenario& base, const Progress& progress, int threads) {
+  return evaluate_candidates(sweep_candidates(base), base.file, {}, threads, progress);
+}
+
+std::vector<PlanCandidate> search_candidates(const Scenario& base) {
+  std::vector<PlanCandidate> cands;
   const int gpus = base.gpus;
   const int node = base.profile.node.gpus;
   const ModelArch& m = base.model;
@@ -102,7 +122,7 @@ SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
                 par["recompute"] = rc;
                 par.remove("pipeline_layers");
                 doc["parallel"] = par;
-                Candidate c;
+                PlanCandidate c;
                 c.doc = doc;
                 c.settings = {{"tp", std::to_string(tp)},   {"pp", std::to_string(pp)},
                               {"dp", std::to_string(dp)},   {"cp", std::to_string(cp)},
@@ -116,16 +136,18 @@ SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
       }
     }
   }
+  return cands;
+}
+
+RunOptions search_run_options(const SearchOptions& opt) {
   // Plans whose resident state alone exceeds memory are only counted, never simulated
   // (the search keeps fitting plans only; the bound is exact, see RunOptions).
   RunOptions run;
   run.skip_when_state_exceeds_memory = opt.skip_plans_that_cannot_fit;
-  std::vector<ExplorePoint> pts(cands.size());
-  parallel_for(
-      cands.size(), opt.threads,
-      [&](size_t i) { pts[i] = evaluate(cands[i].doc, base.file, cands[i].settings, run); },
-      opt.progress);
+  return run;
+}
 
+SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top) {
   SearchOutcome out;
   out.considered = static_cast<int>(pts.size());
   std::vector<ExplorePoint> good;
@@ -142,8 +164,46 @@ SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
     if (a.result.step_time_s != b.result.step_time_s) return a.result.step_time_s < b.result.step_time_s;
     return a.result.layout < b.result.layout;
   });
-  if (static_cast<int>(good.size()) > opt.top) good.resize(static_cast<size_t>(opt.top));
+  if (static_cast<int>(good.size()) > top) good.resize(static_cast<size_t>(top));
   out.best = std::move(good);
+  return out;
+}
+
+SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
+  return summarize_search(evaluate_candidates(search_candidates(base), base.file,
+                                              search_run_options(opt), opt.threads, opt.progress),
+                          opt.top);
+}
+
+std::vector<std::uint8_t> points_to_cbor(const std::vector<const ExplorePoint*>& pts) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const ExplorePoint* p : pts) {
+    nlohmann::json j;
+    j["settings"] = p->settings;
+    j["valid"] = p->valid;
+    j["error"] = p->error;
+    // The result JSON plus the two fields its schema leaves out.
+    nlohmann::json r = result_to_json(p->result);
+    r["scenario_file"] = p->result.scenario_file;
+    r["simulated"] = p->result.simulated;
+    j["result"] = std::move(r);
+    arr.push_back(std::move(j));
+  }
+  return nlohmann::json::to_cbor(arr);
+}
+
+std::vector<ExplorePoint> points_from_cbor(const std::vector<std::uint8_t>& bytes) {
+  const nlohmann::json arr = nlohmann::json::from_cbor(bytes);
+  std::vector<ExplorePoint> out;
+  out.reserve(arr.size());
+  for (const auto& j : arr) {
+    ExplorePoint p;
+    j.at("settings").get_to(p.settings);
+    j.at("valid").get_to(p.valid);
+    j.at("error").get_to(p.error);
+    p.result = result_from_json(j.at("result"));
+    out.push_back(std::move(p));
+  }
   return out;
 }
 

@@ -2,8 +2,11 @@
 // plan search over valid layouts. Each point is a full simulation.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include <yaml-cpp/yaml.h>
 
 #include "sim/report/validate.h"
 
@@ -16,9 +19,29 @@ struct ExplorePoint {
   Result result;
 };
 
-// Runs every combination of the sweep axes (in the order given; last axis fastest).
-// Points that fail validation are kept with valid = false and their message.
-std::vector<ExplorePoint> run_sweep(const Scenario& base, const Progress& progress = nullptr);
+// One point to evaluate: the scenario document to simulate and the settings that tell it
+// apart (the table's plan column).
+struct PlanCandidate {
+  YAML::Node doc;
+  std::vector<std::pair<std::string, std::string>> settings;
+};
+
+// The points of the scenario's sweep: block, every combination of the axes (in the order
+// given; last axis fastest); the scenario itself when it has none.
+std::vector<PlanCandidate> sweep_candidates(const Scenario& base);
+
+// Evaluates the candidates i with i % slice_count == slice (all of them by default) on
+// `threads` worker threads; the other entries stay default. Points that fail validation
+// are kept with valid = false and their message. The same points for any thread count;
+// slices let MPI ranks share the work (tools/distributed.h).
+std::vector<ExplorePoint> evaluate_candidates(const std::vector<PlanCandidate>& cands,
+                                              const std::string& file, const RunOptions& run,
+                                              int threads, const Progress& progress = nullptr,
+                                              int slice = 0, int slice_count = 1);
+
+// evaluate_candidates over sweep_candidates.
+std::vector<ExplorePoint> run_sweep(const Scenario& base, const Progress& progress = nullptr,
+                                    int threads = 1);
 
 struct SearchOptions {
   int top = 10;
@@ -40,7 +63,18 @@ struct SearchOutcome {
   int invalid = 0;
   int not_fitting = 0;
 };
+std::vector<PlanCandidate> search_candidates(const Scenario& base);
+// How search runs each plan: skips simulating those that cannot fit (SearchOptions).
+RunOptions search_run_options(const SearchOptions& opt);
+// Counts the invalid and non-fitting points and keeps the best `top` fitting ones.
+SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top);
+// summarize_search(evaluate_candidates(search_candidates(...))).
 SearchOutcome run_search(const Scenario& base, const SearchOptions& opt);
+
+// Every field of a point in CBOR (doubles bit for bit, NaN and infinities included), and
+// back: how the ranks of an MPI-split sweep or search send their points to rank 0.
+std::vector<std::uint8_t> points_to_cbor(const std::vector<const ExplorePoint*>& pts);
+std::vector<ExplorePoint> points_from_cbor(const std::vector<std::uint8_t>& bytes);
 
 std::string render_points(const std::vector<ExplorePoint>& pts);
 // A self-contained HTML page with the points as a table sortable by any column (click a

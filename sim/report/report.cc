@@ -197,4 +197,35 @@ nlohmann::json result_to_json(const Result& r) {
   return j;
 }
 
+Result result_from_json(const nlohmann::json& j) {
+  Result r;
+  j.at("scenario").get_to(r.scenario_name);
+  j.at("model").get_to(r.model_name);
+  j.at("profile").get_to(r.profile_name);
+  j.at("gpus").get_to(r.gpus);
+  j.at("layout").get_to(r.layout);
+  j.at("step_time_s").get_to(r.step_time_s);
+  j.at("tokens_per_s").get_to(r.tokens_per_s);
+  j.at("tflops_per_gpu").get_to(r.tflops_per_gpu);
+  j.at("mfu").get_to(r.mfu);
+  j.at("model_flops_per_step").get_to(r.model_flops);
+  j.at("params_total").get_to(r.params_total);
+  j.at("memory_peak_gib").get_to(r.memory_peak_gib);
+  j.at("memory_peak_gib_per_stage").get_to(r.memory_peak_gib_per_stage);
+  j.at("memory_capacity_gib").get_to(r.memory_capacity_gib);
+  j.at("fits_memory").get_to(r.fits_memory);
+  const nlohmann::json& b = j.at("breakdown_s");
+  for (int i = 0; i <= kCategoryCount; ++i)
+    b.at(breakdown_name(i)).get_to(r.breakdown_s[static_cast<size_t>(i)]);
+  j.at("busy_by_kind_s").get_to(r.busy_by_kind_s);
+  j.at("busy_by_phase_s").get_to(r.busy_by_phase_s);
+  j.at("critical_rank").get_to(r.critical_rank);
+  j.at("simulated_ranks").get_to(r.simulated_ranks);
+  j.at("folded").get_to(r.folded);
+  j.at("events").get_to(r.events);
+  if (j.contains("scenario_file")) j["scenario_file"].get_to(r.scenario_file);
+  if (j.contains("simulated")) j["simulated"].get_to(r.simulated);
+  return r;
+}
+
 }  // namespace stepcast

@@ -45,5 +45,9 @@ Result make_result(const Scenario& sc, const Program& p, const Timeline& t);
 
 std::string render_text(const Result& r);
 nlohmann::json result_to_json(const Result& r);
+// Reads what result_to_json writes back into a Result (nlohmann::json exceptions on a
+// missing key or a wrong type); scenario_file and simulated, which the schema leaves out,
+// are read when present.
+Result result_from_json(const nlohmann::json& j);
 
 }  // namespace stepcast

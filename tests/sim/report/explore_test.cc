@@ -5,6 +5,11 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "model/error.h"
 #include "model/units.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
@@ -38,6 +43,123 @@ TEST(Search, SkippingPlansThatCannotFitChangesNothing) {
     EXPECT_EQ(a.best[i].result.step_time_s, b.best[i].result.step_time_s) << i;
     EXPECT_EQ(a.best[i].result.memory_peak_gib, b.best[i].result.memory_peak_gib) << i;
   }
+}
+
+// Bitwise equality of doubles (NaN == NaN, -0 != +0): what "the same result" means for
+// points sent between MPI ranks.
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+void expect_same_point(const ExplorePoint& a, const ExplorePoint& b, size_t i) {
+  EXPECT_EQ(a.settings, b.settings) << i;
+  EXPECT_EQ(a.valid, b.valid) << i;
+  EXPECT_EQ(a.error, b.error) << i;
+  const Result &x = a.result, &y = b.result;
+  EXPECT_EQ(x.scenario_name, y.scenario_name) << i;
+  EXPECT_EQ(x.scenario_file, y.scenario_file) << i;
+  EXPECT_EQ(x.model_name, y.model_name) << i;
+  EXPECT_EQ(x.profile_name, y.profile_name) << i;
+  EXPECT_EQ(x.gpus, y.gpus) << i;
+  EXPECT_EQ(x.layout, y.layout) << i;
+  for (auto [u, v] : {std::pair{x.step_time_s, y.step_time_s}, {x.tokens_per_s, y.tokens_per_s},
+                      {x.tflops_per_gpu, y.tflops_per_gpu}, {x.mfu, y.mfu},
+                      {x.model_flops, y.model_flops}, {x.params_total, y.params_total},
+                      {x.memory_peak_gib, y.memory_peak_gib},
+                      {x.memory_capacity_gib, y.memory_capacity_gib}})
+    EXPECT_TRUE(same_bits(u, v)) << i << ": " << u << " vs " << v;
+  ASSERT_EQ(x.memory_peak_gib_per_stage.size(), y.memory_peak_gib_per_stage.size()) << i;
+  for (size_t k = 0; k < x.memory_peak_gib_per_stage.size(); ++k)
+    EXPECT_TRUE(same_bits(x.memory_peak_gib_per_stage[k], y.memory_peak_gib_per_stage[k])) << i;
+  for (size_t k = 0; k < x.breakdown_s.size(); ++k)
+    EXPECT_TRUE(same_bits(x.breakdown_s[k], y.breakdown_s[k])) << i << " " << k;
+  EXPECT_EQ(x.fits_memory, y.fits_memory) << i;
+  EXPECT_EQ(x.critical_rank, y.critical_rank) << i;
+  EXPECT_EQ(x.events, y.events) << i;
+  EXPECT_EQ(x.busy_by_kind_s, y.busy_by_kind_s) << i;
+  EXPECT_EQ(x.busy_by_phase_s, y.busy_by_phase_s) << i;
+  EXPECT_EQ(x.simulated_ranks, y.simulated_ranks) << i;
+  EXPECT_EQ(x.folded, y.folded) << i;
+  EXPECT_EQ(x.simulated, y.simulated) << i;
+}
+
+// An MPI-split search (tools/distributed.h) evaluates slice r of N on rank r and rebuilds
+// the points on rank 0 from their CBOR: for every N the rebuilt points, and the tables,
+// CSV and HTML made from them, must be exactly those of one process.
+TEST(Search, SlicesSentAsCborRebuildTheSameSearch) {
+  const Scenario sc = small_llama3_8b();
+  SearchOptions opt;
+  opt.top = 1000;
+  auto cands = search_candidates(sc);
+  // One plan that cannot be laid out (tp 3 divides neither 32 heads nor 8 GPUs).
+  PlanCandidate bad = cands.front();
+  bad.doc["parallel"]["tp"] = 3;
+  bad.settings.front().second = "3";
+  cands.insert(cands.begin() + 5, bad);
+  const RunOptions run = search_run_options(opt);
+  const auto whole = evaluate_candidates(cands, sc.file, run, 2);
+  int invalid = 0, skipped = 0;
+  for (const auto& p : whole) {
+    invalid += !p.valid;
+    skipped += p.valid && !p.result.simulated;
+  }
+  ASSERT_GT(invalid, 0);  // the round trip covers invalid and not-simulated points too
+  ASSERT_GT(skipped, 0);
+  for (int n : {2, 3}) {
+    std::vector<ExplorePoint> rebuilt(cands.size());
+    for (int r = 0; r < n; ++r) {
+      const auto mine = evaluate_candidates(cands, sc.file, run, 1, nullptr, r, n);
+      std::vector<const ExplorePoint*> sent;
+      for (size_t i = static_cast<size_t>(r); i < cands.size(); i += static_cast<size_t>(n))
+        sent.push_back(&mine[i]);
+      auto got = points_from_cbor(points_to_cbor(sent));
+      ASSERT_EQ(got.size(), sent.size());
+      for (size_t k = 0; k < got.size(); ++k)
+        rebuilt[static_cast<size_t>(r) + k * static_cast<size_t>(n)] = std::move(got[k]);
+    }
+    for (size_t i = 0; i < whole.size(); ++i) expect_same_point(whole[i], rebuilt[i], i);
+    const SearchOutcome a = summarize_search(whole, opt.top), b = summarize_search(rebuilt, opt.top);
+    EXPECT_EQ(a.invalid, b.invalid);
+    EXPECT_EQ(a.not_fitting, b.not_fitting);
+    EXPECT_EQ(render_points(a.best), render_points(b.best)) << n;
+    EXPECT_EQ(points_csv(a.best), points_csv(b.best)) << n;
+    EXPECT_EQ(points_html(a.best, "t"), points_html(b.best, "t")) << n;
+  }
+}
+
+TEST(Search, CborKeepsEveryDoubleBitForBit) {
+  ExplorePoint p;
+  p.settings = {{"cluster.overrides.node.nic", "200 Gb/s"}, {"k\xc3\xa9y", "v\n"}};
+  p.valid = false;
+  p.error = "file.yaml:3:4: parallel.tp: \xe2\x80\x94 bad";
+  const double inf = std::numeric_limits<double>::infinity();
+  p.result.step_time_s = std::numeric_limits<double>::quiet_NaN();
+  p.result.tokens_per_s = inf;
+  p.result.mfu = -0.0;
+  p.result.tflops_per_gpu = 0.1;  // not exact in float: must stay a double
+  p.result.memory_peak_gib = std::nextafter(80.0, 0.0);
+  p.result.memory_peak_gib_per_stage = {1e-300, -inf, 3.0};
+  p.result.breakdown_s[2] = 1.0 / 3.0;
+  p.result.events = std::numeric_limits<std::uint64_t>::max();
+  p.result.busy_by_kind_s = {{"gemm", 2.5e-7}};
+  p.result.busy_by_phase_s = {{"fwd", 1e308}};
+  p.result.simulated = false;
+  const auto got = points_from_cbor(points_to_cbor({&p, &p}));
+  ASSERT_EQ(got.size(), 2u);
+  expect_same_point(p, got[0], 0);
+  expect_same_point(p, got[1], 1);
+  EXPECT_TRUE(std::isnan(got[0].result.step_time_s));
+  EXPECT_TRUE(std::signbit(got[0].result.mfu));
+}
+
+TEST(Search, EvaluateCandidatesChecksItsSlice) {
+  const Scenario sc = small_llama3_8b();
+  const auto cands = sweep_candidates(sc);
+  ASSERT_EQ(cands.size(), 1u);  // no sweep: block, the scenario itself
+  EXPECT_THROW(evaluate_candidates(cands, sc.file, {}, 1, nullptr, 2, 2), InvariantError);
+  EXPECT_THROW(evaluate_candidates(cands, sc.file, {}, 1, nullptr, 0, 0), InvariantError);
+  // More slices than candidates: the empty slices evaluate nothing.
+  const auto pts = evaluate_candidates(cands, sc.file, {}, 1, nullptr, 1, 3);
+  ASSERT_EQ(pts.size(), 1u);
+  EXPECT_EQ(pts[0].result.step_time_s, 0.0);
 }
 
 TEST(Search, StateBeyondMemoryIsALowerBoundOfTheSimulatedPeak) {
