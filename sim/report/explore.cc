@@ -85,12 +85,56 @@ std::vector<ExplorePoint> run_sweep(const Scenario& base, const Progress& progre
   return evaluate_candidates(sweep_candidates(base), base.file, {}, threads, progress);
 }
 
+namespace {
+
+// One plan of the search space (run_search): the scenario with these parallel settings.
+struct PlanAxes {
+  int tp, pp, cp, dp, ep, mb, vpp, zero;
+  const char* recompute;
+};
+
+PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
+  PlanCandidate c;
+  c.doc = YAML::Clone(base.source);
+  YAML::Node par = c.doc["parallel"] ? c.doc["parallel"] : YAML::Node(YAML::NodeType::Map);
+  par["tp"] = a.tp;
+  par["pp"] = a.pp;
+  par["dp"] = a.dp;
+  par["cp"] = a.cp;
+  par["ep"] = a.ep;
+  par["vpp"] = a.vpp;
+  par["microbatch"] = a.mb;
+  par["schedule"] = a.vpp > 1 ? "interleaved" : "1f1b";
+  par["zero"] = a.zero;
+  par["sequence_parallel"] = a.tp > 1;
+  par["recompute"] = a.recompute;
+  par.remove("pipeline_layers");
+  c.doc["parallel"] = par;
+  auto text = [](int v) { return std::to_string(v); };
+  c.settings = {{"tp", text(a.tp)}, {"pp", text(a.pp)}, {"dp", text(a.dp)}, {"cp", text(a.cp)}};
+  if (base.model.moe) c.settings.emplace_back("ep", text(a.ep));
+  c.settings.insert(c.settings.end(), {{"vpp", text(a.vpp)},
+                                       {"mb", text(a.mb)},
+                                       {"zero", text(a.zero)},
+                                       {"recompute", a.recompute}});
+  return c;
+}
+
+}  // namespace
+
 std::vector<PlanCandidate> search_candidates(const Scenario& base) {
   std::vector<PlanCandidate> cands;
   const int gpus = base.gpus;
   const int node = base.profile.node.gpus;
   const ModelArch& m = base.model;
   const std::int64_t gb = base.training.global_batch;
+  // Expert parallelism for MoE models: every ep dividing the expert count (and dp).
+  std::vector<int> eps = {1};
+  if (m.moe) {
+    eps.clear();
+    for (int e = 1; e <= m.moe->experts; ++e)
+      if (m.moe->experts % e == 0) eps.push_back(e);
+  }
   for (int tp : {1, 2, 4, 8}) {
     if (tp > node || m.heads % tp != 0 || m.kv_heads % tp != 0) continue;
     for (int pp = 1; pp <= m.layers && pp <= gpus; ++pp) {
@@ -99,36 +143,17 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
         if (cp > 1 && base.training.seq_len < 16384) continue;
         if (gpus % (tp * pp * cp) != 0) continue;
         const int dp = gpus / (tp * pp * cp);
-        for (int mb : {1, 2, 4}) {
-          if (gb % (static_cast<std::int64_t>(dp) * mb) != 0) continue;
-          const std::int64_t micro = gb / (static_cast<std::int64_t>(dp) * mb);
-          for (int vpp : {1, 2}) {
-            if (vpp > 1 && (pp == 1 || m.layers % (pp * vpp) != 0 || micro % pp != 0)) continue;
-            for (int zero : {0, 1, 3}) {
-              if (zero == 3 && pp > 1) continue;
-              if (zero > 0 && dp == 1) continue;
-              for (const char* rc : {"none", "selective", "full"}) {
-                YAML::Node doc = YAML::Clone(base.source);
-                YAML::Node par = doc["parallel"] ? doc["parallel"] : YAML::Node(YAML::NodeType::Map);
-                par["tp"] = tp;
-                par["pp"] = pp;
-                par["dp"] = dp;
-                par["cp"] = cp;
-                par["vpp"] = vpp;
-                par["microbatch"] = mb;
-                par["schedule"] = vpp > 1 ? "interleaved" : "1f1b";
-                par["zero"] = zero;
-                par["sequence_parallel"] = tp > 1;
-                par["recompute"] = rc;
-                par.remove("pipeline_layers");
-                doc["parallel"] = par;
-                PlanCandidate c;
-                c.doc = doc;
-                c.settings = {{"tp", std::to_string(tp)},   {"pp", std::to_string(pp)},
-                              {"dp", std::to_string(dp)},   {"cp", std::to_string(cp)},
-                              {"vpp", std::to_string(vpp)}, {"mb", std::to_string(mb)},
-                              {"zero", std::to_string(zero)}, {"recompute", rc}};
-                cands.push_back(std::move(c));
+        for (int ep : eps) {
+          if (dp % ep != 0) continue;
+          for (int mb : {1, 2, 4, 8}) {
+            if (gb % (static_cast<std::int64_t>(dp) * mb) != 0) continue;
+            const std::int64_t micro = gb / (static_cast<std::int64_t>(dp) * mb);
+            for (int vpp : {1, 2}) {
+              if (vpp > 1 && (pp == 1 || m.layers % (pp * vpp) != 0 || micro % pp != 0)) continue;
+              for (int zero : {0, 1, 3}) {
+                if ((zero == 3 && pp > 1) || (zero > 0 && dp == 1)) continue;
+                for (const char* rc : {"none", "selective", "full"})
+                  cands.push_back(plan_candidate(base, {tp, pp, cp, dp, ep, mb, vpp, zero, rc}));
               }
             }
           }

@@ -53,7 +53,8 @@ struct SearchOptions {
 };
 
 // Enumerates plans for the scenario's model, cluster and batch: tp in {1,2,4,8} (within a
-// node), pp dividing the layers, cp in {1,2,4} for long sequences, microbatch in {1,2,4},
+// node), pp dividing the layers, cp in {1,2,4} for long sequences, for MoE models ep
+// dividing the experts and dp, microbatch in {1,2,4,8} dividing the batch per replica,
 // schedule 1f1b / interleaved (vpp 2), zero 0/1 (3 when pp == 1), recompute none /
 // selective / full, sequence parallel when tp > 1; keeps the valid ones that fit in memory,
 // sorted by step time (ties by layout). Deterministic for any thread count.

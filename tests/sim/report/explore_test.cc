@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <set>
 
 #include "model/error.h"
 #include "model/units.h"
@@ -160,6 +162,34 @@ TEST(Search, EvaluateCandidatesChecksItsSlice) {
   const auto pts = evaluate_candidates(cands, sc.file, {}, 1, nullptr, 1, 3);
   ASSERT_EQ(pts.size(), 1u);
   EXPECT_EQ(pts[0].result.step_time_s, 0.0);
+}
+
+// The search space of an MoE model includes expert parallelism: every ep dividing the
+// expert count and dp, shown in the plan; a dense model's plans keep ep 1 and do not show
+// it. Every candidate must be a valid scenario (checked by loading each, no simulation).
+TEST(Search, MoePlansSearchExpertParallelism) {
+  const Scenario moe = load_scenario(std::string(STEPCAST_SOURCE_DIR) +
+                                     "/scenarios/mixtral-8x7b-8node-h100.yaml");
+  ASSERT_TRUE(moe.model.moe.has_value());
+  const int experts = moe.model.moe->experts;  // 8
+  std::set<int> eps_seen;
+  const auto cands = search_candidates(moe);
+  for (const auto& c : cands) {
+    std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
+    ASSERT_TRUE(kv.count("ep")) << "ep missing from an MoE plan";
+    const int ep = std::stoi(kv["ep"]), dp = std::stoi(kv["dp"]);
+    EXPECT_EQ(experts % ep, 0);
+    EXPECT_EQ(dp % ep, 0);
+    EXPECT_EQ(c.doc["parallel"]["ep"].as<int>(), ep);
+    eps_seen.insert(ep);
+    const Scenario plan = load_scenario_node(c.doc, "candidate.yaml");  // throws if invalid
+    EXPECT_EQ(plan.parallel.ep, ep);
+  }
+  EXPECT_EQ(eps_seen, (std::set<int>{1, 2, 4, 8}));
+  for (const auto& c : search_candidates(small_llama3_8b())) {
+    for (const auto& [k, v] : c.settings) EXPECT_NE(k, "ep");
+    EXPECT_EQ(c.doc["parallel"]["ep"].as<int>(), 1);
+  }
 }
 
 TEST(Search, StateBeyondMemoryIsALowerBoundOfTheSimulatedPeak) {
