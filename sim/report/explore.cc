@@ -91,6 +91,7 @@ namespace {
 struct PlanAxes {
   int tp, pp, cp, dp, ep, mb, vpp, zero;
   const char* recompute;
+  std::vector<int> stage_layers;  // pipeline_layers when the layers do not split evenly
 };
 
 PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
@@ -109,9 +110,19 @@ PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
   par["sequence_parallel"] = a.tp > 1;
   par["recompute"] = a.recompute;
   par.remove("pipeline_layers");
+  if (!a.stage_layers.empty()) {
+    YAML::Node pl(YAML::NodeType::Sequence);
+    for (int n : a.stage_layers) pl.push_back(n);
+    par["pipeline_layers"] = pl;
+  }
   c.doc["parallel"] = par;
   auto text = [](int v) { return std::to_string(v); };
-  c.settings = {{"tp", text(a.tp)}, {"pp", text(a.pp)}, {"dp", text(a.dp)}, {"cp", text(a.cp)}};
+  // Layers per (virtual) stage: "8", or "7-8" for an uneven split.
+  const int per_stage = base.model.layers / (a.pp * a.vpp);
+  const std::string layers =
+      a.stage_layers.empty() ? text(per_stage) : fmt::format("{}-{}", per_stage, per_stage + 1);
+  c.settings = {{"tp", text(a.tp)}, {"pp", text(a.pp)}, {"layers", layers},
+                {"dp", text(a.dp)}, {"cp", text(a.cp)}};
   if (base.model.moe) c.settings.emplace_back("ep", text(a.ep));
   c.settings.insert(c.settings.end(), {{"vpp", text(a.vpp)},
                                        {"mb", text(a.mb)},
@@ -121,6 +132,17 @@ PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
 }
 
 }  // namespace
+
+std::vector<int> balanced_stage_layers(int layers, int stages) {
+  STEPCAST_CHECK(layers >= 1 && stages >= 1, "balanced_stage_layers: empty model or pipeline");
+  const int more = (layers + stages - 1) / stages;  // ceil
+  const int fewer = stages * more - layers;         // stages with one layer less
+  if (fewer > 0 && more - 1 < 1) return {};         // a stage would hold no layer
+  std::vector<int> out(static_cast<size_t>(stages), more);
+  for (int i = 0; i < fewer; ++i)  // first, last, second, second-to-last, ...
+    out[static_cast<size_t>(i % 2 == 0 ? i / 2 : stages - 1 - i / 2)] = more - 1;
+  return out;
+}
 
 std::vector<PlanCandidate> search_candidates(const Scenario& base) {
   std::vector<PlanCandidate> cands;
@@ -138,7 +160,6 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
   for (int tp : {1, 2, 4, 8}) {
     if (tp > node || m.heads % tp != 0 || m.kv_heads % tp != 0) continue;
     for (int pp = 1; pp <= m.layers && pp <= gpus; ++pp) {
-      if (m.layers % pp != 0) continue;
       for (int cp : {1, 2, 4}) {
         if (cp > 1 && base.training.seq_len < 16384) continue;
         if (gpus % (tp * pp * cp) != 0) continue;
@@ -149,11 +170,17 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
             if (gb % (static_cast<std::int64_t>(dp) * mb) != 0) continue;
             const std::int64_t micro = gb / (static_cast<std::int64_t>(dp) * mb);
             for (int vpp : {1, 2}) {
-              if (vpp > 1 && (pp == 1 || m.layers % (pp * vpp) != 0 || micro % pp != 0)) continue;
+              if (vpp > 1 && (pp == 1 || micro % pp != 0)) continue;
+              std::vector<int> split;  // uneven stages: balanced, the short ones at the ends
+              if (m.layers % (pp * vpp) != 0) {
+                split = balanced_stage_layers(m.layers, pp * vpp);
+                if (split.empty()) continue;
+              }
               for (int zero : {0, 1, 3}) {
                 if ((zero == 3 && pp > 1) || (zero > 0 && dp == 1)) continue;
                 for (const char* rc : {"none", "selective", "full"})
-                  cands.push_back(plan_candidate(base, {tp, pp, cp, dp, ep, mb, vpp, zero, rc}));
+                  cands.push_back(
+                      plan_candidate(base, {tp, pp, cp, dp, ep, mb, vpp, zero, rc, split}));
               }
             }
           }

@@ -53,11 +53,12 @@ struct SearchOptions {
 };
 
 // Enumerates plans for the scenario's model, cluster and batch: tp in {1,2,4,8} (within a
-// node), pp dividing the layers, cp in {1,2,4} for long sequences, for MoE models ep
-// dividing the experts and dp, microbatch in {1,2,4,8} dividing the batch per replica,
-// schedule 1f1b / interleaved (vpp 2), zero 0/1 (3 when pp == 1), recompute none /
-// selective / full, sequence parallel when tp > 1; keeps the valid ones that fit in memory,
-// sorted by step time (ties by layout). Deterministic for any thread count.
+// node), pp up to the layers (split by balanced_stage_layers when uneven), cp in {1,2,4}
+// for long sequences, ep dividing the experts and dp for MoE models, microbatch in
+// {1,2,4,8} dividing the batch per replica, schedule 1f1b / interleaved (vpp 2), zero 0/1
+// (3 when pp == 1), recompute none / selective / full, sequence parallel when tp > 1;
+// keeps the valid ones that fit in memory, sorted by step time (ties by layout).
+// Deterministic for any thread count.
 struct SearchOutcome {
   std::vector<ExplorePoint> best;  // at most `top`
   int considered = 0;
@@ -65,6 +66,12 @@ struct SearchOutcome {
   int not_fitting = 0;
 };
 std::vector<PlanCandidate> search_candidates(const Scenario& base);
+// Layers per stage for `layers` over `stages` (virtual) pipeline stages, as even as
+// possible, the stages with one layer fewer at both ends (first, last, second, ...), where
+// the embedding and the output head also run; as Llama 3 405B ran 126 layers on 16 stages
+// (Llama 3 paper, Sec. 3.3.2: one layer fewer in the first and the last stage). Empty when
+// a stage would hold no layer.
+std::vector<int> balanced_stage_layers(int layers, int stages);
 // How search runs each plan: skips simulating those that cannot fit (SearchOptions).
 RunOptions search_run_options(const SearchOptions& opt);
 // Counts the invalid and non-fitting points and keeps the best `top` fitting ones.

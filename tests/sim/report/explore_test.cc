@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -190,6 +191,77 @@ TEST(Search, MoePlansSearchExpertParallelism) {
     for (const auto& [k, v] : c.settings) EXPECT_NE(k, "ep");
     EXPECT_EQ(c.doc["parallel"]["ep"].as<int>(), 1);
   }
+}
+
+// Uneven pipeline stages: as even as possible, one layer fewer at both ends first.
+TEST(Search, BalancedStageLayers) {
+  // Llama 3 405B on 16 stages (Llama 3 paper, Sec. 3.3.2): 126 = 7 + 14 x 8 + 7.
+  std::vector<int> want(16, 8);
+  want.front() = want.back() = 7;
+  EXPECT_EQ(balanced_stage_layers(126, 16), want);
+  // The shipped 405B scenario's 32 virtual stages: 3, 30 x 4, 3.
+  const YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
+                                        "/scenarios/llama3-405b-2048node-h100.yaml");
+  EXPECT_EQ(balanced_stage_layers(126, 32), doc["parallel"]["pipeline_layers"].as<std::vector<int>>());
+  EXPECT_EQ(balanced_stage_layers(10, 4), (std::vector<int>{2, 3, 3, 2}));
+  EXPECT_EQ(balanced_stage_layers(11, 4), (std::vector<int>{2, 3, 3, 3}));  // one short: first
+  EXPECT_EQ(balanced_stage_layers(8, 4), (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(balanced_stage_layers(5, 8), std::vector<int>{});  // a stage would be empty
+  EXPECT_EQ(balanced_stage_layers(8, 8), std::vector<int>(8, 1));
+  // Property over many (layers, stages): sums to the layers, max - min <= 1, and the
+  // short stages are the ends first (stage i is short iff it is among the first `fewer`
+  // in the order 0, n-1, 1, n-2, ...).
+  for (int layers = 1; layers <= 130; ++layers) {
+    for (int stages = 1; stages <= 70; ++stages) {
+      const auto v = balanced_stage_layers(layers, stages);
+      if (v.empty()) {
+        EXPECT_LT(layers, stages) << layers << "/" << stages;
+        EXPECT_NE(layers % stages, 0);
+        continue;
+      }
+      ASSERT_EQ(static_cast<int>(v.size()), stages);
+      int sum = 0, lo = v[0], hi = v[0];
+      for (int n : v) {
+        sum += n;
+        lo = std::min(lo, n);
+        hi = std::max(hi, n);
+      }
+      EXPECT_EQ(sum, layers);
+      EXPECT_GE(lo, 1);
+      EXPECT_LE(hi - lo, 1);
+      const int fewer = hi * stages - layers;
+      for (int i = 0; i < stages; ++i) {
+        const int rank_from_ends = std::min(2 * i, 2 * (stages - 1 - i) + 1);
+        EXPECT_EQ(v[static_cast<size_t>(i)] == hi - 1 && fewer > 0, rank_from_ends < fewer)
+            << layers << "/" << stages << " stage " << i;
+      }
+    }
+  }
+}
+
+// A model whose layer count has no power-of-two divisor beyond 2 (Llama 3 405B: 126 = 2 x
+// 63) gets deep pipelines through uneven splits; every such candidate is a valid scenario.
+TEST(Search, UnevenPipelinesAreSearchedAndValid) {
+  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
+                                  "/scenarios/llama3-405b-2048node-h100.yaml");
+  doc["cluster"]["gpus"] = 512;
+  doc["cluster"].remove("nodes");
+  doc["parallel"].remove("dp");
+  doc["training"]["global_batch"] = 256;
+  const Scenario sc = load_scenario_node(doc, "405b-512.yaml");
+  std::set<int> uneven_pp;
+  for (const auto& c : search_candidates(sc)) {
+    const Scenario plan = load_scenario_node(c.doc, "candidate.yaml");  // throws if invalid
+    if (!plan.parallel.pipeline_layers.empty()) {
+      uneven_pp.insert(plan.parallel.pp);
+      EXPECT_EQ(plan.parallel.pipeline_layers,
+                balanced_stage_layers(126, plan.parallel.pp * plan.parallel.vpp));
+      std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
+      EXPECT_NE(kv["layers"].find('-'), std::string::npos) << kv["layers"];
+    }
+  }
+  EXPECT_TRUE(uneven_pp.count(16));
+  EXPECT_TRUE(uneven_pp.count(8));
 }
 
 TEST(Search, StateBeyondMemoryIsALowerBoundOfTheSimulatedPeak) {
