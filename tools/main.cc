@@ -245,6 +245,12 @@ int main(int argc, char** argv) {
       std::cout << fmt::format("search: {} plans considered, {} invalid, {} do not fit; best {}:\n",
                                out.considered, out.invalid, out.not_fitting, out.best.size());
       std::cout << sc::render_points(out.best);
+      try {
+        std::cout << sc::own_plan_line(out, sc::predict(s).result);
+      } catch (const sc::InputError& e) {
+        std::cout << "scenario's plan cannot be simulated: "
+                  << (e.issues().empty() ? e.what() : e.issues().front().str()) << "\n";
+      }
       if (!csv_out.empty()) write_file(csv_out, sc::points_csv(out.best));
       if (!table_html.empty()) write_file(table_html, sc::points_html(out.best, "search: " + s.name));
       return kExitOk;

@@ -212,6 +212,8 @@ SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top) {
       good.push_back(std::move(p));
     }
   }
+  for (const auto& p : good) out.fitting_step_times.push_back(p.result.step_time_s);
+  std::sort(out.fitting_step_times.begin(), out.fitting_step_times.end());
   std::stable_sort(good.begin(), good.end(), [](const ExplorePoint& a, const ExplorePoint& b) {
     if (a.result.step_time_s != b.result.step_time_s) return a.result.step_time_s < b.result.step_time_s;
     return a.result.layout < b.result.layout;
@@ -257,6 +259,21 @@ std::vector<ExplorePoint> points_from_cbor(const std::vector<std::uint8_t>& byte
     out.push_back(std::move(p));
   }
   return out;
+}
+
+std::string own_plan_line(const SearchOutcome& out, const Result& own) {
+  if (!own.fits_memory) {
+    return fmt::format("scenario's plan ({}) does not fit: peak {:.2f} GiB of {:.2f} GiB\n",
+                       own.layout, own.memory_peak_gib, own.memory_capacity_gib);
+  }
+  const auto& t = out.fitting_step_times;
+  const auto faster =
+      std::lower_bound(t.begin(), t.end(), own.step_time_s) - t.begin();
+  std::string best;
+  if (!t.empty() && t.front() < own.step_time_s)
+    best = fmt::format("; the best is {:.1f}% faster", 100 * (1 - t.front() / own.step_time_s));
+  return fmt::format("scenario's plan ({}): {}; {} of the {} fitting plans are faster{}\n",
+                     own.layout, format_time(own.step_time_s), faster, t.size(), best);
 }
 
 std::string render_points(const std::vector<ExplorePoint>& pts) {

@@ -64,6 +64,7 @@ struct SearchOutcome {
   int considered = 0;
   int invalid = 0;
   int not_fitting = 0;
+  std::vector<double> fitting_step_times;  // of every plan that fits, ascending
 };
 std::vector<PlanCandidate> search_candidates(const Scenario& base);
 // Layers per stage for `layers` over `stages` (virtual) pipeline stages, as even as
@@ -78,6 +79,9 @@ RunOptions search_run_options(const SearchOptions& opt);
 SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top);
 // summarize_search(evaluate_candidates(search_candidates(...))).
 SearchOutcome run_search(const Scenario& base, const SearchOptions& opt);
+// One line placing the scenario's own plan (`own`, its prediction) among the searched
+// ones: its step time and how many fitting plans are faster, or that it does not fit.
+std::string own_plan_line(const SearchOutcome& out, const Result& own);
 
 // Every field of a point in CBOR (doubles bit for bit, NaN and infinities included), and
 // back: how the ranks of an MPI-split sweep or search send their points to rank 0.

@@ -3,8 +3,9 @@
 # tools/distributed.h). Built with MPI: the table, CSV and HTML of 3 ranks (2 threads each)
 # are byte for byte those of one process, for a search (Llama 3 8B on 8 GPUs, global batch
 # 16) and for the what-if sweep; bad input is reported once with exit 2; other subcommands
-# are refused with exit 2, and tools/stepcast does not build under mpirun. Built without MPI: `mpirun -np 2 stepcast search` is refused
-# (exit 2) instead of running the search twice. Exit 77 (skipped) without mpirun.
+# are refused with exit 2, and tools/stepcast does not build under mpirun. Built without
+# MPI: `mpirun -np 2 stepcast search` is refused (exit 2) instead of running the search
+# twice. Exit 77 (skipped) without mpirun.
 # Usage: mpi_split_test.sh STEPCAST SOURCE_DIR with-mpi|without-mpi
 set -euo pipefail
 stepcast=$1

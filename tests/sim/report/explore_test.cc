@@ -1,7 +1,10 @@
-// search skips costing and simulating plans whose resident training state alone exceeds a
-// GPU's memory; the outcome must be exactly what simulating every plan gives.
+// Plan search and sweeps (sim/report/explore.h): skipping plans whose resident training
+// state alone exceeds memory changes no outcome; slices rebuilt from CBOR (MPI) equal one
+// process; the search space (ep for MoE, uneven pipeline stages) holds only valid plans;
+// the line placing the scenario's own plan.
 #include "sim/report/explore.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -262,6 +265,39 @@ TEST(Search, UnevenPipelinesAreSearchedAndValid) {
   }
   EXPECT_TRUE(uneven_pp.count(16));
   EXPECT_TRUE(uneven_pp.count(8));
+}
+
+// The line placing the scenario's own plan: how many fitting plans are strictly faster.
+TEST(Search, OwnPlanLineCountsTheFasterPlans) {
+  const Scenario sc = small_llama3_8b();
+  SearchOptions opt;
+  opt.threads = 2;
+  const SearchOutcome out = run_search(sc, opt);
+  ASSERT_FALSE(out.fitting_step_times.empty());
+  ASSERT_TRUE(std::is_sorted(out.fitting_step_times.begin(), out.fitting_step_times.end()));
+  EXPECT_EQ(out.fitting_step_times.size() + static_cast<size_t>(out.not_fitting + out.invalid),
+            static_cast<size_t>(out.considered));
+  EXPECT_EQ(out.fitting_step_times.front(), out.best.front().result.step_time_s);
+  Result own = predict(sc).result;
+  ASSERT_TRUE(own.fits_memory);
+  size_t faster = 0;
+  for (double t : out.fitting_step_times) faster += t < own.step_time_s;
+  std::string line = own_plan_line(out, own);
+  EXPECT_NE(line.find(own.layout), std::string::npos) << line;
+  EXPECT_NE(line.find(fmt::format("; {} of the {} fitting plans are faster", faster,
+                                  out.fitting_step_times.size())),
+            std::string::npos)
+      << line;
+  // The fastest plan itself: none faster, no "best is" clause.
+  own.step_time_s = out.fitting_step_times.front();
+  line = own_plan_line(out, own);
+  EXPECT_NE(line.find("; 0 of the"), std::string::npos) << line;
+  EXPECT_EQ(line.find("best is"), std::string::npos) << line;
+  own.fits_memory = false;
+  own.memory_peak_gib = 90;
+  own.memory_capacity_gib = 80;
+  EXPECT_NE(own_plan_line(out, own).find("does not fit: peak 90.00 GiB of 80.00 GiB"),
+            std::string::npos);
 }
 
 TEST(Search, StateBeyondMemoryIsALowerBoundOfTheSimulatedPeak) {
