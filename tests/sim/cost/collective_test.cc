@@ -230,6 +230,38 @@ TEST(CollectiveBandwidth, ShippedH100ProfileReproducesTheMeasuredSweeps) {
   }
 }
 
+// The shipped A100 profile carries `stepcast fit` entries for 8-GPU allreduce from 16 MiB
+// to 1 GB (stas00's all_reduce_perf sweep): it reproduces that sweep there within 4% (the
+// fit's range errors are 1.8% and 3.6%) and the independent Azure ND A100 v4 sweep within
+// 7% (in-place busbw; Azure reads 6% above stas00 at 256 MiB). The model alone is 14-20%
+// optimistic in this range, which is why the entries are shipped.
+TEST(CollectiveBandwidth, ShippedA100ProfileReproducesTheMeasuredSweeps) {
+  const HwProfile hw =
+      load_profile("a100-80g-sxm", std::string(STEPCAST_SOURCE_DIR) + "/hw_profiles");
+  struct Sweep {
+    const char* file;
+    const char* size_column;
+    const char* busbw_column;
+    double tol;
+  };
+  for (const Sweep& w : {Sweep{"nccl_allreduce_8xA100_1node_stas00.csv", "size_bytes", "busbw_GBps", 0.04},
+                         Sweep{"nccl_allreduce_busbw_inplace_8gpu_azure_ND_A100v4_H100v5_H200v5.csv",
+                               "size_bytes_interpreted", "busbw_GBps_ND_A100_v4", 0.07}}) {
+    int checked = 0;
+    for (const auto& r : read_measured_csv(w.file)) {
+      const double bytes = std::stod(r.at(w.size_column));
+      if (bytes < 16.0 * 1024 * 1024 || bytes >= 1e9) continue;
+      const CollectiveChoice ch = collective_time(CollOp::kAllReduce, bytes, shape(8, 1, 8), hw);
+      EXPECT_TRUE(ch.calibrated) << w.file << " @" << bytes;
+      // nccl-tests busbw of an allreduce: 2 (n - 1) / n * S / t.
+      const double modelled = 2.0 * 7 / 8 * bytes / ch.time_s / 1e9;
+      EXPECT_NEAR(modelled / std::stod(r.at(w.busbw_column)), 1.0, w.tol) << w.file << " @" << bytes;
+      ++checked;
+    }
+    EXPECT_EQ(checked, 6) << w.file;  // 16, 32, 64, 128, 256, 512 MiB
+  }
+}
+
 // H200 NVLS by GPU count (stas00): 4 GPUs Ring 363, 5..8 NVLS 414/436/460/473 at 8 GiB; within 3%.
 TEST(CollectiveBandwidth, MatchesNvlsByGpuCountTable) {
   const HwProfile hw = h100_profile();  // H200 shares H100's NVLink 4 / NVSwitch
