@@ -15,7 +15,9 @@
 //   NVLS-Tree: nvlinkHop(25) + 2 log2(N) * netHop(20.9)                (multi-node allreduce)
 //   PAT:       base + log2(n) * netHop        (RS/AG, one rank per node, NCCL >= 2.23)
 // Bandwidth (bus, per rank):
-//   intra  = collectives.intra_ring_busbw (measured one-node ring busbw)
+//   intra  = collectives.intra_ring_busbw (measured one-node ring busbw); with two ranks
+//            in the node at most collectives.p2p_intra_bw (each ring step is a send/recv
+//            between the same two GPUs)
 //   inter  = collectives.nic_busbw * NICs used / oversubscription (when the group spans
 //            pods). NICs used = min(nics per node, ppn * NICs per GPU): full-node groups
 //            aggregate every NIC, one-rank-per-node groups use one NIC per GPU.
@@ -211,7 +213,12 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
   const int n = g.ranks, nn = g.nodes, ppn = g.ranks_per_node;
   const double factor = bus_factor(op, n);
   const bool multi = nn > 1;
-  const double intra = intra_busbw(hw);
+  double intra = intra_busbw(hw);
+  // Two ranks in a node: every ring step is a send/recv between the same two GPUs, so the
+  // measured send/recv rate bounds it (A100: 195 GB/s sendrecv_perf against 230 for an
+  // 8-GPU ring; XLA's sm_90 table has 2-GPU rings at 0.6-0.8 of 8-GPU ones).
+  if (ppn == 2 && hw.collectives.p2p_intra_bw > 0)
+    intra = std::min(intra, hw.collectives.p2p_intra_bw);
   const double inter = multi ? inter_busbw(g, hw) : std::numeric_limits<double>::infinity();
   const double flat = std::min(ppn > 1 ? intra : std::numeric_limits<double>::infinity(), inter);
   const double log2_nodes = std::log2(static_cast<double>(nn));
