@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> compare_files;
   bool validate_json = false;
   std::optional<double> max_mape;
+  std::vector<std::string> override_texts;
   auto* validate = app.add_subcommand(
       "validate", "compare predictions with measurements: --cases FILE, or PREDICTED.json MEASURED.json");
   validate->add_option("--cases", cases_file, "cases file (measured training runs)");
@@ -122,6 +123,9 @@ int main(int argc, char** argv) {
   validate->add_option("--threads", threads, "worker threads for --cases (same report for any count)")
       ->check(CLI::Range(1, 1024));
   validate->add_option("--max-mape", max_mape, "exit 1 when MAPE (percent) exceeds this");
+  validate->add_option("--override", override_texts,
+                       "[PROFILE:]KEY=VALUE: set a profile key for every case (of that profile)")
+      ->take_all();
 
   // regress
   sc::RegressOptions ropt;
@@ -262,7 +266,9 @@ int main(int argc, char** argv) {
                                             "give either --cases FILE or PREDICTED.json MEASURED.json"});
       }
       if (!cases_file.empty()) {
-        auto cases = sc::load_cases(cases_file);
+        std::vector<sc::ProfileOverride> overrides;
+        for (const std::string& t : override_texts) overrides.push_back(sc::parse_profile_override(t));
+        auto cases = sc::load_cases(cases_file, overrides);
         auto rep = sc::run_cases(cases, {}, terminal_progress("validate"), threads);
         if (validate_json) {
           std::cout << sc::validation_to_json(rep).dump(2) << "\n";

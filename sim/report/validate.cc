@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -13,7 +14,49 @@
 
 namespace stepcast {
 
-std::vector<ValidationCase> load_cases(const std::string& path) {
+ProfileOverride parse_profile_override(const std::string& text) {
+  ProfileOverride o;
+  const size_t eq = text.find('=');
+  std::string lhs = eq == std::string::npos ? text : text.substr(0, eq);
+  if (eq != std::string::npos) o.value = text.substr(eq + 1);
+  if (const size_t colon = lhs.find(':'); colon != std::string::npos) {
+    o.profile = lhs.substr(0, colon);
+    lhs = lhs.substr(colon + 1);
+  }
+  o.key = lhs;
+  auto blank = [](const std::string& s) { return s.find_first_not_of(" \t") == std::string::npos; };
+  if (eq == std::string::npos || blank(o.key) || blank(o.value) ||
+      (lhs.size() != text.substr(0, eq).size() && blank(o.profile))) {
+    throw InputError(InputIssue{"", 0, 0, "--override",
+                                "expected [PROFILE:]KEY=VALUE (e.g. h100-sxm:compute.sustained_clock=0.86), "
+                                "got \"" + text + "\""});
+  }
+  return o;
+}
+
+namespace {
+
+// The scenario document with the overrides that apply to its profile spliced into
+// cluster.overrides (a scenario without a cluster mapping is left for the loader to reject).
+YAML::Node with_overrides(YAML::Node doc, const std::vector<ProfileOverride>& overrides) {
+  if (overrides.empty()) return doc;
+  YAML::Node cluster = doc["cluster"];
+  if (!cluster || !cluster.IsMap()) return doc;
+  const YAML::Node prof = cluster["profile"];
+  const std::string profile = prof && prof.IsScalar() ? prof.Scalar() : "";
+  for (const ProfileOverride& o : overrides) {
+    if (!o.profile.empty() && o.profile != profile) continue;
+    if (!cluster["overrides"] || !cluster["overrides"].IsMap())
+      cluster["overrides"] = YAML::Node(YAML::NodeType::Map);
+    cluster["overrides"][o.key] = YAML::Load(o.value);
+  }
+  return doc;
+}
+
+}  // namespace
+
+std::vector<ValidationCase> load_cases(const std::string& path,
+                                       const std::vector<ProfileOverride>& overrides) {
   YAML::Node root = load_yaml_file(path);
   IssueList issues;
   YamlReader r(path, issues);
@@ -25,6 +68,7 @@ std::vector<ValidationCase> load_cases(const std::string& path) {
     issues.throw_if_any();
   }
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::set<std::string> override_errors;
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node c = list[i];
     const std::string cp = fmt::format("cases[{}]", i);
@@ -54,13 +98,26 @@ std::vector<ValidationCase> load_cases(const std::string& path) {
         std::filesystem::path sp = s.Scalar();
         if (sp.is_relative()) sp = dir / sp;
         vc.scenario_file = sp.string();
-        vc.scenario = load_scenario(vc.scenario_file);
+        vc.scenario = load_scenario_node(with_overrides(load_yaml_file(vc.scenario_file), overrides),
+                                         vc.scenario_file);
       } else {
         vc.scenario_file = path;
-        vc.scenario = load_scenario_node(s, path);
+        vc.scenario = load_scenario_node(with_overrides(YAML::Clone(s), overrides), path);
       }
     } catch (const InputError& e) {
-      for (const auto& issue : e.issues()) issues.add(issue);
+      for (const auto& issue : e.issues()) {
+        // An override's own error is the flag's, reported once for all the cases.
+        const ProfileOverride* o = nullptr;
+        for (const auto& ov : overrides)
+          if (issue.key.rfind("cluster.overrides." + ov.key, 0) == 0) o = &ov;
+        if (o == nullptr) {
+          issues.add(issue);
+        } else if (override_errors.insert(issue.key + issue.message).second) {
+          issues.add(InputIssue{"", 0, 0, "--override",
+                                issue.key.substr(std::string("cluster.overrides.").size()) + ": " +
+                                    issue.message});
+        }
+      }
       continue;
     }
     out.push_back(std::move(vc));

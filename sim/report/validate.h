@@ -29,7 +29,20 @@ struct ValidationCase {
   double measured_memory_gib = 0;  // 0: not published
 };
 
-std::vector<ValidationCase> load_cases(const std::string& path);
+// A profile key set for a validation run (`validate --cases FILE --override
+// [PROFILE:]KEY=VALUE`): spliced into cluster.overrides of every case whose profile is
+// `profile` (every case when empty), after the scenario's own overrides, so it wins. This is
+// how the scan of a fitted profile parameter is reproduced (README, accuracy section).
+struct ProfileOverride {
+  std::string profile;  // empty: every case
+  std::string key;      // dotted profile path, e.g. compute.sustained_clock
+  std::string value;    // YAML scalar, e.g. 0.86 or 400 Gb/s
+};
+// Parses "[PROFILE:]KEY=VALUE"; InputError naming --override when it is not of that form.
+ProfileOverride parse_profile_override(const std::string& text);
+
+std::vector<ValidationCase> load_cases(const std::string& path,
+                                       const std::vector<ProfileOverride>& overrides = {});
 
 struct CaseOutcome {
   std::string id;

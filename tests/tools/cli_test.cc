@@ -235,6 +235,51 @@ TEST(Cli, ValidateCasesGivesTheSameReportOnAnyNumberOfThreads) {
   EXPECT_NE(bad.err.find("--threads"), std::string::npos) << bad.err;
 }
 
+// validate --cases --override [PROFILE:]KEY=VALUE: sets a profile key for every case of
+// that profile (how the README's scan of compute.sustained_clock is reproduced). A slower
+// sustained clock slows the H100 case and leaves the A100 case alone; without a profile
+// prefix both move; bad forms and unknown keys are one message naming --override, exit 2.
+TEST(Cli, ValidateOverridesAProfileKeyForItsCases) {
+  fs::path d = tmpdir();
+  const std::string v = kSrc + "/scenarios/validation/";
+  std::string cases = "cases:\n";
+  for (const char* id : {"mcore-h100-1.7B", "korthikanti2022-t5-22B-sp-selective"})
+    cases += std::string("- id: ") + id + "\n  source: test\n  scenario: " + v + id +
+             ".yaml\n  measured: {step_time_s: 1.0}\n";
+  write(d / "cases.yaml", cases);
+  const std::string base = "validate --json --cases " + (d / "cases.yaml").string();
+  auto steps = [&](const std::string& extra) {
+    CliRun r = stepcast(base + extra);
+    EXPECT_EQ(r.code, 0) << r.err;
+    std::vector<double> out;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    for (const auto& c : j["cases"]) out.push_back(c["predicted_step_time_s"].get<double>());
+    return out;
+  };
+  const auto plain = steps("");
+  ASSERT_EQ(plain.size(), 2u);
+  const auto h100_only = steps(" --override h100-sxm:compute.sustained_clock=0.5");
+  EXPECT_GT(h100_only[0], 1.3 * plain[0]);  // compute at 0.5 instead of 0.88 of boost
+  EXPECT_EQ(h100_only[1], plain[1]);        // the A100 case is untouched
+  const auto both = steps(" --override compute.sustained_clock=0.5");
+  EXPECT_EQ(both[0], h100_only[0]);
+  EXPECT_GT(both[1], 1.3 * plain[1]);
+  // The scenario's own value is restated, nothing moves.
+  EXPECT_EQ(steps(" --override h100-sxm:compute.sustained_clock=0.88"), plain);
+  for (const char* bad : {"junk", "=1", "compute.sustained_clock=", ":compute.x=1"}) {
+    CliRun r = stepcast(base + " --override '" + bad + "'");
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_NE(r.err.find("--override: expected [PROFILE:]KEY=VALUE"), std::string::npos) << r.err;
+  }
+  CliRun r = stepcast(base + " --override compute.nope=1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --override: compute.nope: unknown key\n");
+  r = stepcast(base + " --override compute.sustained_clock=fast");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--override: compute.sustained_clock: expected a number"), std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, SweepRunsEveryCombination) {
   fs::path d = tmpdir();
   std::string text = kSmall;
