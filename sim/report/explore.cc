@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
-
 #include "sim/report/parallel.h"
 
 namespace stepcast {
