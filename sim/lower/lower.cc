@@ -137,6 +137,34 @@ class Lowerer {
     build_schedule();
   }
 
+  // Weights, gradients and optimizer state of stage s's ranks, in bytes (model/memory.h;
+  // ZeRO stage z shards over the dp(xcp) group, expert parameters over the expert-dp
+  // group); the stage's dense and expert parameter counts in *dense and *expert. Throws
+  // InputError when the gradients make implausibly many buckets.
+  std::array<double, 3> stage_state_bytes(int s, double* dense, double* expert) const {
+    *dense = 0;
+    *expert = 0;
+    for (int c = 0; c < v_; ++c)
+      for (const Unit& u : chunks_[static_cast<size_t>(c * p_ + s)]) {
+        *dense += u.dense_params;
+        *expert += u.expert_params;
+      }
+    check_bucket_count(*dense + *expert);
+    const bool adam = sc_.training.optimizer == Optimizer::kAdam;
+    const int gb = static_cast<int>(grad_bytes_per_param_);
+    const auto sd = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, dense_dp_size(), gb);
+    const auto se = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, expert_dp_size(), gb);
+    return {*dense * sd.weights + *expert * se.weights, *dense * sd.grads + *expert * se.grads,
+            *dense * sd.optimizer + *expert * se.optimizer};
+  }
+
+  std::vector<std::array<double, 3>> state_bytes_per_stage() const {
+    std::vector<std::array<double, 3>> out;
+    double dense = 0, expert = 0;
+    for (int s = 0; s < p_; ++s) out.push_back(stage_state_bytes(s, &dense, &expert));
+    return out;
+  }
+
   Program run() {
     prog_.world_size = layout_.world_size();
     prog_.folded = opt_.folded;
@@ -756,22 +784,10 @@ class Lowerer {
     const auto& order = orders_[static_cast<size_t>(s)];
     e.rp.tasks.reserve(estimate_tasks(s));
 
-    // Training state at t = 0 (model/memory.h; ZeRO stage z shards over the dp(xcp) group,
-    // expert parameters over the expert-dp group).
+    // Training state at t = 0.
     double dense = 0, expert = 0;
-    for (int c = 0; c < v_; ++c)
-      for (const Unit& u : chunks_[static_cast<size_t>(c * p_ + s)]) {
-        dense += u.dense_params;
-        expert += u.expert_params;
-      }
-    check_bucket_count(dense + expert);
+    const std::array<double, 3> state_bytes = stage_state_bytes(s, &dense, &expert);
     const bool adam = sc_.training.optimizer == Optimizer::kAdam;
-    const int gb = static_cast<int>(grad_bytes_per_param_);
-    const auto sd = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, dense_dp_size(), gb);
-    const auto se = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, expert_dp_size(), gb);
-    const double state_bytes[3] = {dense * sd.weights + expert * se.weights,
-                                   dense * sd.grads + expert * se.grads,
-                                   dense * sd.optimizer + expert * se.optimizer};
     for (int i = 0; i < 3; ++i)
       emit_mem(e, TaskKind::kAlloc, state_bytes[i], kTrainingStateWhat[static_cast<size_t>(i)],
                Phase::kOther, -1, -1, -1);
@@ -1131,6 +1147,10 @@ std::vector<int> virtual_stage_layers(const Scenario& sc) {
 Program lower(const Scenario& sc, const LowerOptions& opt) {
   Lowerer l(sc, opt);
   return l.run();
+}
+
+std::vector<std::array<double, 3>> training_state_bytes(const Scenario& sc) {
+  return Lowerer(sc, LowerOptions{}).state_bytes_per_stage();
 }
 
 }  // namespace stepcast

@@ -21,6 +21,7 @@
 //  - Optimizer: one memory-bound update of the local (ZeRO-sharded) parameters at the end.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "sim/program/program.h"
@@ -36,6 +37,12 @@ struct LowerOptions {
 };
 
 Program lower(const Scenario& sc, const LowerOptions& opt = {});
+
+// Per pipeline stage, the bytes of weights, gradients and optimizer state every rank of the
+// stage holds from t = 0: exactly the "weights", "grads" and "optimizer" allocations
+// (kTrainingStateWhat) lower() emits, without lowering the step (search uses it to skip
+// plans that cannot fit). Throws as lower() does on a plan it cannot lay out.
+std::vector<std::array<double, 3>> training_state_bytes(const Scenario& sc);
 
 // Transformer layers per virtual stage (index chunk * pp + stage): parallel.pipeline_layers
 // when given, else an even split. Throws InvariantError when they do not add up.

@@ -42,20 +42,16 @@ static Result result_header(const Scenario& sc) {
 
 Prediction predict(const Scenario& sc, const RunOptions& opt) {
   Prediction out;
-  LowerOptions lo;
-  lo.folded = opt.folded;
-  out.program = lower(sc, lo);
-  if (opt.progress) opt.progress(1, 3);
   if (opt.skip_when_state_exceeds_memory) {
+    // The state is known before lowering (training_state_bytes: the same numbers as the
+    // program's "weights" / "grads" / "optimizer" allocations, summed in that order).
     const double capacity_gib = sc.profile.gpu.memory_bytes / kGiB;
     double state_gib = 0;
-    std::vector<double> per_stage(static_cast<size_t>(sc.parallel.pp), 0.0);
-    for (const RankProgram& rp : out.program.ranks) {
+    std::vector<double> per_stage;
+    for (const auto& stage : training_state_bytes(sc)) {
       double bytes = 0;
-      for (const Task& t : rp.tasks)
-        if (is_training_state_alloc(t)) bytes += t.bytes;
-      auto& slot = per_stage[static_cast<size_t>(rp.pp_stage)];
-      slot = std::max(slot, bytes / kGiB);
+      for (double b : stage) bytes += b;
+      per_stage.push_back(bytes / kGiB);
       state_gib = std::max(state_gib, bytes / kGiB);
     }
     if (state_gib > capacity_gib) {
@@ -66,10 +62,14 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
       r.memory_peak_gib_per_stage = std::move(per_stage);
       r.fits_memory = false;
       r.simulated = false;
-      r.folded = out.program.folded;
+      r.folded = opt.folded;
       return out;
     }
   }
+  LowerOptions lo;
+  lo.folded = opt.folded;
+  out.program = lower(sc, lo);
+  if (opt.progress) opt.progress(1, 3);
   EngineOptions eo;
   eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
   eo.comm_hbm_share = [&p = out.program, &hw = sc.profile](const RankProgram& rp, const Task& t,

@@ -23,7 +23,8 @@ struct RunOptions {
   // For search: a plan whose weights, gradients and optimizer state alone exceed a GPU's
   // memory cannot fit (that state is allocated for the whole step, so it bounds the
   // simulated peak from below); it is not costed or simulated. Its Result has
-  // simulated = false, fits_memory = false and memory_peak_gib = that state (a lower bound).
+  // simulated = false, fits_memory = false and memory_peak_gib = that state (a lower bound),
+  // and the Prediction has no program: the state is computed without lowering the step.
   bool skip_when_state_exceeds_memory = false;
 };
 

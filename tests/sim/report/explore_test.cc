@@ -17,6 +17,7 @@
 
 #include "model/error.h"
 #include "model/units.h"
+#include "sim/lower/lower.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
 
@@ -265,6 +266,43 @@ TEST(Search, UnevenPipelinesAreSearchedAndValid) {
   }
   EXPECT_TRUE(uneven_pp.count(16));
   EXPECT_TRUE(uneven_pp.count(8));
+}
+
+// search decides "cannot fit" from training_state_bytes, before lowering: it must equal,
+// bit for bit, the "weights", "grads" and "optimizer" allocations of the lowered program on
+// every stage: every plan of a dense model, and every 23rd plan of an MoE model with ep and
+// of a 126-layer model with uneven pipeline stages.
+TEST(Search, StateWithoutLoweringEqualsTheLoweredAllocations) {
+  YAML::Node big = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
+                                  "/scenarios/llama3-405b-2048node-h100.yaml");
+  big["cluster"]["gpus"] = 512;
+  big["cluster"].remove("nodes");
+  big["parallel"].remove("dp");
+  big["training"]["global_batch"] = 256;
+  const std::pair<Scenario, size_t> spaces[] = {
+      {small_llama3_8b(), 1},
+      {load_scenario(std::string(STEPCAST_SOURCE_DIR) + "/scenarios/mixtral-8x7b-8node-h100.yaml"), 23},
+      {load_scenario_node(big, "405b-512.yaml"), 23}};
+  int checked = 0;
+  for (const auto& [base, every] : spaces) {
+    const auto cands = search_candidates(base);
+    for (size_t i = 0; i < cands.size(); i += every) {
+      const Scenario sc = load_scenario_node(cands[i].doc, "candidate.yaml");
+      const auto state = training_state_bytes(sc);
+      const Program prog = lower(sc);
+      ASSERT_EQ(state.size(), static_cast<size_t>(sc.parallel.pp));
+      for (const RankProgram& rp : prog.ranks) {
+        double from_program = 0;
+        for (const Task& t : rp.tasks)
+          if (is_training_state_alloc(t)) from_program += t.bytes;
+        double from_state = 0;
+        for (double b : state[static_cast<size_t>(rp.pp_stage)]) from_state += b;
+        EXPECT_EQ(from_state, from_program) << i << " stage " << rp.pp_stage;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 400);
 }
 
 // The line placing the scenario's own plan: how many fitting plans are strictly faster.
