@@ -32,6 +32,17 @@ Scenario small_llama3_8b() {
   return load_scenario_node(doc, "llama3-8b-small.yaml");
 }
 
+// The shipped Llama 3 405B scenario (126 layers) on 512 GPUs with a global batch of 256.
+Scenario llama3_405b_on_512() {
+  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
+                                  "/scenarios/llama3-405b-2048node-h100.yaml");
+  doc["cluster"]["gpus"] = 512;
+  doc["cluster"].remove("nodes");
+  doc["parallel"].remove("dp");
+  doc["training"]["global_batch"] = 256;
+  return load_scenario_node(doc, "405b-512.yaml");
+}
+
 TEST(Search, SkippingPlansThatCannotFitChangesNothing) {
   const Scenario sc = small_llama3_8b();
   SearchOptions fast;
@@ -246,13 +257,7 @@ TEST(Search, BalancedStageLayers) {
 // A model whose layer count has no power-of-two divisor beyond 2 (Llama 3 405B: 126 = 2 x
 // 63) gets deep pipelines through uneven splits; every such candidate is a valid scenario.
 TEST(Search, UnevenPipelinesAreSearchedAndValid) {
-  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
-                                  "/scenarios/llama3-405b-2048node-h100.yaml");
-  doc["cluster"]["gpus"] = 512;
-  doc["cluster"].remove("nodes");
-  doc["parallel"].remove("dp");
-  doc["training"]["global_batch"] = 256;
-  const Scenario sc = load_scenario_node(doc, "405b-512.yaml");
+  const Scenario sc = llama3_405b_on_512();
   std::set<int> uneven_pp;
   for (const auto& c : search_candidates(sc)) {
     const Scenario plan = load_scenario_node(c.doc, "candidate.yaml");  // throws if invalid
@@ -273,16 +278,10 @@ TEST(Search, UnevenPipelinesAreSearchedAndValid) {
 // every stage: every plan of a dense model, and every 23rd plan of an MoE model with ep and
 // of a 126-layer model with uneven pipeline stages.
 TEST(Search, StateWithoutLoweringEqualsTheLoweredAllocations) {
-  YAML::Node big = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
-                                  "/scenarios/llama3-405b-2048node-h100.yaml");
-  big["cluster"]["gpus"] = 512;
-  big["cluster"].remove("nodes");
-  big["parallel"].remove("dp");
-  big["training"]["global_batch"] = 256;
   const std::pair<Scenario, size_t> spaces[] = {
       {small_llama3_8b(), 1},
       {load_scenario(std::string(STEPCAST_SOURCE_DIR) + "/scenarios/mixtral-8x7b-8node-h100.yaml"), 23},
-      {load_scenario_node(big, "405b-512.yaml"), 23}};
+      {llama3_405b_on_512(), 23}};
   int checked = 0;
   for (const auto& [base, every] : spaces) {
     const auto cands = search_candidates(base);
