@@ -265,6 +265,10 @@ int main(int argc, char** argv) {
         throw sc::InputError(sc::InputIssue{"", 0, 0, "validate",
                                             "give either --cases FILE or PREDICTED.json MEASURED.json"});
       }
+      if (cases_file.empty() && (!override_texts.empty() || max_mape)) {
+        throw sc::InputError(sc::InputIssue{"", 0, 0, override_texts.empty() ? "--max-mape" : "--override",
+                                            "applies to --cases only"});
+      }
       if (!cases_file.empty()) {
         std::vector<sc::ProfileOverride> overrides;
         for (const std::string& t : override_texts) overrides.push_back(sc::parse_profile_override(t));

@@ -274,6 +274,13 @@ TEST(Cli, ValidateOverridesAProfileKeyForItsCases) {
   CliRun r = stepcast(base + " --override compute.nope=1");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "stepcast: --override: compute.nope: unknown key\n");
+  // Comparing two result files takes no profile: the flag is refused, not ignored.
+  r = stepcast("validate a.json b.json --override compute.sustained_clock=0.5");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --override: applies to --cases only\n");
+  r = stepcast("validate a.json b.json --max-mape 5");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --max-mape: applies to --cases only\n");
   r = stepcast(base + " --override compute.sustained_clock=fast");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--override: compute.sustained_clock: expected a number"), std::string::npos)
