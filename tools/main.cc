@@ -193,6 +193,8 @@ int main(int argc, char** argv) {
                       app.get_subcommands().front()->get_name())});
     }
     if (run->parsed()) {
+      if (!trace_ranks.empty() && trace_out.empty())
+        throw sc::InputError(sc::InputIssue{"", 0, 0, "--trace-ranks", "needs --trace FILE"});
       sc::RunOptions opt;
       opt.folded = parse_fidelity(fidelity);
       sc::Scenario s = sc::load_scenario(scenario);

@@ -274,6 +274,10 @@ TEST(Cli, ValidateOverridesAProfileKeyForItsCases) {
   CliRun r = stepcast(base + " --override compute.nope=1");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "stepcast: --override: compute.nope: unknown key\n");
+  // A flag that would do nothing is refused, not ignored.
+  r = stepcast("run " + kDefault + " --trace-ranks 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --trace-ranks: needs --trace FILE\n");
   // Comparing two result files takes no profile: the flag is refused, not ignored.
   r = stepcast("validate a.json b.json --override compute.sustained_clock=0.5");
   EXPECT_EQ(r.code, 2);
