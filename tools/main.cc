@@ -267,9 +267,10 @@ int main(int argc, char** argv) {
         throw sc::InputError(sc::InputIssue{"", 0, 0, "validate",
                                             "give either --cases FILE or PREDICTED.json MEASURED.json"});
       }
-      if (cases_file.empty() && (!override_texts.empty() || max_mape)) {
-        throw sc::InputError(sc::InputIssue{"", 0, 0, override_texts.empty() ? "--max-mape" : "--override",
-                                            "applies to --cases only"});
+      if (cases_file.empty()) {
+        for (const char* flag : {"--override", "--max-mape", "--threads"})
+          if (validate->count(flag) > 0)
+            throw sc::InputError(sc::InputIssue{"", 0, 0, flag, "applies to --cases only"});
       }
       if (!cases_file.empty()) {
         std::vector<sc::ProfileOverride> overrides;

@@ -285,6 +285,9 @@ TEST(Cli, ValidateOverridesAProfileKeyForItsCases) {
   r = stepcast("validate a.json b.json --max-mape 5");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "stepcast: --max-mape: applies to --cases only\n");
+  r = stepcast("validate a.json b.json --threads 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --threads: applies to --cases only\n");
   r = stepcast(base + " --override compute.sustained_clock=fast");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--override: compute.sustained_clock: expected a number"), std::string::npos)
