@@ -137,31 +137,35 @@ class Lowerer {
     build_schedule();
   }
 
-  // Weights, gradients and optimizer state of stage s's ranks, in bytes (model/memory.h;
-  // ZeRO stage z shards over the dp(xcp) group, expert parameters over the expert-dp
-  // group); the stage's dense and expert parameter counts in *dense and *expert. Throws
-  // InputError when the gradients make implausibly many buckets.
-  std::array<double, 3> stage_state_bytes(int s, double* dense, double* expert) const {
-    *dense = 0;
-    *expert = 0;
+  // A stage's parameters (dense and expert) and the bytes of its weights, gradients and
+  // optimizer state per rank (model/memory.h; ZeRO stage z shards over the dp(xcp) group,
+  // expert parameters over the expert-dp group), in kTrainingStateWhat order.
+  struct StageState {
+    double dense = 0, expert = 0;
+    std::array<double, 3> bytes{};
+  };
+  // Throws InputError when the gradients make implausibly many buckets.
+  StageState stage_state(int s) const {
+    StageState st;
     for (int c = 0; c < v_; ++c)
       for (const Unit& u : chunks_[static_cast<size_t>(c * p_ + s)]) {
-        *dense += u.dense_params;
-        *expert += u.expert_params;
+        st.dense += u.dense_params;
+        st.expert += u.expert_params;
       }
-    check_bucket_count(*dense + *expert);
+    check_bucket_count(st.dense + st.expert);
     const bool adam = sc_.training.optimizer == Optimizer::kAdam;
     const int gb = static_cast<int>(grad_bytes_per_param_);
     const auto sd = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, dense_dp_size(), gb);
     const auto se = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, expert_dp_size(), gb);
-    return {*dense * sd.weights + *expert * se.weights, *dense * sd.grads + *expert * se.grads,
-            *dense * sd.optimizer + *expert * se.optimizer};
+    st.bytes = {st.dense * sd.weights + st.expert * se.weights,
+                st.dense * sd.grads + st.expert * se.grads,
+                st.dense * sd.optimizer + st.expert * se.optimizer};
+    return st;
   }
 
   std::vector<std::array<double, 3>> state_bytes_per_stage() const {
     std::vector<std::array<double, 3>> out;
-    double dense = 0, expert = 0;
-    for (int s = 0; s < p_; ++s) out.push_back(stage_state_bytes(s, &dense, &expert));
+    for (int s = 0; s < p_; ++s) out.push_back(stage_state(s).bytes);
     return out;
   }
 
@@ -785,8 +789,9 @@ class Lowerer {
     e.rp.tasks.reserve(estimate_tasks(s));
 
     // Training state at t = 0.
-    double dense = 0, expert = 0;
-    const std::array<double, 3> state_bytes = stage_state_bytes(s, &dense, &expert);
+    const StageState st = stage_state(s);
+    const double dense = st.dense, expert = st.expert;
+    const std::array<double, 3>& state_bytes = st.bytes;
     const bool adam = sc_.training.optimizer == Optimizer::kAdam;
     for (int i = 0; i < 3; ++i)
       emit_mem(e, TaskKind::kAlloc, state_bytes[i], kTrainingStateWhat[static_cast<size_t>(i)],

@@ -80,10 +80,6 @@ std::vector<ExplorePoint> evaluate_candidates(const std::vector<PlanCandidate>& 
   return pts;
 }
 
-std::vector<ExplorePoint> run_sweep(const Scenario& base, const Progress& progress, int threads) {
-  return evaluate_candidates(sweep_candidates(base), base.file, {}, threads, progress);
-}
-
 namespace {
 
 // One plan of the search space (run_search): the scenario with these parallel settings.

@@ -39,10 +39,6 @@ std::vector<ExplorePoint> evaluate_candidates(const std::vector<PlanCandidate>& 
                                               int threads, const Progress& progress = nullptr,
                                               int slice = 0, int slice_count = 1);
 
-// evaluate_candidates over sweep_candidates.
-std::vector<ExplorePoint> run_sweep(const Scenario& base, const Progress& progress = nullptr,
-                                    int threads = 1);
-
 struct SearchOptions {
   int top = 10;
   int threads = 1;

@@ -90,7 +90,6 @@ double model_flops_per_step(const ModelArch& a, std::int64_t seq_len, std::int64
   return model_flops_per_sequence(a, seq_len) * static_cast<double>(global_batch);
 }
 
-
 Result make_result(const Scenario& sc, const Program& p, const Timeline& t) {
   Result r = result_header(sc);
   r.step_time_s = to_s(t.step_ns);
