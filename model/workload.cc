@@ -508,7 +508,7 @@ double model_flops_per_sequence(const ModelArch& arch, std::int64_t seq_len) {
   return 3.0 * fwd;
 }
 
-Op optimizer_op(double params, bool adam, bool fp16_grads) {
+Op optimizer_op(double params, bool adam, DType grads, bool loss_scaling) {
   STEPCAST_CHECK(params >= 0, "optimizer_op: negative parameter count");
   // Adam (fp32): reads master, m, v, grad (16 B), writes master, m, v (12 B). SGD with
   // momentum: reads master, momentum, grad (12 B), writes master, momentum (8 B). Around
@@ -518,12 +518,18 @@ Op optimizer_op(double params, bool adam, bool fp16_grads) {
   // separate pass (_copy_main_params_to_model_params: read 4 B, write 2 B).
   double read = (adam ? 16.0 : 12.0) + 4.0 + 4.0;
   double written = adam ? 14.0 : 10.0;
-  if (fp16_grads) {
-    // fp16 training (Megatron's Float16OptimizerWithFloat16Params): the fp16 gradients are
-    // first copied to fp32 main gradients (read 2 B, write 4 B), then unscaled in place with
-    // the inf/nan check of the loss scaler (read 4 B, write 4 B).
-    read += 2.0 + 4.0;
-    written += 4.0 + 4.0;
+  if (dtype_bytes(grads) < 4.0) {
+    // 16-bit gradients are first copied to fp32 main gradients (_copy_model_grads_to_main
+    // _grads: read 2 B, write 4 B).
+    read += dtype_bytes(grads);
+    written += 4.0;
+  }
+  if (loss_scaling) {
+    // fp16 training (Megatron's Float16OptimizerWithFloat16Params): the fp32 main
+    // gradients are unscaled in place with the loss scaler's inf/nan check (read 4 B,
+    // write 4 B).
+    read += 4.0;
+    written += 4.0;
   }
   return memory_op(adam ? "adam" : "sgd", read * params, written * params);
 }

@@ -131,9 +131,10 @@ double model_flops_per_sequence(const ModelArch& arch, std::int64_t seq_len);
 
 // Optimizer update of `params` parameters (the local shard): memory-bound op; Adam reads
 // fp32 master, m, v, grad (the grad once more for the clipping norm, the master once more
-// for the 16-bit copy) and writes master, m, v and the 16-bit copy. `fp16_grads`: fp16 training, whose 16-bit gradients are first
-// copied to fp32 and unscaled (loss scaling).
-Op optimizer_op(double params, bool adam, bool fp16_grads = false);
+// for the 16-bit copy) and writes master, m, v and the 16-bit copy. `grads`: the dtype of
+// the accumulated gradients; 16-bit ones are first copied to fp32. `loss_scaling`: fp16
+// training, whose fp32 gradients are then unscaled in place.
+Op optimizer_op(double params, bool adam, DType grads = DType::kFp32, bool loss_scaling = false);
 
 // Zeroing the gradient buffer at the start of a step (Megatron's zero_grad_buffer: a memset
 // of the whole contiguous buffer the backward accumulates into).

@@ -212,12 +212,13 @@ class Lowerer {
     head_ops_ = logits_loss_ops(arch_, shard_);
     act_dtype_ = activation_dtype(sc_.training.dtype);
     act_elem_bytes_ = dtype_bytes(act_dtype_);
-    // Gradient accumulation and reduction dtype, as Megatron-LM (2021 on) and Megatron-Core
-    // do by default (arguments.py): bf16 forces --accumulate-allreduce-grads-in-fp32, so
-    // main grads are fp32 and reduced in fp32 (fp8 runs keep bf16 params, likewise); fp16
-    // leaves it off (default False), so grads accumulate and are reduced in fp16, the
-    // parameter dtype — also the ZeRO paper's fp16 gradients (2 bytes).
-    grad_dtype_ = sc_.training.dtype == DType::kFp16 ? DType::kFp16 : DType::kFp32;
+    // Gradient accumulation and reduction dtype: training.grad_reduce_dtype, else what
+    // Megatron-LM (2021 on) and Megatron-Core do by default (arguments.py): bf16 forces
+    // --accumulate-allreduce-grads-in-fp32, so main grads are fp32 and reduced in fp32 (fp8
+    // runs keep bf16 params, likewise); fp16 leaves it off (default False), so grads
+    // accumulate and are reduced in fp16, the parameter dtype — also the ZeRO paper's fp16
+    // gradients (2 bytes).
+    grad_dtype_ = grad_reduce_dtype(sc_.training);
     grad_bytes_per_param_ = dtype_bytes(grad_dtype_);
     chunks_.resize(static_cast<size_t>(nv_));
     int layer = 0;
@@ -980,7 +981,7 @@ class Lowerer {
     const double local_params =
         dense / (par_.zero >= 1 ? dense_dp_size() : 1) + expert / (par_.zero >= 1 ? expert_dp_size() : 1);
     {
-      Op op = optimizer_op(local_params, adam, grad_dtype_ == DType::kFp16);
+      Op op = optimizer_op(local_params, adam, grad_dtype_, sc_.training.dtype == DType::kFp16);
       Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, Phase::kOptimizer,
                          Category::kOptimizer, -1, -1, -1);
       t.label = "opt.step";

@@ -48,6 +48,11 @@ const char* schedule_name(Schedule s) {
   return "?";
 }
 
+DType grad_reduce_dtype(const TrainingSpec& t) {
+  if (t.grad_reduce_dtype) return *t.grad_reduce_dtype;
+  return t.dtype == DType::kFp16 ? DType::kFp16 : DType::kFp32;
+}
+
 const char* recompute_name(Recompute r) {
   switch (r) {
     case Recompute::kNone: return "none";
@@ -77,7 +82,8 @@ const std::vector<std::string> kMoeKeys = {"experts",         "top_k",          
                                            "every",           "capacity_factor", "shared_experts",
                                            "first_dense_layers"};
 const std::vector<std::string> kClusterKeys = {"profile", "nodes", "gpus", "overrides"};
-const std::vector<std::string> kTrainingKeys = {"seq_len", "global_batch", "dtype", "optimizer"};
+const std::vector<std::string> kTrainingKeys = {"seq_len", "global_batch", "dtype", "optimizer",
+                                                "grad_reduce_dtype"};
 const std::vector<std::string> kParallelKeys = {
     "tp",       "pp",       "dp",        "cp",   "ep",
     "vpp",      "microbatch", "pipeline_layers", "schedule", "zero",
@@ -332,6 +338,20 @@ class Loader {
     }
     if (auto v = r_.get_enum(t, p, "optimizer", {"adam", "sgd"}))
       sc.training.optimizer = *v == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
+    if (auto v = r_.get_enum(t, p, "grad_reduce_dtype", {"fp32", "bf16", "fp16"})) {
+      const DType g = *v == "fp32" ? DType::kFp32 : *v == "fp16" ? DType::kFp16 : DType::kBf16;
+      // A 16-bit gradient buffer has the parameters' dtype (Megatron keeps main_grad in
+      // the parameter dtype unless it is fp32); fp8 training keeps bf16 parameters.
+      const DType params = activation_dtype(sc.training.dtype);
+      if (g != DType::kFp32 && g != params)
+        r_.error(t["grad_reduce_dtype"], "training.grad_reduce_dtype",
+                 fmt::format("{} gradients need {} parameters, but training.dtype {} keeps "
+                             "them in {}; use fp32 or {}",
+                             *v, *v, dtype_name(sc.training.dtype), dtype_name(params),
+                             dtype_name(params)));
+      else
+        sc.training.grad_reduce_dtype = g;
+    }
     return issues_.issues().size() == before;
   }
 

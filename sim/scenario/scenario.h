@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,16 @@ struct TrainingSpec {
   std::int64_t global_batch = 0;  // sequences per step
   DType dtype = DType::kBf16;
   Optimizer optimizer = Optimizer::kAdam;
+  // training.grad_reduce_dtype: the dtype of the gradient buffer the backward accumulates
+  // into and the DP collectives reduce (Megatron-Core DistributedDataParallelConfig
+  // grad_reduce_in_fp32; Megatron-LM --grad-reduce-in-bf16). Default: fp32 for bf16 and fp8
+  // training (Megatron's arguments.py forces --accumulate-allreduce-grads-in-fp32 for
+  // --bf16), fp16 for fp16 training; see grad_reduce_dtype().
+  std::optional<DType> grad_reduce_dtype;
 };
+
+// The resolved gradient accumulation and reduction dtype of a training spec.
+DType grad_reduce_dtype(const TrainingSpec& t);
 
 struct ParallelSpec {
   int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1;

@@ -299,9 +299,17 @@ TEST(Workload, OptimizerBytes) {
   const Op g = optimizer_op(1e6, false);
   EXPECT_DOUBLE_EQ(g.bytes_read + g.bytes_written, 30e6);
   // fp16 gradients: + copy to fp32 (2 B read, 4 B written) + unscale (4 B read, 4 B written).
-  const Op h = optimizer_op(1e6, true, true);
+  const Op h = optimizer_op(1e6, true, DType::kFp16, true);
   EXPECT_DOUBLE_EQ(h.bytes_read, 30e6);
   EXPECT_DOUBLE_EQ(h.bytes_written, 22e6);
+  // bf16 gradients (no loss scaling): the copy only, 24 + 2 B read, 14 + 4 B written.
+  const Op b = optimizer_op(1e6, true, DType::kBf16);
+  EXPECT_DOUBLE_EQ(b.bytes_read, 26e6);
+  EXPECT_DOUBLE_EQ(b.bytes_written, 18e6);
+  // fp16 training with fp32 gradients: the unscale only, 24 + 4 B read, 14 + 4 B written.
+  const Op u = optimizer_op(1e6, true, DType::kFp32, true);
+  EXPECT_DOUBLE_EQ(u.bytes_read, 28e6);
+  EXPECT_DOUBLE_EQ(u.bytes_written, 18e6);
   // Zeroing a 4 MB gradient buffer writes 4 MB and reads nothing.
   const Op z = zero_grad_op(4e6);
   EXPECT_EQ(z.kind, OpKind::kMemoryBound);

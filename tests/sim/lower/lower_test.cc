@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -447,23 +448,39 @@ TEST(Lower, DpBucketDefaultIsMegatronCores) {
 
 TEST(Lower, GradientReductionDtypeFollowsMegatronDefaults) {
   // Megatron (arguments.py): bf16 forces --accumulate-allreduce-grads-in-fp32, fp16 leaves it
-  // off. Plain DP over 2 ranks, one bucket (overlap off, bucket_mb not given): the allreduce
-  // carries 4 bytes x P in fp32 under bf16 and 2 bytes x P in fp16 under fp16, and the
-  // gradient buffer allocated at t = 0 is the same size (zero 0: not sharded).
-  for (const DType dt : {DType::kBf16, DType::kFp16}) {
+  // off; training.grad_reduce_dtype states it (Megatron-Core grad_reduce_in_fp32,
+  // --grad-reduce-in-bf16). Plain DP over 2 ranks, one bucket (overlap off, bucket_mb not
+  // given): the allreduce carries dtype_bytes(grads) x P, and the gradient buffer allocated
+  // at t = 0 is the same size (zero 0: not sharded). The optimizer step on P parameters
+  // (Adam) reads 24 B + 2 B for 16-bit gradients (their copy to fp32) + 4 B under fp16 loss
+  // scaling (the unscale), and writes 14 + 4 + 4 B likewise (workload.cc optimizer_op).
+  struct Case {
+    DType train;
+    std::optional<DType> stated;
+    DType grads;
+  };
+  for (const Case c : {Case{DType::kBf16, std::nullopt, DType::kFp32},
+                       Case{DType::kFp16, std::nullopt, DType::kFp16},
+                       Case{DType::kBf16, DType::kBf16, DType::kBf16},
+                       Case{DType::kFp8, DType::kBf16, DType::kBf16},
+                       Case{DType::kFp16, DType::kFp32, DType::kFp32}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.train)) + " training, " + dtype_name(c.grads) +
+                 " gradients");
     Plan p;
     p.dp = 2;
     p.bucket_bytes = 0;
     p.overlap_grad = false;
     Scenario sc = make_scenario(tiny_gpt(), p);
-    sc.training.dtype = dt;
-    const double per_param = dt == DType::kFp16 ? 2.0 : 4.0;
-    const double grad_bytes = per_param * count_params(sc.model).total;
+    sc.training.dtype = c.train;
+    sc.training.grad_reduce_dtype = c.stated;
+    const double params = count_params(sc.model).total;
+    const double grad_bytes = dtype_bytes(c.grads) * params;
+    const bool half = c.grads != DType::kFp32, scaled = c.train == DType::kFp16;
     const Program prog = lower(sc);
-    int n = 0, allocs = 0;
+    int n = 0, allocs = 0, steps = 0;
     for (const Task& t : prog.ranks[0].tasks) {
       if (t.kind == TaskKind::kCollective && t.category == Category::kDpComm) {
-        EXPECT_EQ(t.dtype, dt == DType::kFp16 ? DType::kFp16 : DType::kFp32);
+        EXPECT_EQ(t.dtype, c.grads);
         EXPECT_DOUBLE_EQ(t.bytes, grad_bytes);
         ++n;
       }
@@ -471,9 +488,15 @@ TEST(Lower, GradientReductionDtypeFollowsMegatronDefaults) {
         EXPECT_DOUBLE_EQ(t.bytes, grad_bytes);
         ++allocs;
       }
+      if (t.label == "opt.step") {
+        EXPECT_DOUBLE_EQ(t.bytes_read, params * (24.0 + (half ? 2.0 : 0.0) + (scaled ? 4.0 : 0.0)));
+        EXPECT_DOUBLE_EQ(t.bytes_written, params * (14.0 + (half ? 4.0 : 0.0) + (scaled ? 4.0 : 0.0)));
+        ++steps;
+      }
     }
     EXPECT_EQ(n, 1);
     EXPECT_EQ(allocs, 1);
+    EXPECT_EQ(steps, 1);
   }
 }
 

@@ -284,6 +284,30 @@ TEST(ScenarioLoad, OverridesChangeTheProfile) {
 }
 
 // ---- training ------------------------------------------------------------------------------
+TEST(ScenarioRules, GradReduceDtype) {
+  // Default: fp32 gradients for bf16 and fp8 training, the parameters' fp16 for fp16.
+  EXPECT_EQ(grad_reduce_dtype(load(base()).training), DType::kFp32);
+  EXPECT_EQ(grad_reduce_dtype(load(base().insert(15, "  dtype: fp8")).training), DType::kFp32);
+  EXPECT_EQ(grad_reduce_dtype(load(base().insert(15, "  dtype: fp16")).training), DType::kFp16);
+  // Stated: a 16-bit buffer in the parameters' dtype (bf16 for fp8 training too), or fp32.
+  EXPECT_EQ(grad_reduce_dtype(load(base().insert(15, "  grad_reduce_dtype: bf16")).training),
+            DType::kBf16);
+  EXPECT_EQ(grad_reduce_dtype(
+                load(base().insert(15, "  dtype: fp8").insert(16, "  grad_reduce_dtype: bf16"))
+                    .training),
+            DType::kBf16);
+  EXPECT_EQ(grad_reduce_dtype(
+                load(base().insert(15, "  dtype: fp16").insert(16, "  grad_reduce_dtype: fp32"))
+                    .training),
+            DType::kFp32);
+  expect_issue(base().insert(15, "  grad_reduce_dtype: fp8"), "training.grad_reduce_dtype", 15,
+               "(known: fp32, bf16, fp16)");
+  expect_issue(base().insert(15, "  grad_reduce_dtype: fp16"), "training.grad_reduce_dtype", 15,
+               "fp16 gradients need fp16 parameters, but training.dtype bf16 keeps them in bf16");
+  expect_issue(base().insert(15, "  dtype: fp16").insert(16, "  grad_reduce_dtype: bf16"),
+               "training.grad_reduce_dtype", 16, "bf16 gradients need bf16 parameters");
+}
+
 TEST(ScenarioRules, Fp8NeedsAnFp8Peak) {
   expect_issue(base().set(10, "  profile: a100-80g-sxm").insert(15, "  dtype: fp8"),
                "training.dtype", 15, "fp8 needs a GPU with an fp8 peak");
