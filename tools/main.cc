@@ -3,6 +3,7 @@
 // plan that does not fit in GPU memory (run still writes its reports), see DESIGN.md.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> compare_files;
   bool validate_json = false;
   std::optional<double> max_mape;
+  std::optional<double> max_error;
   std::vector<std::string> override_texts;
   auto* validate = app.add_subcommand(
       "validate", "compare predictions with measurements: --cases FILE, or PREDICTED.json MEASURED.json");
@@ -123,6 +125,8 @@ int main(int argc, char** argv) {
   validate->add_option("--threads", threads, "worker threads for --cases (same report for any count)")
       ->check(CLI::Range(1, 1024));
   validate->add_option("--max-mape", max_mape, "exit 1 when MAPE (percent) exceeds this");
+  validate->add_option("--max-error", max_error,
+                       "exit 1 when any case's absolute error (percent) exceeds this");
   validate->add_option("--override", override_texts,
                        "[PROFILE:]KEY=VALUE: set a profile key for every case (of that profile)")
       ->take_all();
@@ -268,7 +272,7 @@ int main(int argc, char** argv) {
                                             "give either --cases FILE or PREDICTED.json MEASURED.json"});
       }
       if (cases_file.empty()) {
-        for (const char* flag : {"--override", "--max-mape", "--threads"})
+        for (const char* flag : {"--override", "--max-mape", "--max-error", "--threads"})
           if (validate->count(flag) > 0)
             throw sc::InputError(sc::InputIssue{"", 0, 0, flag, "applies to --cases only"});
       }
@@ -282,12 +286,21 @@ int main(int argc, char** argv) {
         } else {
           std::cout << sc::render_validation(rep);
         }
+        bool over = false;
         if (max_mape && 100 * rep.mape > *max_mape) {
           std::cerr << fmt::format("stepcast: MAPE {:.2f}% exceeds --max-mape {:.2f}%\n",
                                    100 * rep.mape, *max_mape);
-          return kExitInternal;
+          over = true;
         }
-        return kExitOk;
+        if (max_error) {
+          for (const auto& c : rep.cases)
+            if (100 * std::fabs(c.error) > *max_error) {
+              std::cerr << fmt::format("stepcast: {}: error {:+.2f}% exceeds --max-error {:.2f}%\n",
+                                       c.id, 100 * c.error, *max_error);
+              over = true;
+            }
+        }
+        return over ? kExitInternal : kExitOk;
       }
       nlohmann::json out;
       std::string text = sc::compare_results(sc::read_json_file(compare_files[0]), compare_files[0],

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -210,17 +211,24 @@ TEST(Cli, ValidateComparesTwoResults) {
   EXPECT_NE(r.err.find("junk.json"), std::string::npos);
 }
 
-// validate --cases on worker threads: the same report as on one thread (cases are
-// predicted in parallel, the report is assembled in case order); --threads 0 is bad input.
-TEST(Cli, ValidateCasesGivesTheSameReportOnAnyNumberOfThreads) {
+// A cases file of the given validation cases, each "measured" at 1 s.
+std::string cases_file(const std::vector<const char*>& ids) {
   fs::path d = tmpdir();
   const std::string v = kSrc + "/scenarios/validation/";
   std::string cases = "cases:\n";
-  for (const char* id : {"mcore-h100-1.7B", "mcore-h100-7.1B", "korthikanti2022-t5-22B-sp-selective"})
+  for (const char* id : ids)
     cases += std::string("- id: ") + id + "\n  source: test\n  scenario: " + v + id +
              ".yaml\n  measured: {step_time_s: 1.0}\n";
   write(d / "cases.yaml", cases);
-  const std::string base = "validate --json --cases " + (d / "cases.yaml").string();
+  return (d / "cases.yaml").string();
+}
+
+// validate --cases on worker threads: the same report as on one thread (cases are
+// predicted in parallel, the report is assembled in case order); --threads 0 is bad input.
+TEST(Cli, ValidateCasesGivesTheSameReportOnAnyNumberOfThreads) {
+  const std::string base =
+      "validate --json --cases " +
+      cases_file({"mcore-h100-1.7B", "mcore-h100-7.1B", "korthikanti2022-t5-22B-sp-selective"});
   CliRun one = stepcast(base + " --threads 1");
   ASSERT_EQ(one.code, 0) << one.err;
   CliRun three = stepcast(base + " --threads 3");
@@ -240,14 +248,8 @@ TEST(Cli, ValidateCasesGivesTheSameReportOnAnyNumberOfThreads) {
 // sustained clock slows the H100 case and leaves the A100 case alone; without a profile
 // prefix both move; bad forms and unknown keys are one message naming --override, exit 2.
 TEST(Cli, ValidateOverridesAProfileKeyForItsCases) {
-  fs::path d = tmpdir();
-  const std::string v = kSrc + "/scenarios/validation/";
-  std::string cases = "cases:\n";
-  for (const char* id : {"mcore-h100-1.7B", "korthikanti2022-t5-22B-sp-selective"})
-    cases += std::string("- id: ") + id + "\n  source: test\n  scenario: " + v + id +
-             ".yaml\n  measured: {step_time_s: 1.0}\n";
-  write(d / "cases.yaml", cases);
-  const std::string base = "validate --json --cases " + (d / "cases.yaml").string();
+  const std::string base =
+      "validate --json --cases " + cases_file({"mcore-h100-1.7B", "korthikanti2022-t5-22B-sp-selective"});
   auto steps = [&](const std::string& extra) {
     CliRun r = stepcast(base + extra);
     EXPECT_EQ(r.code, 0) << r.err;
@@ -292,6 +294,39 @@ TEST(Cli, ValidateOverridesAProfileKeyForItsCases) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--override: compute.sustained_clock: expected a number"), std::string::npos)
       << r.err;
+}
+
+// The ratchet's limits: --max-mape on the mean, --max-error on every case. Two cases
+// measured at 1 s: their errors are what the JSON report says, so the limits can be put
+// just below and just above them; each case over --max-error is named, exit 1.
+TEST(Cli, ValidateLimitsFailTheRunAndNameTheCases) {
+  const std::string base =
+      "validate --cases " + cases_file({"mcore-h100-1.7B", "korthikanti2022-t5-22B-sp-selective"});
+  CliRun r = stepcast(base + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const double mape = 100 * j["mape"].get<double>();
+  const double e0 = 100 * std::fabs(j["cases"][0]["error"].get<double>());
+  const double e1 = 100 * std::fabs(j["cases"][1]["error"].get<double>());
+  ASSERT_GT(e0, e1 + 1);  // the 1.7B (0.37 s) misses 1 s by more than the 22B (1.07 s)
+  auto pct = [](double x) { return std::to_string(x); };
+  EXPECT_EQ(stepcast(base + " --max-mape " + pct(mape + 0.01)).code, 0);
+  r = stepcast(base + " --max-mape " + pct(mape - 0.01));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("exceeds --max-mape"), std::string::npos) << r.err;
+  EXPECT_EQ(stepcast(base + " --max-error " + pct(e0 + 0.01)).code, 0);
+  // Between the two errors: only the 1.7B is named.
+  r = stepcast(base + " --max-error " + pct((e0 + e1) / 2));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("mcore-h100-1.7B: error -"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("korthikanti"), std::string::npos) << r.err;
+  // Below both: both are named, one line each.
+  r = stepcast(base + " --max-error " + pct(e1 - 0.01));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+  r = stepcast("validate a.json b.json --max-error 5");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --max-error: applies to --cases only\n");
 }
 
 TEST(Cli, SweepRunsEveryCombination) {
