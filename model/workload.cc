@@ -416,6 +416,16 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   return out;
 }
 
+// Rows of the vocabulary on one tp rank. Megatron pads the vocabulary to a multiple of
+// make_vocab_size_divisible_by (default 128) x tp (training/tokenizer _vocab_size_with_padding;
+// GPT-2's 50257 becomes 50304 at tp 1, 51200 at tp 8), so each rank's shard is a multiple
+// of 128 rows: ceil(V / (128 tp)) x 128. The padded rows are computed and stored like the
+// others; model FLOPs (MFU) count the true V.
+I vocab_shard_rows(const ModelArch& arch, int tp) {
+  const I multiple = I{128} * tp;
+  return (arch.vocab + multiple - 1) / multiple * 128;
+}
+
 LayerOps embedding_ops(const ModelArch& arch, const ShardSpec& shard) {
   const Local l = make_local(arch, shard);
   const double e = l.e;
@@ -439,10 +449,10 @@ LayerOps embedding_ops(const ModelArch& arch, const ShardSpec& shard) {
   // e per element), scatter-adds the token gradients into it (reads [T, h] and the ids,
   // writes the rows of this shard's T/tp tokens on average), then the hook reads it and
   // the fp32 main_grad and writes main_grad (read e + 4, write 4 per element).
-  const double table = d((arch.vocab + l.tp - 1) / l.tp) * h;
+  const double table = d(vocab_shard_rows(arch, l.tp)) * h;
   out.bwd_weight.push_back(op_step(memory_op("embed", full + t * 8.0 + table * (e + 4.0),
                                              table * (e + 4.0) + t * h * e / l.tp)));
-  out.param_count = d(arch.vocab) * h / l.tp + d(arch.max_positions) * h;
+  out.param_count = table + d(arch.max_positions) * h;
   out.grad_bytes_fp32 = 4.0 * out.param_count;
   return out;
 }
@@ -453,8 +463,7 @@ LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard) {
   const double h = d(arch.hidden);
   const double tn = d(l.norm_tokens);
   const double full = d(l.tokens) * h * e;
-  // Megatron pads the vocabulary to a multiple of tp; the shard is ceil(V / tp).
-  const I vocab_local = (arch.vocab + l.tp - 1) / l.tp;
+  const I vocab_local = vocab_shard_rows(arch, l.tp);
   const Linear logits{"logits", l.tokens, arch.hidden, vocab_local, 1};
   const double lg = d(l.tokens) * d(vocab_local);
   LayerOps out;
@@ -502,9 +511,8 @@ double model_flops_per_sequence(const ModelArch& arch, std::int64_t seq_len) {
       if (s.op.kind == OpKind::kAttention) fwd += 2.0 * s.op.flops;
     }
   }
-  for (const Step& s : logits_loss_ops(a, one).fwd) {
-    if (!s.is_comm) fwd += s.op.flops;
-  }
+  // Logits: 2shV with the true vocabulary (Korthikanti 2022 eq. 7), not the padded shard.
+  fwd += 2.0 * d(seq_len) * d(a.hidden) * d(a.vocab);
   return 3.0 * fwd;
 }
 

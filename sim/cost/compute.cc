@@ -84,6 +84,21 @@ const GemmPoint* table_match(const GemmShape& g, const ComputeParams& c) {
   return best;
 }
 
+// Tensor-core GEMMs want every leading (contiguous) dimension a multiple of 16 bytes of the
+// dtype (NVIDIA's matrix-multiplication performance guide: 8 fp16/bf16 elements, 16 fp8);
+// otherwise cuBLAS falls back to slower kernels. With row-major operands, C[m,n] =
+// op(A)[m,k] op(B)[k,n]: NN and NT lead with k (A) and n (B^T stores [n,k] with k leading;
+// C leads with n), TN with m (A^T stores [k,m]) and n, TT with all three. So the token
+// dimension — m of a forward or input-gradient GEMM, k of a weight gradient — never needs
+// it. Measured on H100 (stas00, SwiGLU MLP at d_hidden 4096): d_ff 10922 (= 2 mod 8) ran at
+// 272.7 TFLOP/s, the aligned sizes around it at 395-398.
+bool aligned(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype, GemmLayout layout) {
+  const std::int64_t elems = std::max<std::int64_t>(1, 16 / dtype_bytes(dtype));
+  const bool m_leads = layout == GemmLayout::kTN || layout == GemmLayout::kTT;
+  const bool k_leads = layout != GemmLayout::kTN;
+  return n % elems == 0 && (!m_leads || m % elems == 0) && (!k_leads || k % elems == 0);
+}
+
 double attention_efficiency(const AttentionShape& a, const ComputeParams& c) {
   double s = static_cast<double>(a.seq_kv > 0 ? a.seq_kv : a.seq_q);
   if (a.causal && a.seq_q == a.seq_kv) s *= 0.5;
@@ -105,14 +120,22 @@ double memory_time_s(double bytes, const HwProfile& hw) {
 double gemm_efficiency(const GemmShape& g, const HwProfile& hw) {
   const ComputeParams& c = hw.compute;
   const double peak = peak_flop_per_s(g.dtype, hw);
-  if (const GemmPoint* p = table_match(g, c)) return p->flop_per_s / peak;
+  const bool shape_aligned = aligned(g.m, g.n, g.k, g.dtype, g.layout);
+  if (const GemmPoint* p = table_match(g, c)) {
+    // A measured point stands for shapes like it; an aligned point does not vouch for an
+    // unaligned shape (points carry no layout: taken as the query's).
+    const double e = p->flop_per_s / peak;
+    const bool point_aligned = aligned(p->m, p->n, p->k, p->dtype, g.layout);
+    return !shape_aligned && point_aligned ? e * c.gemm_unaligned_eff : e;
+  }
   const bool fp8 = g.dtype == DType::kFp8 && has_peak(DType::kFp8, hw);
   const double ceiling = fp8 ? c.fp8_max_eff : c.gemm_max_eff;
   const double big_m = static_cast<double>(std::max<std::int64_t>(g.batch, 1)) *
                        static_cast<double>(std::max<std::int64_t>(g.m, 1));
   const double shape = ceiling * saturation(big_m, c.gemm_half_m) *
                        saturation(static_cast<double>(std::max<std::int64_t>(g.n, 1)), c.gemm_half_n) *
-                       saturation(static_cast<double>(std::max<std::int64_t>(g.k, 1)), c.gemm_half_k);
+                       saturation(static_cast<double>(std::max<std::int64_t>(g.k, 1)), c.gemm_half_k) *
+                       (shape_aligned ? 1.0 : c.gemm_unaligned_eff);
   const double flops = gemm_flops(g);
   if (flops <= 0 || c.gemm_fixed_time_s <= 0) return shape;
   const double t_kernel = flops / (peak * shape) + c.gemm_fixed_time_s;

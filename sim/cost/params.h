@@ -52,6 +52,11 @@ struct ComputeParams {
   //   t_kernel = flops / (peak * eff(m,n,k)) + gemm_fixed_time_s   (sim/cost/compute.cc).
   // YAML: compute.gemm.fixed_time (a time). 0: none.
   double gemm_fixed_time_s = 0;
+  // Efficiency factor of a GEMM with a leading dimension that is not a multiple of 16 bytes
+  // of its dtype (8 bf16/fp16 elements, 16 fp8, 4 fp32): cuBLAS cannot use its aligned
+  // tensor-core kernels (sim/cost/compute.cc says which dimensions lead per layout).
+  // YAML: compute.gemm.unaligned_efficiency (a fraction). 1: no penalty.
+  double gemm_unaligned_eff = 1.0;
   // Attention (flash) efficiency of the bf16 peak, forward and backward, and the sequence
   // length at which it reaches half of it.
   double attn_fwd_eff = 0.6, attn_bwd_eff = 0.5, attn_half_seq = 256;

@@ -1,10 +1,11 @@
 // Per-layer ops: FLOPs against Korthikanti / Narayanan closed forms, Megatron op order and
 // communication points, and properties over random shapes.
-#include <gtest/gtest.h>
-
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "model/arch.h"
 #include "model/error.h"
@@ -240,6 +241,29 @@ TEST(Workload, ContextParallelSplitsTokensAndAttention) {
   EXPECT_EQ(at.attn.seq_kv, 8192);
   EXPECT_DOUBLE_EQ(total_flops(cp4) * 4, total_flops(full));
   EXPECT_EQ(find_op(cp4.fwd, "qkv").gemm.m, 2048);
+}
+
+// Megatron pads the vocabulary to a multiple of 128 x tp (make_vocab_size_divisible_by):
+// each rank holds ceil(V / (128 t)) x 128 rows, computes and stores them; model FLOPs keep
+// the true V. GPT-2's 50257: 50304 rows at t = 1, 6400 at t = 8 (51200 / 8); Llama 3's
+// 128256 at t = 8: 16128 (129024 / 8); 131072 is already a multiple (16384 at t = 8).
+TEST(Workload, VocabularyIsPaddedAsMegatronDoes) {
+  ModelArch a = small_gpt();
+  for (const auto& [vocab, t, rows] : std::vector<std::tuple<std::int64_t, int, std::int64_t>>{
+           {50257, 1, 50304}, {50257, 8, 6400}, {128256, 8, 16128}, {131072, 8, 16384},
+           {51200, 4, 12800}}) {
+    a.vocab = vocab;
+    const LayerOps o = logits_loss_ops(a, shard(2, 1024, t, t > 1));
+    EXPECT_EQ(find_op(o.fwd, "logits").gemm.n, rows) << vocab << " t" << t;
+    const LayerOps e = embedding_ops(a, shard(2, 1024, t, t > 1));
+    EXPECT_DOUBLE_EQ(e.param_count, static_cast<double>(rows) * 1024 + 2048 * 1024) << vocab;
+  }
+  // MFU's model FLOPs: the logits term is 2shV with V = 50257, not the padded 50304.
+  a.vocab = 50257;
+  ModelArch b = a;
+  b.vocab = 50304;
+  EXPECT_DOUBLE_EQ(model_flops_per_sequence(b, 1024) - model_flops_per_sequence(a, 1024),
+                   3.0 * 2 * 1024 * 1024 * (50304 - 50257));
 }
 
 TEST(Workload, LogitsAndEmbedding) {

@@ -160,6 +160,10 @@ TEST(Profiles, SectionsOfTheCostModelAreStrict) {
   one("compute: {gemm: {max_efficiency: 1.5}}", "compute.gemm.max_efficiency",
       "expected a number in [0, 1], got 1.5");
   one("compute: {launch_overhead: 4}", "compute.launch_overhead", "bare number");
+  one("compute: {gemm: {unaligned_efficiency: 0}}", "compute.gemm.unaligned_efficiency",
+      "got 0");  // 0 would make unaligned GEMMs take forever
+  one("compute: {gemm: {unaligned_efficiency: 1.2}}", "compute.gemm.unaligned_efficiency",
+      "got 1.2");
   one("compute: {gemm: {max_efficency: 0.8}}", "compute.gemm.max_efficency", "did you mean 'max_efficiency'?");
   one("collectives: {nic_busbw: 48 Gb}", "collectives.nic_busbw", "unknown unit \"Gb\"");
   one("collectives: {intra_ring_busbw: 0 GB/s}", "collectives.intra_ring_busbw",
