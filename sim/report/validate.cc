@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -164,6 +165,18 @@ ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOp
   return rep;
 }
 
+namespace {
+// Cases whose absolute step-time error is at most 5% and at most 10%.
+std::pair<int, int> cases_within(const ValidationReport& r) {
+  int within5 = 0, within10 = 0;
+  for (const auto& c : r.cases) {
+    within5 += std::fabs(c.error) <= 0.05;
+    within10 += std::fabs(c.error) <= 0.10;
+  }
+  return {within5, within10};
+}
+}  // namespace
+
 std::string render_validation(const ValidationReport& r) {
   std::string o;
   o += fmt::format("{:<40} {:>10} {:>10} {:>8}  {:>8} {:>8} {:>8} {:>8} {:>8}  {:>16}\n", "case",
@@ -182,6 +195,12 @@ std::string render_validation(const ValidationReport& r) {
   }
   o += fmt::format("\nMAPE {:.2f}% over {} cases; worst {} ({:.2f}%)\n", 100 * r.mape,
                    r.cases.size(), r.worst_id, 100 * r.worst_abs_error);
+  const auto [within5, within10] = cases_within(r);
+  std::string worse;
+  for (const auto& c : r.cases)
+    if (std::fabs(c.error) > 0.10) worse += (worse.empty() ? "" : ", ") + c.id;
+  o += fmt::format("within 5%: {} cases; within 10%: {}; worse than 10%: {}\n", within5,
+                   within10, worse.empty() ? "none" : worse);
   if (r.memory_cases > 0) {
     o += fmt::format("memory: mean absolute error {:.2f}% over {} cases with published figures\n",
                      100 * r.memory_mape, r.memory_cases);
@@ -195,6 +214,9 @@ nlohmann::json validation_to_json(const ValidationReport& r) {
   j["mape"] = r.mape;
   j["worst_case"] = r.worst_id;
   j["worst_abs_error"] = r.worst_abs_error;
+  const auto [within5, within10] = cases_within(r);
+  j["cases_within_5pct"] = within5;
+  j["cases_within_10pct"] = within10;
   j["memory_mape"] = r.memory_mape;
   j["cases"] = nlohmann::json::array();
   for (const auto& c : r.cases) {

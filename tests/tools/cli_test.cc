@@ -324,6 +324,17 @@ TEST(Cli, ValidateLimitsFailTheRunAndNameTheCases) {
   r = stepcast(base + " --max-error " + pct(e1 - 0.01));
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+  // The table's summary counts the cases within 5% and 10% and names those beyond: the
+  // 1.7B (0.37 s against 1 s) always; the 22B (about 1.07 s) by its JSON error.
+  r = stepcast(base);
+  ASSERT_EQ(r.code, 0);
+  const int w5 = (e0 <= 5) + (e1 <= 5), w10 = (e0 <= 10) + (e1 <= 10);
+  EXPECT_EQ(j["cases_within_5pct"].get<int>(), w5);
+  EXPECT_EQ(j["cases_within_10pct"].get<int>(), w10);
+  EXPECT_NE(r.out.find("within 5%: " + std::to_string(w5) + " cases; within 10%: " +
+                       std::to_string(w10) + "; worse than 10%: mcore-h100-1.7B"),
+            std::string::npos)
+      << r.out;
   r = stepcast("validate a.json b.json --max-error 5");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "stepcast: --max-error: applies to --cases only\n");
