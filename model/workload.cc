@@ -133,6 +133,20 @@ Step comm_step(CommPointKind kind, double bytes, std::string name) {
   return s;
 }
 
+// Sequence parallel backward of the column-parallel linear `gemm`: its [T, h] input is
+// all-gathered again for the weight gradient, issued just before the input-gradient GEMM
+// (which does not wait for it). Inserted before the first op of that name in `steps`.
+void insert_wgrad_gather(std::vector<Step>& steps, const std::string& gemm, double bytes) {
+  Step g = comm_step(CommPointKind::kTpGather, bytes, gemm + ".in.wgrad");
+  g.comm.feeds_wgrad = gemm;
+  for (auto it = steps.begin(); it != steps.end(); ++it)
+    if (!it->is_comm && it->op.kind == OpKind::kGemm && it->op.name == gemm) {
+      steps.insert(it, std::move(g));
+      return;
+    }
+  STEPCAST_CHECK(false, "insert_wgrad_gather: no GEMM " + gemm);
+}
+
 // C[m,n] = A[m,k] B[k,n], `batch` times: 2mnk FLOPs each; reads A and B in the GEMM dtype,
 // writes C in the activation dtype.
 Op gemm(std::string name, I m, I n, I k, I batch, const Local& l, GemmLayout layout) {
@@ -217,6 +231,7 @@ Block dense_block(const ModelArch& a, const Local& l) {
   if (l.sp) rev.push_back(comm_step(CommPointKind::kTpGather, full, "mlp.out"));
   if (l.tp > 1) blk.fwd.push_back(comm_step(CommPointKind::kTpReduce, full, "mlp.out"));
   blk.bwd_input.assign(rev.rbegin(), rev.rend());
+  if (l.sp) insert_wgrad_gather(blk.bwd_input, "fc1", full);
   return blk;
 }
 
@@ -400,6 +415,7 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   bi.push_back(op_step(qkv.dgrad(l)));
   if (l.tp > 1) bi.push_back(comm_step(CommPointKind::kTpReduce, full, "attn.in"));
   bi.push_back(op_step(memory_op("ln1", 3 * tn * h * e, tn * h * e)));
+  if (l.sp) insert_wgrad_gather(bi, "qkv", full);
 
   // ---- backward, weight gradients (GEMMs only; norm/bias gradients are negligible)
   auto& bw = out.bwd_weight;
@@ -488,6 +504,7 @@ LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard) {
   out.bwd_input.push_back(op_step(logits.dgrad(l)));
   if (l.tp > 1) out.bwd_input.push_back(comm_step(CommPointKind::kTpReduce, full, "logits.in"));
   out.bwd_input.push_back(op_step(memory_op("final_ln", 3 * tn * h * e, tn * h * e)));
+  if (l.sp) insert_wgrad_gather(out.bwd_input, "logits", full);
   out.bwd_weight.push_back(op_step(logits.wgrad(l)));
   // The output weight (tied: Megatron's copy of the word embedding) and the final norm.
   out.param_count = d(vocab_local) * h + d(arch.norm_params());

@@ -72,6 +72,12 @@ struct CommPoint {
   CommPointKind kind;
   double bytes = 0;
   std::string name;  // "attn.out", "mlp.out", "moe.dispatch", ...
+  // Non-empty: the collective's result feeds only this GEMM's weight gradient (the op of
+  // that name in bwd_weight), not the next op. Sequence parallelism keeps a column-parallel
+  // linear's input sharded and all-gathers it again in backward for the weight gradient,
+  // overlapped with the input-gradient GEMM (Megatron LinearWithGradAccumulationAndAsync
+  // Communication.backward; Transformer Engine's Linear/LayerNormLinear likewise).
+  std::string feeds_wgrad;
 };
 
 // One entry of an ordered op sequence: either an op or a communication point.

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -382,6 +383,15 @@ class Lowerer {
     int prev_compute = -1;     // the compute task before last_compute
     std::vector<int> pending;  // comm tasks the next compute task waits for
     std::vector<int> after_next;  // comm tasks the compute task after the next waits for
+    // Gathered inputs a weight-gradient GEMM waits for (CommPoint::feeds_wgrad), by unit,
+    // microbatch and GEMM name: the collective and its buffer; consumed (and the buffer
+    // freed) when that GEMM is emitted.
+    struct WgradInput {
+      int collective = -1;
+      double bytes = 0;
+      std::string what;
+    };
+    std::map<std::tuple<const Unit*, int, std::string>, WgradInput> wgrad_inputs;
   };
 
   int add(Emit& e, Task&& t) { return add_task(e.rp, std::move(t)); }
@@ -473,6 +483,17 @@ class Lowerer {
     }
     std::vector<int> deps;
     if (e.last_compute >= 0) deps.push_back(e.last_compute);
+    if (!cp.feeds_wgrad.empty()) {
+      // Runs alongside the input-gradient GEMM that follows (Megatron issues it async before
+      // that GEMM; TE's userbuffers overlap it in bulk): only the weight gradient waits. The
+      // gathered copy lives until that weight gradient is done.
+      std::string label = make_label(prefix, u.name, cp.name, mb);
+      emit_mem(e, TaskKind::kAlloc, cp.bytes, label, phase, u.layer, mb, chunk, stream, deps);
+      const int id = emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase, label,
+                                     u.layer, mb, chunk, std::move(deps));
+      e.wgrad_inputs[{&u, mb, cp.feeds_wgrad}] = {id, cp.bytes, std::move(label)};
+      return;
+    }
     if (par_.overlap_tp_comm && gk == GroupKind::kTp && op != CollOp::kAllReduce) {
       // TP communication overlap (Transformer Engine userbuffers): the collective runs in
       // tp chunks pipelined with the adjacent GEMM, so only one chunk is exposed.
@@ -607,7 +628,17 @@ class Lowerer {
       } else if (st.op.kind == OpKind::kAttention && par_.cp > 1) {
         emit_cp_attention(e, st.op, phase, cat, prefix, u, mb, chunk, pass);
       } else {
-        emit_compute(e, st.op, phase, cat, prefix, u, mb, chunk);
+        auto it = phase == Phase::kBwdWeight && !e.wgrad_inputs.empty()
+                      ? e.wgrad_inputs.find({&u, mb, st.op.name})
+                      : e.wgrad_inputs.end();
+        if (it == e.wgrad_inputs.end()) {
+          emit_compute(e, st.op, phase, cat, prefix, u, mb, chunk);
+        } else {
+          emit_compute(e, st.op, phase, cat, prefix, u, mb, chunk, {it->second.collective});
+          emit_mem(e, TaskKind::kFree, it->second.bytes, std::move(it->second.what), phase,
+                   u.layer, mb, chunk);
+          e.wgrad_inputs.erase(it);
+        }
       }
     }
   }

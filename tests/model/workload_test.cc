@@ -148,10 +148,21 @@ TEST(Workload, MegatronOrderWithSequenceParallel) {
                                         "R:attn.out", "ln2", "G:mlp.in", "fc1", "act", "fc2",
                                         "R:mlp.out", "residual"};
   EXPECT_EQ(names(o.fwd), fwd);
-  const std::vector<std::string> bwd = {"residual", "G:mlp.out", "fc2", "act", "fc1",
-                                        "R:mlp.in", "ln2", "G:attn.out", "proj", "attn", "qkv",
+  // Sequence parallel backward re-gathers the inputs of the column-parallel fc1 and qkv for
+  // their weight gradients, issued before their input-gradient GEMMs (feeds_wgrad: only the
+  // weight gradient of that GEMM waits for it).
+  const std::vector<std::string> bwd = {"residual", "G:mlp.out", "fc2", "act",
+                                        "G:fc1.in.wgrad", "fc1", "R:mlp.in", "ln2",
+                                        "G:attn.out", "proj", "attn", "G:qkv.in.wgrad", "qkv",
                                         "R:attn.in", "ln1"};
   EXPECT_EQ(names(o.bwd_input), bwd);
+  for (const Step& s : o.bwd_input) {
+    if (!s.is_comm) continue;
+    EXPECT_EQ(s.comm.feeds_wgrad, s.comm.name == "fc1.in.wgrad"   ? "fc1"
+                                  : s.comm.name == "qkv.in.wgrad" ? "qkv"
+                                                                  : "")
+        << s.comm.name;
+  }
   const std::vector<std::string> bw = {"fc2", "fc1", "proj", "qkv"};
   EXPECT_EQ(names(o.bwd_weight), bw);
   // Comm points carry the full [b*s, h] bf16 tensor: 2048 * 1024 * 2 bytes.
@@ -293,7 +304,8 @@ TEST(Workload, LogitsAndEmbedding) {
   const LayerOps sp = logits_loss_ops(a, shard(2, 1024, 4, true));
   const std::vector<std::string> fwd = {"final_ln", "G:logits.in", "logits", "softmax_ce"};
   EXPECT_EQ(names(sp.fwd), fwd);
-  const std::vector<std::string> bwd = {"softmax_ce", "logits", "R:logits.in", "final_ln"};
+  const std::vector<std::string> bwd = {"softmax_ce", "G:logits.in.wgrad", "logits",
+                                        "R:logits.in", "final_ln"};
   EXPECT_EQ(names(sp.bwd_input), bwd);
 
   const LayerOps e = embedding_ops(a, shard(2, 1024, 4, true));
@@ -365,8 +377,8 @@ TEST(Workload, MoeExpertParallelOrderAndTokens) {
   EXPECT_EQ(names(o.fwd), fwd);
   const std::vector<std::string> bwd = {
       "residual", "moe.unpermute", "D:moe.dispatch", "moe.fc2", "moe.act", "moe.fc1",
-      "C:moe.combine", "moe.permute", "router", "ln2", "G:attn.out", "proj", "attn", "qkv",
-      "R:attn.in", "ln1"};
+      "C:moe.combine", "moe.permute", "router", "ln2", "G:attn.out", "proj", "attn",
+      "G:qkv.in.wgrad", "qkv", "R:attn.in", "ln1"};
   EXPECT_EQ(names(o.bwd_input), bwd);
   const Op& fc1 = find_op(o.fwd, "moe.fc1");
   EXPECT_EQ(fc1.gemm.batch, 2);

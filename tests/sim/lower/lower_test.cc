@@ -521,7 +521,9 @@ TEST(Lower, ContextParallelGradientsSyncOverDpTimesCp) {
 
 TEST(Lower, TpCollectivesPerLayer) {
   // Megatron TP: per layer 2 allreduces forward (attention out, MLP out) and 2 backward (the
-  // inputs of QKV and fc1); sequence parallel turns each into reduce-scatter + allgather.
+  // inputs of QKV and fc1); sequence parallel turns each into reduce-scatter + allgather,
+  // and its backward all-gathers the inputs of QKV and fc1 again for their weight
+  // gradients: 4 forward, 6 backward.
   for (bool sp : {false, true}) {
     Plan p;
     p.tp = 2;
@@ -534,8 +536,45 @@ TEST(Lower, TpCollectivesPerLayer) {
         ++per[{t.layer, t.phase}];
     for (int l = 0; l < 8; ++l) {
       EXPECT_EQ((per[{l, Phase::kFwd}]), sp ? 4 : 2) << "layer " << l;
-      EXPECT_EQ((per[{l, Phase::kBwdInput}]), sp ? 4 : 2) << "layer " << l;
+      EXPECT_EQ((per[{l, Phase::kBwdInput}]), sp ? 6 : 2) << "layer " << l;
     }
+  }
+}
+
+// The re-gather of a column-parallel input under sequence parallelism feeds only that
+// GEMM's weight gradient: the qkv, fc1 and logits input-gradient GEMMs do not wait for it, their
+// weight-gradient GEMMs do (directly), for every layer and microbatch; with and without TP
+// communication overlap, and with the ZB-H1 split of the weight pass (it waits as well).
+TEST(Lower, SequenceParallelWgradGatherFeedsOnlyTheWeightGradient) {
+  for (int variant = 0; variant < 3; ++variant) {
+    Plan p;
+    p.tp = 2;
+    p.sp = true;
+    p.pp = variant == 2 ? 2 : 1;
+    p.overlap_tp = variant == 1;
+    if (variant == 2) p.schedule = Schedule::kZbH1;
+    const Program prog = lower(make_scenario(tiny_gpt(), p));
+    const auto& tasks = prog.ranks[0].tasks;
+    int gathers = 0;
+    for (const Task& g : tasks) {
+      if (g.kind != TaskKind::kCollective || g.label.find(".in.wgrad") == std::string::npos) continue;
+      ++gathers;
+      EXPECT_EQ(g.coll, CollOp::kAllGather);
+      // The GEMM it feeds: the label's word before ".in.wgrad" (qkv, fc1, logits).
+      const size_t end = g.label.find(".in.wgrad"), begin = g.label.rfind('.', end - 1) + 1;
+      const std::string gemm = g.label.substr(begin, end - begin);
+      int waiting = 0;
+      for (const Task& t : tasks) {
+        if (t.kind != TaskKind::kGemm || t.layer != g.layer || t.microbatch != g.microbatch ||
+            t.label.find("." + gemm + ".") == std::string::npos)
+          continue;
+        const bool waits = std::find(t.deps.begin(), t.deps.end(), g.id) != t.deps.end();
+        EXPECT_EQ(waits, t.phase == Phase::kBwdWeight) << t.label << " / " << g.label;
+        waiting += waits;
+      }
+      EXPECT_EQ(waiting, 1) << g.label;
+    }
+    EXPECT_GT(gathers, 0) << variant;
   }
 }
 
