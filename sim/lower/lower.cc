@@ -383,15 +383,9 @@ class Lowerer {
     int prev_compute = -1;     // the compute task before last_compute
     std::vector<int> pending;  // comm tasks the next compute task waits for
     std::vector<int> after_next;  // comm tasks the compute task after the next waits for
-    // Gathered inputs a weight-gradient GEMM waits for (CommPoint::feeds_wgrad), by unit,
-    // microbatch and GEMM name: the collective and its buffer; consumed (and the buffer
-    // freed) when that GEMM is emitted.
-    struct WgradInput {
-      int collective = -1;
-      double bytes = 0;
-      std::string what;
-    };
-    std::map<std::tuple<const Unit*, int, std::string>, WgradInput> wgrad_inputs;
+    // Collectives a weight-gradient GEMM waits for (CommPoint::feeds_wgrad), by unit,
+    // microbatch and GEMM name; consumed when that GEMM is emitted.
+    std::map<std::tuple<const Unit*, int, std::string>, int> wgrad_inputs;
   };
 
   int add(Emit& e, Task&& t) { return add_task(e.rp, std::move(t)); }
@@ -485,13 +479,14 @@ class Lowerer {
     if (e.last_compute >= 0) deps.push_back(e.last_compute);
     if (!cp.feeds_wgrad.empty()) {
       // Runs alongside the input-gradient GEMM that follows (Megatron issues it async before
-      // that GEMM; TE's userbuffers overlap it in bulk): only the weight gradient waits. The
-      // gathered copy lives until that weight gradient is done.
-      std::string label = make_label(prefix, u.name, cp.name, mb);
-      emit_mem(e, TaskKind::kAlloc, cp.bytes, label, phase, u.layer, mb, chunk, stream, deps);
-      const int id = emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase, label,
-                                     u.layer, mb, chunk, std::move(deps));
-      e.wgrad_inputs[{&u, mb, cp.feeds_wgrad}] = {id, cp.bytes, std::move(label)};
+      // that GEMM; TE's userbuffers overlap it in bulk): only the weight gradient waits. Its
+      // gathered [T, h] copy is transient, like the forward's gathered GEMM inputs, and is not
+      // allocated: one at a time in Megatron (each linear's weight gradient follows its input
+      // gradient), about half of one layer's stored activations.
+      e.wgrad_inputs[{&u, mb, cp.feeds_wgrad}] =
+          emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase,
+                          make_label(prefix, u.name, cp.name, mb), u.layer, mb, chunk,
+                          std::move(deps));
       return;
     }
     if (par_.overlap_tp_comm && gk == GroupKind::kTp && op != CollOp::kAllReduce) {
@@ -634,9 +629,7 @@ class Lowerer {
         if (it == e.wgrad_inputs.end()) {
           emit_compute(e, st.op, phase, cat, prefix, u, mb, chunk);
         } else {
-          emit_compute(e, st.op, phase, cat, prefix, u, mb, chunk, {it->second.collective});
-          emit_mem(e, TaskKind::kFree, it->second.bytes, std::move(it->second.what), phase,
-                   u.layer, mb, chunk);
+          emit_compute(e, st.op, phase, cat, prefix, u, mb, chunk, {it->second});
           e.wgrad_inputs.erase(it);
         }
       }
