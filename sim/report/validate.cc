@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -175,6 +176,19 @@ std::pair<int, int> cases_within(const ValidationReport& r) {
   }
   return {within5, within10};
 }
+
+// Mean absolute error and case count per hardware profile (each profile has its own
+// sustained clock, fitted or assumed), by profile name.
+std::map<std::string, std::pair<double, int>> mape_by_profile(const ValidationReport& r) {
+  std::map<std::string, std::pair<double, int>> out;
+  for (const auto& c : r.cases) {
+    auto& [sum, n] = out[c.result.profile_name];
+    sum += std::fabs(c.error);
+    ++n;
+  }
+  for (auto& [name, sn] : out) sn.first /= sn.second;
+  return out;
+}
 }  // namespace
 
 std::string render_validation(const ValidationReport& r) {
@@ -201,6 +215,14 @@ std::string render_validation(const ValidationReport& r) {
     if (std::fabs(c.error) > 0.10) worse += (worse.empty() ? "" : ", ") + c.id;
   o += fmt::format("within 5%: {} cases; within 10%: {}; worse than 10%: {}\n", within5,
                    within10, worse.empty() ? "none" : worse);
+  const auto by_profile = mape_by_profile(r);
+  if (by_profile.size() > 1) {
+    std::string parts;
+    for (const auto& [name, mn] : by_profile)
+      parts += fmt::format("{}{} {:.2f}% over {}", parts.empty() ? "" : ", ", name,
+                           100 * mn.first, mn.second);
+    o += "MAPE by profile: " + parts + "\n";
+  }
   if (r.memory_cases > 0) {
     o += fmt::format("memory: mean absolute error {:.2f}% over {} cases with published figures\n",
                      100 * r.memory_mape, r.memory_cases);
@@ -217,6 +239,9 @@ nlohmann::json validation_to_json(const ValidationReport& r) {
   const auto [within5, within10] = cases_within(r);
   j["cases_within_5pct"] = within5;
   j["cases_within_10pct"] = within10;
+  j["mape_by_profile"] = nlohmann::json::object();
+  for (const auto& [name, mn] : mape_by_profile(r))
+    j["mape_by_profile"][name] = {{"mape", mn.first}, {"cases", mn.second}};
   j["memory_mape"] = r.memory_mape;
   j["cases"] = nlohmann::json::array();
   for (const auto& c : r.cases) {

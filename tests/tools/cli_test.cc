@@ -335,6 +335,11 @@ TEST(Cli, ValidateLimitsFailTheRunAndNameTheCases) {
                        std::to_string(w10) + "; worse than 10%: mcore-h100-1.7B"),
             std::string::npos)
       << r.out;
+  // One case per profile: each profile's MAPE is its case's error.
+  EXPECT_NEAR(100 * j["mape_by_profile"]["h100-sxm"]["mape"].get<double>(), e0, 1e-9);
+  EXPECT_NEAR(100 * j["mape_by_profile"]["a100-80g-sxm"]["mape"].get<double>(), e1, 1e-9);
+  EXPECT_EQ(j["mape_by_profile"]["h100-sxm"]["cases"].get<int>(), 1);
+  EXPECT_NE(r.out.find("MAPE by profile: a100-80g-sxm "), std::string::npos) << r.out;
   r = stepcast("validate a.json b.json --max-error 5");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "stepcast: --max-error: applies to --cases only\n");
