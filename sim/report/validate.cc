@@ -4,10 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <set>
 #include <sstream>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -154,42 +152,25 @@ ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOp
       ++rep.memory_cases;
     }
     o.result = std::move(result);
-    sum += std::fabs(o.error);
-    if (std::fabs(o.error) > rep.worst_abs_error || rep.worst_id.empty()) {
-      rep.worst_abs_error = std::fabs(o.error);
+    const double abs_error = std::fabs(o.error);
+    sum += abs_error;
+    rep.within_5pct += abs_error <= 0.05;
+    rep.within_10pct += abs_error <= 0.10;
+    if (abs_error > 0.10) rep.over_10pct.push_back(o.id);
+    auto& [profile_sum, profile_cases] = rep.mape_by_profile[o.result.profile_name];
+    profile_sum += abs_error;
+    ++profile_cases;
+    if (abs_error > rep.worst_abs_error || rep.worst_id.empty()) {
+      rep.worst_abs_error = abs_error;
       rep.worst_id = o.id;
     }
     rep.cases.push_back(std::move(o));
   }
   if (!rep.cases.empty()) rep.mape = sum / static_cast<double>(rep.cases.size());
   if (rep.memory_cases > 0) rep.memory_mape = mem_sum / rep.memory_cases;
+  for (auto& [name, sn] : rep.mape_by_profile) sn.first /= sn.second;
   return rep;
 }
-
-namespace {
-// Cases whose absolute step-time error is at most 5% and at most 10%.
-std::pair<int, int> cases_within(const ValidationReport& r) {
-  int within5 = 0, within10 = 0;
-  for (const auto& c : r.cases) {
-    within5 += std::fabs(c.error) <= 0.05;
-    within10 += std::fabs(c.error) <= 0.10;
-  }
-  return {within5, within10};
-}
-
-// Mean absolute error and case count per hardware profile (each profile has its own
-// sustained clock, fitted or assumed), by profile name.
-std::map<std::string, std::pair<double, int>> mape_by_profile(const ValidationReport& r) {
-  std::map<std::string, std::pair<double, int>> out;
-  for (const auto& c : r.cases) {
-    auto& [sum, n] = out[c.result.profile_name];
-    sum += std::fabs(c.error);
-    ++n;
-  }
-  for (auto& [name, sn] : out) sn.first /= sn.second;
-  return out;
-}
-}  // namespace
 
 std::string render_validation(const ValidationReport& r) {
   std::string o;
@@ -209,16 +190,13 @@ std::string render_validation(const ValidationReport& r) {
   }
   o += fmt::format("\nMAPE {:.2f}% over {} cases; worst {} ({:.2f}%)\n", 100 * r.mape,
                    r.cases.size(), r.worst_id, 100 * r.worst_abs_error);
-  const auto [within5, within10] = cases_within(r);
   std::string worse;
-  for (const auto& c : r.cases)
-    if (std::fabs(c.error) > 0.10) worse += (worse.empty() ? "" : ", ") + c.id;
-  o += fmt::format("within 5%: {} cases; within 10%: {}; worse than 10%: {}\n", within5,
-                   within10, worse.empty() ? "none" : worse);
-  const auto by_profile = mape_by_profile(r);
-  if (by_profile.size() > 1) {
+  for (const std::string& id : r.over_10pct) worse += (worse.empty() ? "" : ", ") + id;
+  o += fmt::format("within 5%: {} cases; within 10%: {}; worse than 10%: {}\n", r.within_5pct,
+                   r.within_10pct, worse.empty() ? "none" : worse);
+  if (r.mape_by_profile.size() > 1) {
     std::string parts;
-    for (const auto& [name, mn] : by_profile)
+    for (const auto& [name, mn] : r.mape_by_profile)
       parts += fmt::format("{}{} {:.2f}% over {}", parts.empty() ? "" : ", ", name,
                            100 * mn.first, mn.second);
     o += "MAPE by profile: " + parts + "\n";
@@ -236,11 +214,10 @@ nlohmann::json validation_to_json(const ValidationReport& r) {
   j["mape"] = r.mape;
   j["worst_case"] = r.worst_id;
   j["worst_abs_error"] = r.worst_abs_error;
-  const auto [within5, within10] = cases_within(r);
-  j["cases_within_5pct"] = within5;
-  j["cases_within_10pct"] = within10;
+  j["cases_within_5pct"] = r.within_5pct;
+  j["cases_within_10pct"] = r.within_10pct;
   j["mape_by_profile"] = nlohmann::json::object();
-  for (const auto& [name, mn] : mape_by_profile(r))
+  for (const auto& [name, mn] : r.mape_by_profile)
     j["mape_by_profile"][name] = {{"mape", mn.first}, {"cases", mn.second}};
   j["memory_mape"] = r.memory_mape;
   j["cases"] = nlohmann::json::array();

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -61,6 +63,10 @@ struct ValidationReport {
   double worst_abs_error = 0;
   double memory_mape = 0;     // over cases with a published memory figure
   int memory_cases = 0;
+  int within_5pct = 0, within_10pct = 0;  // cases with |error| <= 5%, <= 10%
+  std::vector<std::string> over_10pct;    // ids of the cases with |error| > 10%
+  // Per hardware profile (each has its own sustained clock): mean |error| and case count.
+  std::map<std::string, std::pair<double, int>> mape_by_profile;
 };
 
 
