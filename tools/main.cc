@@ -81,7 +81,9 @@ int main(int argc, char** argv) {
   run->add_option("--trace-ranks", trace_ranks, "only these global ranks in the trace");
   run->add_option("--svg", svg_out, "write the pipeline schedule picture (SVG) here");
   run->add_option("--html", html_out, "write a self-contained HTML report here");
-  run->add_option("--fidelity", fidelity, "folded (default: symmetric ranks once) or full");
+  auto* run_fidelity = run->add_option(
+      "--fidelity", fidelity,
+      "folded (default: symmetric ranks once; full when the cluster has stragglers) or full");
 
   // lower
   std::string program_out;
@@ -202,6 +204,13 @@ int main(int argc, char** argv) {
       sc::RunOptions opt;
       opt.folded = parse_fidelity(fidelity);
       sc::Scenario s = sc::load_scenario(scenario);
+      if (run_fidelity->count() > 0 && opt.folded && !s.stragglers.empty()) {
+        const YAML::Mark m = s.source["cluster"]["stragglers"].Mark();
+        throw sc::InputError(sc::InputIssue{
+            s.file, m.line + 1, m.column + 1, "cluster.stragglers",
+            "a slow GPU or link breaks the symmetry --fidelity folded relies on: every rank is "
+            "simulated; leave out --fidelity folded (or give --fidelity full)"});
+      }
       opt.progress = terminal_progress("lower, simulate, report");
       sc::Prediction p = sc::predict(s, opt);
       std::cout << sc::render_text(p.result);

@@ -46,6 +46,19 @@ struct HwProfile {
   CollectiveParams collectives;
 };
 
+// How fast one GPU runs against its profile (scenario cluster.stragglers; DESIGN.md,
+// Engine: "slow one GPU or one link"): fractions of nominal speed in (0, 1].
+//   compute  every kernel on the GPU (GEMM, attention, memory-bound): time / compute;
+//   nic      its NIC's bandwidth: the bandwidth part of the transfers it makes across nodes;
+//   nvlink   its NVLink bandwidth: the bandwidth part of its transfers inside its node.
+struct GpuSpeed {
+  double compute = 1, nic = 1, nvlink = 1;
+  bool nominal() const { return compute == 1 && nic == 1 && nvlink == 1; }
+  bool operator==(const GpuSpeed&) const = default;
+};
+// Per global rank; empty when every GPU runs as its profile says.
+using GpuSpeeds = std::vector<GpuSpeed>;
+
 // Loads a profile by name (a file in `profiles_dir`, without .yaml) or by path, applies
 // `overrides` (a YAML mapping of dotted paths -> values, validated like the file itself;
 // an unknown path is an error) and validates everything. Throws InputError listing every

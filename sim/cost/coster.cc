@@ -2,6 +2,7 @@
 #include "sim/cost/coster.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <unordered_map>
 
@@ -33,7 +34,8 @@ struct CollKeyHash {
 
 }  // namespace
 
-std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupShape>& shapes) {
+std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupShape>& shapes,
+                                    const std::vector<bool>* own_row) {
   struct List {
     size_t rep;               // first rank seen with this list
     ListNames names;          // what the list names (filled when a second rank shares it)
@@ -48,7 +50,7 @@ std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupSha
   for (size_t r = 0; r < p.ranks.size(); ++r) {
     out[r] = r;
     const RankProgram& rp = p.ranks[r];
-    if (rp.tasks.empty()) continue;
+    if (rp.tasks.empty() || (own_row != nullptr && (*own_row)[r])) continue;
     auto [it, fresh] = lists.try_emplace(&rp.tasks[0], List{r, {}, false});
     List& l = it->second;
     if (fresh) continue;  // folded programs: every list is seen once, never scanned here
@@ -79,8 +81,9 @@ std::vector<GroupShape> group_shapes(const Program& p, const HwProfile& hw) {
 }
 
 Durations rows_per_cost_class(const Program& p, const std::vector<GroupShape>& shapes,
-                              const std::function<void(const RankProgram&, std::vector<TimeNs>&)>& fill) {
-  const std::vector<size_t> same = same_cost_ranks(p, shapes);
+                              const std::function<void(const RankProgram&, std::vector<TimeNs>&)>& fill,
+                              const std::vector<bool>* own_row) {
+  const std::vector<size_t> same = same_cost_ranks(p, shapes, own_row);
   Durations out(p.ranks.size());
   for (size_t r = 0; r < p.ranks.size(); ++r) {
     if (same[r] != r) {
@@ -106,49 +109,128 @@ TimeNs task_ns(double seconds, const Task& t) {
   return to_ns(seconds);
 }
 
-Durations task_durations(const Program& p, const HwProfile& hw) {
+namespace {
+
+constexpr double kRelStep = 1e-3;  // one-sided difference width for dt/dS
+
+// alpha = t(S) - S * dt/dS with dt/dS = (t(S) - t(S(1 - eps))) / (eps S).
+template <class F>
+double latency_by_difference(double bytes, F time_s) {
+  const double t = time_s(bytes);
+  if (!(bytes > 0)) return t;
+  const double lo = time_s(bytes * (1.0 - kRelStep));
+  return t - (t - lo) / kRelStep;
+}
+
+// alpha + (t - alpha) / f, alpha clamped to [0, t].
+double slowed_s(double t, double alpha, double f) {
+  const double a = std::clamp(alpha, 0.0, t);
+  return a + (t - a) / f;
+}
+
+}  // namespace
+
+double collective_latency_s(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw) {
+  const CollectiveChoice c = collective_time(op, bytes, g, hw);
+  if (g.ranks <= 1) return 0.0;
+  if (c.calibrated || !(bytes > 0))
+    return latency_by_difference(bytes, [&](double b) { return collective_time(op, b, g, hw).time_s; });
+  // The chosen (algorithm, protocol) is linear in S: its slope from two sizes.
+  auto same = [&](double b) {
+    for (const CollectiveChoice& k : collective_candidates(op, b, g, hw))
+      if (k.algo == c.algo && k.proto == c.proto) return k.time_s;
+    return std::nan("");
+  };
+  const double hi = same(bytes), lo = same(bytes * (1.0 - kRelStep));
+  if (!std::isfinite(hi) || !std::isfinite(lo))
+    return latency_by_difference(bytes, [&](double b) { return collective_time(op, b, g, hw).time_s; });
+  return c.time_s - bytes * (hi - lo) / (kRelStep * bytes);
+}
+
+double p2p_latency_s(double bytes, bool same_node, const HwProfile& hw) {
+  return latency_by_difference(bytes, [&](double b) { return p2p_time_s(b, same_node, hw); });
+}
+
+Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds& speeds,
+                         bool slow_links) {
   const std::vector<GroupShape> shapes = group_shapes(p, hw);
   std::unordered_map<CollKey, TimeNs, CollKeyHash> coll_cache;
-  return rows_per_cost_class(p, shapes, [&](const RankProgram& rp, std::vector<TimeNs>& d) {
-    for (size_t i = 0; i < rp.tasks.size(); ++i) {
-      const Task& t = rp.tasks[i];
-      switch (t.kind) {
-        case TaskKind::kGemm:
-        case TaskKind::kAttention:
-        case TaskKind::kMemoryBound:
-          d[i] = task_ns(compute_time_s(t, hw), t);
-          break;
-        case TaskKind::kCollective: {
-          const int group = rp.group_of(t);
-          STEPCAST_CHECK(group >= 0 && group < static_cast<int>(shapes.size()),
-                         "collective '" + t.label + "' names a missing group");
-          const CollKey key{group, t.coll, t.bytes};
-          auto it = coll_cache.find(key);
-          if (it == coll_cache.end())
-            it = coll_cache
-                     .emplace(key, task_ns(collective_time(t.coll, t.bytes,
-                                                           shapes[static_cast<size_t>(group)], hw)
-                                               .time_s,
-                                           t))
-                     .first;
-          d[i] = it->second;
-          break;
-        }
-        case TaskKind::kSend:
-        case TaskKind::kRecv: {
-          const int peer = rp.peer_of(t);
-          STEPCAST_CHECK(peer >= 0, "send/recv '" + t.label + "' has no peer");
-          const bool same_node = rp.rank / p.gpus_per_node == peer / p.gpus_per_node;
-          d[i] = task_ns(p2p_time_s(t.bytes, same_node, hw), t);
-          break;
-        }
-        case TaskKind::kAlloc:
-        case TaskKind::kFree:
-          d[i] = 0;
-          break;
-      }
+  // Ranks running slower than the profile: their own rows.
+  std::vector<bool> own_row;
+  if (!speeds.empty()) {
+    own_row.assign(p.ranks.size(), false);
+    for (size_t r = 0; r < p.ranks.size(); ++r) {
+      const int g = p.ranks[r].rank;
+      STEPCAST_CHECK(g >= 0 && g < static_cast<int>(speeds.size()),
+                     fmt::format("task_durations: no speed for rank {}", g));
+      own_row[r] = !speeds[static_cast<size_t>(g)].nominal();
     }
-  });
+    STEPCAST_CHECK(!p.folded || std::all_of(speeds.begin(), speeds.end(),
+                                             [](const GpuSpeed& v) { return v.nominal(); }),
+                   "task_durations: GPU speeds need an unfolded program (every rank simulated)");
+  }
+  return rows_per_cost_class(
+      p, shapes,
+      [&](const RankProgram& rp, std::vector<TimeNs>& d) {
+        const GpuSpeed v = speeds.empty() ? GpuSpeed{} : speeds[static_cast<size_t>(rp.rank)];
+        const bool slow = slow_links && (v.nic != 1 || v.nvlink != 1);
+        std::unordered_map<CollKey, TimeNs, CollKeyHash> slow_cache;  // this rank's
+        for (size_t i = 0; i < rp.tasks.size(); ++i) {
+          const Task& t = rp.tasks[i];
+          switch (t.kind) {
+            case TaskKind::kGemm:
+            case TaskKind::kAttention:
+            case TaskKind::kMemoryBound:
+              d[i] = task_ns(compute_time_s(t, hw) / v.compute, t);
+              break;
+            case TaskKind::kCollective: {
+              const int group = rp.group_of(t);
+              STEPCAST_CHECK(group >= 0 && group < static_cast<int>(shapes.size()),
+                             "collective '" + t.label + "' names a missing group");
+              const GroupShape& g = shapes[static_cast<size_t>(group)];
+              const CollKey key{group, t.coll, t.bytes};
+              const double f = g.nodes > 1 ? v.nic : v.nvlink;
+              if (slow && f != 1 && g.ranks > 1) {
+                auto it = slow_cache.find(key);
+                if (it == slow_cache.end()) {
+                  const double total = collective_time(t.coll, t.bytes, g, hw).time_s;
+                  it = slow_cache
+                           .emplace(key, task_ns(slowed_s(total, collective_latency_s(
+                                                                     t.coll, t.bytes, g, hw),
+                                                          f),
+                                                 t))
+                           .first;
+                }
+                d[i] = it->second;
+                break;
+              }
+              auto it = coll_cache.find(key);
+              if (it == coll_cache.end())
+                it = coll_cache
+                         .emplace(key, task_ns(collective_time(t.coll, t.bytes, g, hw).time_s, t))
+                         .first;
+              d[i] = it->second;
+              break;
+            }
+            case TaskKind::kSend:
+            case TaskKind::kRecv: {
+              const int peer = rp.peer_of(t);
+              STEPCAST_CHECK(peer >= 0, "send/recv '" + t.label + "' has no peer");
+              const bool same_node = rp.rank / p.gpus_per_node == peer / p.gpus_per_node;
+              const double f = same_node ? v.nvlink : v.nic;
+              double sec = p2p_time_s(t.bytes, same_node, hw);
+              if (slow && f != 1) sec = slowed_s(sec, p2p_latency_s(t.bytes, same_node, hw), f);
+              d[i] = task_ns(sec, t);
+              break;
+            }
+            case TaskKind::kAlloc:
+            case TaskKind::kFree:
+              d[i] = 0;
+              break;
+          }
+        }
+      },
+      own_row.empty() ? nullptr : &own_row);
 }
 
 double comm_hbm_share(const Program& p, const RankProgram& rp, const Task& t, TimeNs duration,

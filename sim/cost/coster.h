@@ -19,7 +19,28 @@ namespace stepcast {
 // cached per (op, group, bytes), so a 1M-task program costs ~ one hash lookup per task.
 // Ranks sharing a task list (program.h) whose groups have the same shapes and whose peers
 // sit on the same side of node boundaries get a copy of the first such rank's durations.
-Durations task_durations(const Program& p, const HwProfile& hw);
+//
+// `speeds` (per global rank, empty: all nominal; sim/cluster/profile.h GpuSpeed): a slow GPU's
+// kernels take time / compute; with `slow_links`, the bandwidth part of its transfers is
+// divided by its nic factor when they cross nodes (a collective whose group spans nodes, a
+// send/recv to another node) and by its nvlink factor inside its node, the latency part
+// (collective_latency_s below) unchanged:
+//   t' = alpha + (t - alpha) / f.
+// A ring or tree is as fast as its slowest link, and the engine runs a rendezvous for the
+// longest of its members' durations, so giving the slow GPU's own row the slow time slows
+// every collective and transfer it takes part in, and no other. Flow mode passes
+// slow_links = false and slows the links themselves (flow_mode.h). Ranks with a speed of
+// their own never share a row. Needs an unfolded program when any speed is not nominal.
+Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds& speeds = {},
+                         bool slow_links = true);
+
+// The latency (alpha) part of a collective's or a send/recv's analytical time, by the local
+// alpha-beta decomposition of the chosen cost: alpha = t(S) - S * dt/dS (exact for every piece
+// of the model, alpha + S * F / busbw per algorithm and protocol; dt/dS is taken on the
+// chosen algorithm/protocol, or by a one-sided difference of relative width 1e-3 for
+// calibrated tables and send/recv). Not clamped.
+double collective_latency_s(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw);
+double p2p_latency_s(double bytes, bool same_node, const HwProfile& hw);
 
 // A task's cost in integer nanoseconds. Throws InputError (bad input: the model, batch or
 // profile is implausibly large) when it is not finite or exceeds kMaxTaskSeconds, so no sum
@@ -30,7 +51,9 @@ TimeNs task_ns(double seconds, const Task& t);
 // Per simulated rank, the index of an earlier rank whose tasks cost exactly the same (same
 // shared task list; each group the list names, remapped, has the same shape; each peer,
 // remapped, is in the same node or not alike), or its own index. `shapes` per group.
-std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupShape>& shapes);
+// Ranks marked in `own_row` (if given, indexed like p.ranks) are always their own class.
+std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupShape>& shapes,
+                                    const std::vector<bool>* own_row = nullptr);
 
 // The shape of every group of `p` (node = rank / p.gpus_per_node, pod = rank /
 // hw.fabric.pod_gpus), indexed by group id.
@@ -39,7 +62,8 @@ std::vector<GroupShape> group_shapes(const Program& p, const HwProfile& hw);
 // One row per simulated rank, filled by fill(rank, row) (row sized to the rank's tasks, zeroed)
 // for the first rank of each same_cost_ranks class and shared by the others.
 Durations rows_per_cost_class(const Program& p, const std::vector<GroupShape>& shapes,
-                              const std::function<void(const RankProgram&, std::vector<TimeNs>&)>& fill);
+                              const std::function<void(const RankProgram&, std::vector<TimeNs>&)>& fill,
+                              const std::vector<bool>* own_row = nullptr);
 
 // SM interference: the fraction by which a compute kernel slows while a communication
 // kernel of the same GPU runs. NCCL kernels hold whole SMs (NETWORK.md pitfall 1: ~16 on a

@@ -426,7 +426,7 @@ void Engine::build_flows() {
                  fmt::format("flow mode: program has {} ranks, topology {} GPUs",
                              program_->world_size, topo.gpus()));
   net_.reset(topo);
-  alone_solver_ = MaxMinSolver(topo.capacities());
+  alone_solver_ = MaxMinSolver((flow_->nominal != nullptr ? *flow_->nominal : topo).capacities());
   flow_sets_.clear();
   transfer_inst_.clear();
   std::map<std::tuple<int, int, int, double>, std::int32_t> key_to_set;
@@ -698,8 +698,21 @@ Timeline Engine::run() {
     RankTimeline& rt = tl.ranks[r];
     for (const TaskTiming& tm : rt.tasks) rt.end = std::max(rt.end, tm.end);
     rt.peak_bytes = mem_peak_[r];
-    if (rt.end > tl.step_ns) {
-      tl.step_ns = rt.end;
+    tl.step_ns = std::max(tl.step_ns, rt.end);
+  }
+  // The critical rank: of those that end last (often all of them: a final collective ends
+  // together), the one whose compute stream was busiest, i.e. the one the others waited for
+  // (a slow GPU); the lowest index among equals.
+  TimeNs best_busy = -1;
+  for (size_t r = 0; r < nranks; ++r) {
+    const RankTimeline& rt = tl.ranks[r];
+    if (rt.end != tl.step_ns) continue;
+    TimeNs busy = 0;
+    const TaskList& tasks = program_->ranks[r].tasks;
+    for (size_t i = 0; i < tasks.size(); ++i)
+      if (tasks[i].stream == StreamKind::kCompute) busy += rt.tasks[i].end - rt.tasks[i].start;
+    if (busy > best_busy) {
+      best_busy = busy;
       tl.critical_rank = static_cast<int>(r);
     }
   }

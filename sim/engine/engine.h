@@ -113,6 +113,10 @@ class Topology;  // sim/network/topology.h
 // Flow network mode (engine.h header comment; sim/engine/flow_mode.h builds it from a profile).
 struct FlowMode {
   const Topology* topology = nullptr;      // links the flows cross; world_size GPUs at least
+  const Topology* nominal = nullptr;       // same links at their line rates (slow links in
+                                           // `topology`); null: `topology` is nominal. A
+                                           // transfer's bytes are scaled to take its
+                                           // analytical bandwidth time alone on this one
   const Durations* latency_ns = nullptr;   // per task: the part of its duration paid before
                                            // bytes move (alpha); clamped to the duration
   bool pxn = true;                         // NCCL PXN routing (Topology::route)
@@ -159,7 +163,8 @@ struct Timeline {
   // copies of a Timeline share it).
   std::shared_ptr<HugeVector<TaskTiming>> task_timing;
   TimeNs step_ns = 0;               // max over ranks
-  int critical_rank = 0;            // index of the rank that ends last (lowest on ties)
+  int critical_rank = 0;            // index of the rank that ends last; on ties the one whose
+                                    // compute stream was busiest, then the lowest
   // Exposed time on the critical rank per category, plus bubble (index kCategoryCount):
   // sums exactly to step_ns. Attribution per instant: compute stream busy -> its task's
   // category; else the comm stream category busy first in the order tp, cp, ep, pp, dp;

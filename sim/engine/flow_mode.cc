@@ -12,37 +12,6 @@
 #include "sim/network/topology.h"
 
 namespace stepcast {
-namespace {
-
-constexpr double kRelStep = 1e-3;  // one-sided difference width for dt/dS
-
-// alpha = t(S) - S * dt/dS with dt/dS = (t(S) - t(S(1 - eps))) / (eps S).
-template <class F>
-double latency_by_difference(double bytes, F time_s) {
-  const double t = time_s(bytes);
-  if (!(bytes > 0)) return t;
-  const double lo = time_s(bytes * (1.0 - kRelStep));
-  return t - (t - lo) / kRelStep;
-}
-
-double collective_latency_s(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw) {
-  const CollectiveChoice c = collective_time(op, bytes, g, hw);
-  if (g.ranks <= 1) return 0.0;
-  if (c.calibrated || !(bytes > 0))
-    return latency_by_difference(bytes, [&](double b) { return collective_time(op, b, g, hw).time_s; });
-  // The chosen (algorithm, protocol) is linear in S: its slope from two sizes.
-  auto same = [&](double b) {
-    for (const CollectiveChoice& k : collective_candidates(op, b, g, hw))
-      if (k.algo == c.algo && k.proto == c.proto) return k.time_s;
-    return std::nan("");
-  };
-  const double hi = same(bytes), lo = same(bytes * (1.0 - kRelStep));
-  if (!std::isfinite(hi) || !std::isfinite(lo))
-    return latency_by_difference(bytes, [&](double b) { return collective_time(op, b, g, hw).time_s; });
-  return c.time_s - bytes * (hi - lo) / (kRelStep * bytes);
-}
-
-}  // namespace
 
 HwProfile flow_cost_profile(const HwProfile& hw) {
   HwProfile out = hw;
@@ -76,10 +45,9 @@ Durations task_latencies(const Program& p, const HwProfile& hw) {
         const auto key = std::make_tuple(same_node, t.bytes);
         auto it = p2p_cache.find(key);
         if (it == p2p_cache.end()) {
-          auto time_s = [&](double b) { return p2p_time_s(b, same_node, hw); };
-          const double total = time_s(t.bytes);
+          const double total = p2p_time_s(t.bytes, same_node, hw);
           const TimeNs total_ns = task_ns(total, t);
-          const double a = std::clamp(latency_by_difference(t.bytes, time_s), 0.0, total);
+          const double a = std::clamp(p2p_latency_s(t.bytes, same_node, hw), 0.0, total);
           it = p2p_cache.emplace(key, std::min(to_ns(a), total_ns)).first;
         }
         row[i] = it->second;
@@ -88,15 +56,33 @@ Durations task_latencies(const Program& p, const HwProfile& hw) {
   });
 }
 
-Timeline simulate_flow_mode(const Program& p, const HwProfile& hw, const EngineOptions& options) {
+Timeline simulate_flow_mode(const Program& p, const HwProfile& hw, const EngineOptions& options,
+                            const GpuSpeeds& speeds) {
   STEPCAST_CHECK(p.gpus_per_node == hw.node.gpus,
                  "flow mode: program and profile disagree on GPUs per node");
   const HwProfile cost_hw = flow_cost_profile(hw);
-  const Topology topo(hw, std::max(1, p.world_size));
-  const Durations durations = task_durations(p, cost_hw);
+  const Topology nominal(hw, std::max(1, p.world_size));
+  Topology topo = nominal;
+  // Slow GPUs: their NVLink ports and their rail's NIC carry a fraction of the line rate;
+  // transfers are timed against the nominal topology alone (FlowMode::nominal) and then
+  // replayed on this one, so the slow links stretch every flow that crosses them.
+  for (size_t g = 0; g < speeds.size() && static_cast<int>(g) < topo.gpus(); ++g) {
+    const GpuSpeed& v = speeds[g];
+    const int gpu = static_cast<int>(g);
+    if (v.nvlink != 1) {
+      topo.scale_capacity(topo.nvl_up(gpu), v.nvlink);
+      topo.scale_capacity(topo.nvl_down(gpu), v.nvlink);
+    }
+    if (v.nic != 1 && topo.nics_per_node() > 0) {
+      topo.scale_capacity(topo.nic_up(topo.node_of(gpu), topo.rail_of(gpu)), v.nic);
+      topo.scale_capacity(topo.nic_down(topo.node_of(gpu), topo.rail_of(gpu)), v.nic);
+    }
+  }
+  const Durations durations = task_durations(p, cost_hw, speeds, /*slow_links=*/false);
   const Durations latency = task_latencies(p, cost_hw);
   FlowMode fm;
   fm.topology = &topo;
+  fm.nominal = &nominal;
   fm.latency_ns = &latency;
   EngineOptions eo = options;
   eo.flow = &fm;

@@ -31,6 +31,10 @@ HwProfile flow_cost_profile(const HwProfile& hw);
 // Runs `p` in flow mode on a topology of p.world_size GPUs built from `hw`: durations and
 // latencies from flow_cost_profile(hw), every other option as given (options.flow is
 // ignored and replaced).
-Timeline simulate_flow_mode(const Program& p, const HwProfile& hw, const EngineOptions& options);
+// `speeds` (cluster.stragglers, sim/cluster/profile.h): kernels of a slow GPU take
+// time / compute; its NVLink ports and its rail NIC's links run at nvlink / nic of their line
+// rate. A GPU sharing its NIC with others slows theirs too.
+Timeline simulate_flow_mode(const Program& p, const HwProfile& hw, const EngineOptions& options,
+                            const GpuSpeeds& speeds = {});
 
 }  // namespace stepcast

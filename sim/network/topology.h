@@ -48,6 +48,8 @@ class Topology {
 
   const std::vector<Link>& links() const { return links_; }
   std::vector<double> capacities() const;
+  // A degraded link (a straggler's NIC or NVLink port): capacity x factor, factor in (0, 1].
+  void scale_capacity(int link, double factor);
 
   int nvl_up(int gpu) const { return nvl_base_ + 2 * gpu; }
   int nvl_down(int gpu) const { return nvl_base_ + 2 * gpu + 1; }

@@ -37,6 +37,7 @@ static Result result_header(const Scenario& sc) {
   r.gpus = sc.gpus;
   r.layout = layout_string(sc);
   r.params_total = count_params(sc.model).total;
+  r.stragglers = stragglers_text(sc);
   return r;
 }
 
@@ -66,8 +67,10 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
       return out;
     }
   }
+  // A slow GPU or link breaks the symmetry folding relies on: every rank is simulated.
+  const GpuSpeeds speeds = gpu_speeds(sc);
   LowerOptions lo;
-  lo.folded = opt.folded;
+  lo.folded = opt.folded && speeds.empty();
   out.program = lower(sc, lo);
   if (opt.progress) opt.progress(1, 3);
   EngineOptions eo;
@@ -77,9 +80,9 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
     return comm_hbm_share(p, rp, t, d, hw);
   };
   if (sc.network == NetworkMode::kFlow)  // communication as flows sharing links (flow_mode.h)
-    out.timeline = simulate_flow_mode(out.program, sc.profile, eo);
+    out.timeline = simulate_flow_mode(out.program, sc.profile, eo, speeds);
   else
-    out.timeline = simulate(out.program, task_durations(out.program, sc.profile), eo);
+    out.timeline = simulate(out.program, task_durations(out.program, sc.profile, speeds), eo);
   if (opt.progress) opt.progress(2, 3);
   out.result = make_result(sc, out.program, out.timeline);
   if (opt.progress) opt.progress(3, 3);
@@ -141,8 +144,12 @@ std::string render_text(const Result& r) {
   o += fmt::format("  model    {} ({:.2f} B parameters)\n", r.model_name, r.params_total / 1e9);
   o += fmt::format("  cluster  {} x {} GPUs\n", r.profile_name, r.gpus);
   o += fmt::format("  plan     {}\n", r.layout);
-  o += fmt::format("  engine   {} simulated ranks ({}), {} events\n\n", r.simulated_ranks,
+  if (!r.stragglers.empty()) o += fmt::format("  slow     {}\n", r.stragglers);
+  o += fmt::format("  engine   {} simulated ranks ({}), {} events\n", r.simulated_ranks,
                    r.folded ? "folded" : "full fidelity", r.events);
+  if (!r.stragglers.empty())
+    o += fmt::format("  critical rank {} (the one that ends last)\n", r.critical_rank);
+  o += "\n";
   if (!r.fits_memory) {
     o += "  *** DOES NOT FIT IN GPU MEMORY: the step time below is not achievable ***\n\n";
   }
@@ -193,6 +200,7 @@ nlohmann::json result_to_json(const Result& r) {
   j["simulated_ranks"] = r.simulated_ranks;
   j["folded"] = r.folded;
   j["events"] = r.events;
+  if (!r.stragglers.empty()) j["stragglers"] = r.stragglers;
   return j;
 }
 
@@ -224,6 +232,7 @@ Result result_from_json(const nlohmann::json& j) {
   j.at("events").get_to(r.events);
   if (j.contains("scenario_file")) j["scenario_file"].get_to(r.scenario_file);
   if (j.contains("simulated")) j["simulated"].get_to(r.simulated);
+  if (j.contains("stragglers")) j["stragglers"].get_to(r.stragglers);
   return r;
 }
 

@@ -45,6 +45,9 @@ struct Result {
   std::map<std::string, double> busy_by_phase_s;
   int simulated_ranks = 0;
   bool folded = true;
+  // cluster.stragglers as text ("gpu 5: compute x0.8; node 1: nic x0.5"), "" without; a
+  // scenario with stragglers is always simulated unfolded.
+  std::string stragglers;
   // false: not simulated because the resident training state alone exceeds memory
   // (RunOptions::skip_when_state_exceeds_memory); only fits_memory and the memory fields hold.
   bool simulated = true;

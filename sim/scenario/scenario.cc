@@ -25,11 +25,15 @@
 //  - microbatches x layers (the layer passes of one step, each simulated) is at most 2^21.
 //  - ZeRO-3 with pp > 1 is allowed.
 //  - fp8 training needs a GPU whose profile lists an fp8 peak.
+//  - cluster.stragglers: a list; each entry names exactly one of `gpu` (0 .. gpus-1) or
+//    `node` (0 .. nodes-1) and at least one of `compute`, `nic`, `nvlink`, each in (0, 1];
+//    a GPU or node named twice is an error (its node and itself once each is allowed).
 #include "sim/scenario/scenario.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -51,6 +55,36 @@ const char* schedule_name(Schedule s) {
 DType grad_reduce_dtype(const TrainingSpec& t) {
   if (t.grad_reduce_dtype) return *t.grad_reduce_dtype;
   return t.dtype == DType::kFp16 ? DType::kFp16 : DType::kFp32;
+}
+
+GpuSpeeds gpu_speeds(const Scenario& sc) {
+  if (sc.stragglers.empty()) return {};
+  GpuSpeeds out(static_cast<size_t>(sc.gpus));
+  const int per_node = std::max(1, sc.profile.node.gpus);
+  for (const Straggler& s : sc.stragglers) {
+    const int first = s.gpu >= 0 ? s.gpu : s.node * per_node;
+    const int last = s.gpu >= 0 ? s.gpu : std::min(sc.gpus, (s.node + 1) * per_node) - 1;
+    for (int g = first; g <= last; ++g) {
+      GpuSpeed& v = out[static_cast<size_t>(g)];
+      v.compute *= s.speed.compute;
+      v.nic *= s.speed.nic;
+      v.nvlink *= s.speed.nvlink;
+    }
+  }
+  return out;
+}
+
+std::string stragglers_text(const Scenario& sc) {
+  std::string out;
+  for (const Straggler& s : sc.stragglers) {
+    std::string parts;
+    for (auto [name, v] : {std::pair{"compute", s.speed.compute}, std::pair{"nic", s.speed.nic},
+                           std::pair{"nvlink", s.speed.nvlink}})
+      if (v != 1) parts += fmt::format("{}{} x{:g}", parts.empty() ? "" : ", ", name, v);
+    out += fmt::format("{}{} {}: {}", out.empty() ? "" : "; ", s.gpu >= 0 ? "gpu" : "node",
+                       s.gpu >= 0 ? s.gpu : s.node, parts.empty() ? "nominal" : parts);
+  }
+  return out;
 }
 
 const char* recompute_name(Recompute r) {
@@ -81,7 +115,9 @@ const std::vector<std::string> kModelKeys = {
 const std::vector<std::string> kMoeKeys = {"experts",         "top_k",          "ffn_hidden",
                                            "every",           "capacity_factor", "shared_experts",
                                            "first_dense_layers"};
-const std::vector<std::string> kClusterKeys = {"profile", "nodes", "gpus", "overrides"};
+const std::vector<std::string> kClusterKeys = {"profile", "nodes", "gpus", "overrides",
+                                               "stragglers"};
+const std::vector<std::string> kStragglerKeys = {"gpu", "node", "compute", "nic", "nvlink"};
 const std::vector<std::string> kTrainingKeys = {"seq_len", "global_batch", "dtype", "optimizer",
                                                 "grad_reduce_dtype"};
 const std::vector<std::string> kParallelKeys = {
@@ -315,7 +351,66 @@ class Loader {
                            sc.profile.name));
       return false;
     }
+    if (c["stragglers"]) return parse_stragglers(c["stragglers"], sc);
     return true;
+  }
+
+  // cluster.stragglers (scenario.h Straggler): [{gpu: 5, compute: 0.8}, {node: 1, nic: 0.5}]
+  bool parse_stragglers(const YAML::Node& list, Scenario& sc) {
+    const std::string p = "cluster.stragglers";
+    if (!list.IsSequence() || list.size() == 0) {
+      r_.error(list, p,
+               "expected a list of entries like {gpu: 5, compute: 0.8} or {node: 1, nic: 0.5}");
+      return false;
+    }
+    const std::size_t before = issues_.issues().size();
+    std::map<std::pair<bool, int>, int> seen;  // (is node, index) -> entry
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const YAML::Node e = list[i];
+      const std::string ep = fmt::format("{}[{}]", p, i);
+      if (!r_.expect_map(e, ep, kStragglerKeys)) continue;
+      auto gpu = r_.get_int(e, ep, "gpu", 0, sc.gpus - 1);
+      auto node = r_.get_int(e, ep, "node", 0, sc.nodes - 1);
+      if (e["gpu"] && e["node"]) {
+        r_.error(e["node"], ep + ".node", "give one of gpu and node, not both");
+        continue;
+      }
+      if (!e["gpu"] && !e["node"]) {
+        r_.error(e, ep + ".gpu", "missing: name the slow GPU (gpu: RANK) or node (node: INDEX)");
+        continue;
+      }
+      Straggler s;
+      bool any = false;
+      for (auto [key, field] : {std::pair{"compute", &s.speed.compute},
+                                std::pair{"nic", &s.speed.nic},
+                                std::pair{"nvlink", &s.speed.nvlink}}) {
+        if (!e[key]) continue;
+        any = true;
+        auto v = r_.get_double(e, ep, key, 0.0, 1.0);
+        if (v && *v <= 0)
+          r_.error(e[key], join_path(ep, key),
+                   "expected a fraction of nominal speed in (0, 1], got 0");
+        else if (v)
+          *field = *v;
+      }
+      if (!any)
+        r_.error(e, ep + ".compute",
+                 "missing: give at least one of compute, nic, nvlink (fractions of nominal "
+                 "speed in (0, 1])");
+      if (!gpu && !node) continue;  // out of range: reported
+      const bool is_node = node.has_value();
+      const int index = static_cast<int>(is_node ? *node : *gpu);
+      auto [it, fresh] = seen.try_emplace({is_node, index}, static_cast<int>(i));
+      if (!fresh) {
+        r_.error(e[is_node ? "node" : "gpu"], ep + (is_node ? ".node" : ".gpu"),
+                 fmt::format("{} {} is already listed in {}[{}]", is_node ? "node" : "gpu",
+                             index, p, it->second));
+        continue;
+      }
+      (is_node ? s.node : s.gpu) = index;
+      sc.stragglers.push_back(s);
+    }
+    return issues_.issues().size() == before;
   }
 
   // ---- training ----------------------------------------------------------------------

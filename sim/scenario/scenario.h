@@ -62,6 +62,16 @@ struct ParallelSpec {
 
 };
 
+// cluster.stragglers: one entry per GPU (`gpu`, a global rank) or node (`node`: all its
+// GPUs) that runs slower than the profile, with the fraction of nominal speed of its
+// kernels (`compute`), NIC (`nic`) and NVLink (`nvlink`) bandwidth (sim/cluster/profile.h
+// GpuSpeed). A GPU named by itself and by its node takes the product of the factors.
+struct Straggler {
+  int gpu = -1;   // exactly one of gpu / node is >= 0
+  int node = -1;
+  GpuSpeed speed;
+};
+
 struct SweepAxis {
   std::string key;                  // dotted, e.g. "parallel.tp"
   std::vector<YAML::Node> values;
@@ -77,11 +87,17 @@ struct Scenario {
   TrainingSpec training;
   ParallelSpec parallel;
   NetworkMode network = NetworkMode::kAnalytical;
+  std::vector<Straggler> stragglers;  // cluster.stragglers (empty: every GPU nominal)
   std::vector<SweepAxis> sweep;
   YAML::Node source;                // the parsed document (for sweeps and reports)
 
   std::int64_t microbatches() const { return training.global_batch / (parallel.dp * parallel.microbatch); }
 };
+
+// Per global rank, the speed the stragglers give it (empty when there are none).
+GpuSpeeds gpu_speeds(const Scenario& sc);
+// "gpu 5: compute x0.8; node 1: nic x0.5" (empty when there are none).
+std::string stragglers_text(const Scenario& sc);
 
 // Loads and validates. Throws InputError with every problem (file:line:col, key path).
 Scenario load_scenario(const std::string& path);

@@ -122,6 +122,59 @@ TEST(Cli, MissingFileAndBadFlagsExitTwo) {
   EXPECT_EQ(stepcast("validate").code, 2);
 }
 
+// cluster.stragglers: the run simulates every rank, names the slow GPUs and the critical
+// rank, and writes them to the JSON; asking for folding with stragglers is bad input.
+TEST(Cli, StragglersRunUnfoldedAndSlowTheStep) {
+  fs::path d = tmpdir();
+  const std::string base = R"(name: two nodes
+model: llama3-8b
+cluster:
+  profile: h100-sxm
+  nodes: 2
+training: {seq_len: 2048, global_batch: 32, dtype: bf16, optimizer: adam}
+parallel: {tp: 2, pp: 2, microbatch: 1, schedule: 1f1b, zero: 1, sequence_parallel: true}
+)";
+  std::string slow = base;
+  slow.insert(slow.find("training:"), "  stragglers:\n    - {gpu: 11, compute: 0.5}\n");
+  write(d / "base.yaml", base);
+  write(d / "slow.yaml", slow);
+  CliRun b = stepcast("run " + (d / "base.yaml").string() + " --json " + (d / "b.json").string());
+  CliRun r = stepcast("run " + (d / "slow.yaml").string() + " --json " + (d / "s.json").string());
+  ASSERT_EQ(b.code, 0) << b.err;
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("  slow     gpu 11: compute x0.5\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("16 simulated ranks (full fidelity)"), std::string::npos) << r.out;
+  // GPU 11 is on the last stage (ranks 8-15: tp 2 x dp 4 per stage), dp replica 1, tp rank
+  // 1; its pipeline's first stage, ranks 2 and 3, runs the last backward and ends last:
+  // the critical rank is the lower of the two.
+  EXPECT_NE(r.out.find("  critical rank 2 (the one that ends last)\n"), std::string::npos) << r.out;
+  const auto jb = nlohmann::json::parse(slurp(d / "b.json"));
+  const auto js = nlohmann::json::parse(slurp(d / "s.json"));
+  EXPECT_FALSE(jb.contains("stragglers"));
+  EXPECT_EQ(js["stragglers"], "gpu 11: compute x0.5");
+  EXPECT_EQ(js["critical_rank"], 2);
+  EXPECT_FALSE(js["folded"].get<bool>());
+  EXPECT_GT(js["step_time_s"].get<double>(), jb["step_time_s"].get<double>() * 1.2);
+
+  CliRun f = stepcast("run " + (d / "slow.yaml").string() + " --fidelity folded");
+  EXPECT_EQ(f.code, 2);
+  EXPECT_NE(f.err.find("slow.yaml:7:5: cluster.stragglers: a slow GPU or link breaks the "
+                       "symmetry --fidelity folded relies on"),
+            std::string::npos)
+      << f.err;
+  EXPECT_EQ(stepcast("run " + (d / "slow.yaml").string() + " --fidelity full").code, 0);
+
+  std::string bad = base;
+  bad.insert(bad.find("training:"), "  stragglers:\n    - {gpu: 16, compute: 0.5}\n");
+  write(d / "bad.yaml", bad);
+  CliRun e = stepcast("run " + (d / "bad.yaml").string());
+  EXPECT_EQ(e.code, 2);
+  EXPECT_NE(e.err.find("bad.yaml:7:13: cluster.stragglers[0].gpu: expected an integer in [0, 15], "
+                       "got 16"),
+            std::string::npos)
+      << e.err;
+}
+
 TEST(Cli, HelpForEverySubcommand) {
   for (const char* sub : {"run", "lower", "sweep", "search", "validate", "regress", "fit"}) {
     CliRun r = stepcast(std::string(sub) + " --help");

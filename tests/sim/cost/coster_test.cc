@@ -19,6 +19,38 @@ Task make(TaskKind k) {
   return t;
 }
 
+Task gemm4096() {
+  Task g = make(TaskKind::kGemm);
+  g.gemm = GemmShape{4096, 4096, 4096, 1, DType::kBf16, GemmLayout::kNN};
+  g.flops = 2.0 * 4096 * 4096 * 4096;
+  return g;
+}
+
+Task coll(CollOp op, int group, double bytes) {
+  Task t = make(TaskKind::kCollective);
+  t.coll = op;
+  t.group = group;
+  t.bytes = bytes;
+  return t;
+}
+
+Task p2p(TaskKind k, int peer, double bytes) {
+  Task t = make(k);
+  t.peer = peer;
+  t.bytes = bytes;
+  return t;
+}
+
+// 16 GPUs on 2 nodes: group 0 is node 0's 8 GPUs, group 1 = {0, 8} spans both nodes.
+Program two_node_program() {
+  Program p;
+  p.world_size = 16;
+  p.gpus_per_node = 8;
+  p.groups.push_back(Group{0, GroupKind::kTp, {0, 1, 2, 3, 4, 5, 6, 7}});
+  p.groups.push_back(Group{1, GroupKind::kDp, {0, 8}});
+  return p;
+}
+
 // Costs beyond kMaxTaskSeconds (or not finite) are bad input, reported with the task's
 // label; within it, the nanosecond conversion is to_ns's.
 TEST(TaskDurations, ImplausiblyLongTasksAreBadInput) {
@@ -55,36 +87,16 @@ TEST(TaskDurations, ImplausiblyLongTasksAreBadInput) {
 // equals its cost function converted with to_ns; same-key collectives share one cached value.
 TEST(TaskDurations, MapsEveryKindToItsCostModel) {
   const HwProfile hw = h100_profile();
-  Program p;
-  p.world_size = 16;
-  p.gpus_per_node = 8;
-  p.groups.push_back(Group{0, GroupKind::kTp, {0, 1, 2, 3, 4, 5, 6, 7}});
-  p.groups.push_back(Group{1, GroupKind::kDp, {0, 8}});
+  Program p = two_node_program();
   RankProgram r0;
   r0.rank = 0;
-  Task g = make(TaskKind::kGemm);
-  g.gemm = GemmShape{4096, 4096, 4096, 1, DType::kBf16, GemmLayout::kNN};
-  g.flops = 2.0 * 4096 * 4096 * 4096;
+  const Task g = gemm4096();
   r0.tasks.push_back(g);
-  Task ar = make(TaskKind::kCollective);
-  ar.coll = CollOp::kAllReduce;
-  ar.group = 0;
-  ar.bytes = 64e6;
-  r0.tasks.push_back(ar);
-  r0.tasks.push_back(ar);  // same key: cached
-  Task dp = make(TaskKind::kCollective);
-  dp.coll = CollOp::kReduceScatter;
-  dp.group = 1;
-  dp.bytes = 1e9;
-  r0.tasks.push_back(dp);
-  Task send = make(TaskKind::kSend);
-  send.peer = 8;  // other node
-  send.bytes = 32e6;
-  r0.tasks.push_back(send);
-  Task recv = make(TaskKind::kRecv);
-  recv.peer = 3;  // same node
-  recv.bytes = 32e6;
-  r0.tasks.push_back(recv);
+  r0.tasks.push_back(coll(CollOp::kAllReduce, 0, 64e6));
+  r0.tasks.push_back(coll(CollOp::kAllReduce, 0, 64e6));  // same key: cached
+  r0.tasks.push_back(coll(CollOp::kReduceScatter, 1, 1e9));
+  r0.tasks.push_back(p2p(TaskKind::kSend, 8, 32e6));  // other node
+  r0.tasks.push_back(p2p(TaskKind::kRecv, 3, 32e6));  // same node
   Task alloc = make(TaskKind::kAlloc);
   alloc.bytes = 1e9;
   r0.tasks.push_back(alloc);
@@ -155,6 +167,83 @@ TEST(TaskDurations, SharedListsReuseDurationsOnlyForEqualShapes) {
   EXPECT_EQ(d[2][1], d[0][1]);
   EXPECT_EQ(d[3][0], d[0][0]);
   EXPECT_LT(d[3][1], d[0][1]);  // send within the node: NVLink
+}
+
+// Slow GPUs (cluster.stragglers): the same 16-GPU program as above with rank 0 slowed.
+// Expected values from the cost functions themselves (coster.h):
+//   compute:   t / compute;
+//   transfers: alpha + (t - alpha) / f, f = nic across nodes, nvlink inside the node.
+// nic 0.5 slows the 2-node reduce-scatter and the cross-node send, not the one-node
+// allreduce or the same-node recv; nvlink 0.25 the reverse. Rank 8 (nominal) keeps the
+// nominal row even though it shares rank 0's task list.
+TEST(TaskDurations, SlowGpuStretchesItsKernelsAndItsLinksTransfers) {
+  const HwProfile hw = h100_profile();
+  Program p = two_node_program();
+  RankProgram r0;
+  r0.rank = 0;
+  const Task g = gemm4096();
+  add_task(r0, g);
+  add_task(r0, coll(CollOp::kAllReduce, 0, 64e6));
+  add_task(r0, coll(CollOp::kReduceScatter, 1, 1e9));
+  add_task(r0, p2p(TaskKind::kSend, 8, 32e6));
+  add_task(r0, p2p(TaskKind::kRecv, 3, 32e6));
+  RankProgram r8 = r0;  // shares r0's list
+  r8.rank = 8;
+  r8.peer_remap = {{8, 0}, {3, 11}};
+  p.ranks = {r0, r8};
+  p.folded = false;  // every rank simulated (2 of 16 here: the others have no tasks)
+  const Durations nominal = task_durations(p, hw);
+
+  const GroupShape tp = group_shape(p.groups[0].ranks, 8, 0);
+  const GroupShape dps = group_shape(p.groups[1].ranks, 8, 0);
+  auto slowed = [](double t, double alpha, double f) { return to_ns(alpha + (t - alpha) / f); };
+  const double t_rs = collective_time(CollOp::kReduceScatter, 1e9, dps, hw).time_s;
+  const double a_rs = collective_latency_s(CollOp::kReduceScatter, 1e9, dps, hw);
+  const double t_ar = collective_time(CollOp::kAllReduce, 64e6, tp, hw).time_s;
+  const double a_ar = collective_latency_s(CollOp::kAllReduce, 64e6, tp, hw);
+  const double t_far = p2p_time_s(32e6, false, hw), a_far = p2p_latency_s(32e6, false, hw);
+  const double t_near = p2p_time_s(32e6, true, hw), a_near = p2p_latency_s(32e6, true, hw);
+  // The latencies are a real part of each time: 0 < alpha < t.
+  for (auto [t, a] : {std::pair{t_rs, a_rs}, std::pair{t_ar, a_ar}, std::pair{t_far, a_far},
+                      std::pair{t_near, a_near}}) {
+    EXPECT_GT(a, 0);
+    EXPECT_LT(a, t);
+  }
+
+  GpuSpeeds speeds(16);
+  speeds[0] = GpuSpeed{0.8, 0.5, 1.0};
+  Durations d = task_durations(p, hw, speeds);
+  EXPECT_EQ(d[0][0], to_ns(compute_time_s(g, hw) / 0.8));
+  EXPECT_EQ(d[0][1], nominal[0][1]);               // one node: NVLink, nominal
+  EXPECT_EQ(d[0][2], slowed(t_rs, a_rs, 0.5));     // two nodes: the NIC
+  EXPECT_EQ(d[0][3], slowed(t_far, a_far, 0.5));   // to node 1
+  EXPECT_EQ(d[0][4], nominal[0][4]);               // same node
+  EXPECT_EQ(d[1], nominal[1]);                     // rank 8 is nominal
+  EXPECT_GT(d[0][2], nominal[0][2] * 3 / 2);       // bandwidth-bound: close to 2x
+
+  speeds[0] = GpuSpeed{1.0, 1.0, 0.25};
+  d = task_durations(p, hw, speeds);
+  EXPECT_EQ(d[0][0], nominal[0][0]);
+  EXPECT_EQ(d[0][1], slowed(t_ar, a_ar, 0.25));
+  EXPECT_EQ(d[0][2], nominal[0][2]);
+  EXPECT_EQ(d[0][3], nominal[0][3]);
+  EXPECT_EQ(d[0][4], slowed(t_near, a_near, 0.25));
+
+  // Flow mode slows the links instead: only the kernels change here.
+  speeds[0] = GpuSpeed{0.5, 0.5, 0.5};
+  d = task_durations(p, hw, speeds, /*slow_links=*/false);
+  EXPECT_EQ(d[0][0], to_ns(compute_time_s(g, hw) / 0.5));
+  for (size_t i = 1; i < 5; ++i) EXPECT_EQ(d[0][i], nominal[0][i]) << i;
+
+  // All nominal: the same durations as without speeds.
+  const Durations same = task_durations(p, hw, GpuSpeeds(16));
+  for (size_t r = 0; r < p.ranks.size(); ++r) EXPECT_EQ(same[r], nominal[r]) << r;
+
+  // A folded program stands for ranks it does not simulate: speeds there are refused.
+  p.folded = true;
+  speeds[0] = GpuSpeed{};
+  speeds[9] = GpuSpeed{0.5, 1, 1};
+  EXPECT_THROW(task_durations(p, hw, speeds), InvariantError);
 }
 
 // comm_hbm_share = min(1, 2 x busbw / (hbm x memory_bound_efficiency)), busbw = S/t x F.

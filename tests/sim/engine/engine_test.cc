@@ -88,8 +88,9 @@ TEST(Engine, DepsAcrossStreams) {
 
 TEST(Engine, CollectiveWaitsForSlowestMember) {
   // Rank 0 reaches the allreduce at 100, rank 1 at 300: both start at 300 and, with the
-  // longest member duration (60), end at 360. Both end at 360: critical rank is the lowest, 0,
-  // whose breakdown is compute 100, bubble 200 (waiting), tp 60.
+  // longest member duration (60), end at 360. Both end at 360: the critical rank is the one
+  // whose compute stream was busiest, 1 (the one rank 0 waited for), whose breakdown is
+  // compute 300, tp 60, no bubble.
   Builder b;
   const int r0 = b.rank(0), r1 = b.rank(1);
   const int g = b.group(GroupKind::kTp, {0, 1});
@@ -101,9 +102,9 @@ TEST(Engine, CollectiveWaitsForSlowestMember) {
     EXPECT_EQ(tl.ranks[static_cast<size_t>(r)].tasks[1].end, 360);
   }
   EXPECT_EQ(tl.step_ns, 360);
-  EXPECT_EQ(tl.critical_rank, 0);
-  EXPECT_EQ(tl.breakdown_ns[cat(Category::kCompute)], 100);
-  EXPECT_EQ(tl.breakdown_ns[kBubble], 200);
+  EXPECT_EQ(tl.critical_rank, 1);
+  EXPECT_EQ(tl.breakdown_ns[cat(Category::kCompute)], 300);
+  EXPECT_EQ(tl.breakdown_ns[kBubble], 0);
   EXPECT_EQ(tl.breakdown_ns[cat(Category::kTpComm)], 60);
 }
 

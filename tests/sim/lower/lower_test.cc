@@ -710,42 +710,13 @@ TEST(Lower, PipelineMessagesCarryShardedActivations) {
 
 // ---- folded == full fidelity -------------------------------------------------------------
 
-Plan random_plan(std::mt19937& rng) {
-  auto pick = [&](std::initializer_list<int> v) {
-    return *(v.begin() + static_cast<long>(rng() % v.size()));
-  };
-  Plan p;
-  p.tp = pick({1, 2});
-  p.pp = pick({1, 2, 4});
-  p.cp = pick({1, 1, 2});
-  p.ep = pick({1, 1, 2});
-  p.dp = p.ep * pick({1, 2});
-  const int sched = static_cast<int>(rng() % 4);
-  p.schedule = static_cast<Schedule>(sched);
-  if (p.schedule == Schedule::kInterleaved) {
-    p.vpp = 2;
-    p.microbatches = p.pp * pick({1, 2});
-  } else {
-    p.microbatches = pick({1, 3, 4});
-  }
-  p.zero = pick({0, 1, 2, 3});
-  p.sp = p.tp > 1 && rng() % 2;
-  p.recompute = static_cast<Recompute>(rng() % 3);
-  p.overlap_grad = rng() % 2;
-  p.overlap_param = rng() % 2;
-  p.bucket_bytes = pick({1, 4}) * 1e6;
-  p.cp_kind = rng() % 2 ? CpKind::kRing : CpKind::kAllGather;
-  p.overlap_tp = p.sp && rng() % 2;
-  return p;
-}
-
 TEST(Lower, FoldedEqualsFullFidelityOnRandomPlans) {
   // Ranks of a stage run the same program (uniform routing), so simulating one per stage
   // must give the same step time, breakdown and per-stage peak memory as simulating all.
   // Communication costs bytes / 1 GB/s so that it matters for the comparison.
   std::mt19937 rng(1234);
   for (int trial = 0; trial < 40; ++trial) {
-    const Plan p = random_plan(rng);
+    const Plan p = testing::random_plan(rng);
     ModelArch arch = p.ep > 1 ? tiny_moe(8) : tiny_gpt(8);
     arch.tied_embeddings = trial % 3 == 0;
     const Scenario sc = make_scenario(arch, p);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <random>
 
 #include "model/arch.h"
 #include "sim/engine/engine.h"
@@ -89,6 +90,37 @@ inline Scenario make_scenario(const ModelArch& arch, const Plan& p) {
   sc.parallel.cp_kind = p.cp_kind;
   sc.parallel.pipeline_layers = p.pipeline_layers;
   return sc;
+}
+
+// A random valid plan: tp <= 2, pp <= 4, cp <= 2, dp <= 4 (up to 64 GPUs); use tiny_moe
+// when ep > 1.
+inline Plan random_plan(std::mt19937& rng) {
+  auto pick = [&](std::initializer_list<int> v) {
+    return *(v.begin() + static_cast<long>(rng() % v.size()));
+  };
+  Plan p;
+  p.tp = pick({1, 2});
+  p.pp = pick({1, 2, 4});
+  p.cp = pick({1, 1, 2});
+  p.ep = pick({1, 1, 2});
+  p.dp = p.ep * pick({1, 2});
+  const int sched = static_cast<int>(rng() % 4);
+  p.schedule = static_cast<Schedule>(sched);
+  if (p.schedule == Schedule::kInterleaved) {
+    p.vpp = 2;
+    p.microbatches = p.pp * pick({1, 2});
+  } else {
+    p.microbatches = pick({1, 3, 4});
+  }
+  p.zero = pick({0, 1, 2, 3});
+  p.sp = p.tp > 1 && rng() % 2;
+  p.recompute = static_cast<Recompute>(rng() % 3);
+  p.overlap_grad = rng() % 2;
+  p.overlap_param = rng() % 2;
+  p.bucket_bytes = pick({1, 4}) * 1e6;
+  p.cp_kind = rng() % 2 ? CpKind::kRing : CpKind::kAllGather;
+  p.overlap_tp = p.sp && rng() % 2;
+  return p;
 }
 
 inline bool is_compute(TaskKind k) {

@@ -283,6 +283,57 @@ TEST(ScenarioLoad, OverridesChangeTheProfile) {
   EXPECT_EQ(s.profile.node.gpus, 8);  // untouched keys keep the file's values
 }
 
+// cluster.stragglers: the base cluster is 2 nodes x 8 GPUs (ranks 0..15, nodes 0..1).
+TEST(ScenarioLoad, StragglersGiveEachGpuItsSpeed) {
+  EXPECT_TRUE(load(base()).stragglers.empty());
+  EXPECT_TRUE(gpu_speeds(load(base())).empty());
+  const Scenario s = load(base().insert(12, "  stragglers:")
+                              .insert(13, "    - {gpu: 9, compute: 0.8, nvlink: 0.5}")
+                              .insert(14, "    - {node: 1, nic: 0.5}")
+                              .insert(15, "    - {gpu: 2, nic: 0.25}"));
+  ASSERT_EQ(s.stragglers.size(), 3u);
+  EXPECT_EQ(s.stragglers[0].gpu, 9);
+  EXPECT_EQ(s.stragglers[1].node, 1);
+  const GpuSpeeds v = gpu_speeds(s);
+  ASSERT_EQ(v.size(), 16u);
+  // GPU 9 is named by itself and by node 1: the product of the factors.
+  EXPECT_EQ(v[9], (GpuSpeed{0.8, 0.5, 0.5}));
+  for (int g : {8, 10, 15}) EXPECT_EQ(v[static_cast<size_t>(g)], (GpuSpeed{1, 0.5, 1})) << g;
+  EXPECT_EQ(v[2], (GpuSpeed{1, 0.25, 1}));
+  for (int g : {0, 1, 3, 7}) EXPECT_TRUE(v[static_cast<size_t>(g)].nominal()) << g;
+  EXPECT_EQ(stragglers_text(s),
+            "gpu 9: compute x0.8, nvlink x0.5; node 1: nic x0.5; gpu 2: nic x0.25");
+}
+
+TEST(ScenarioRules, Stragglers) {
+  auto with = [](const std::string& entry) {
+    return base().insert(12, "  stragglers:").insert(13, "    - " + entry);
+  };
+  expect_issue(base().insert(12, "  stragglers: {gpu: 1}"), "cluster.stragglers", 12,
+               "expected a list of entries like {gpu: 5, compute: 0.8}");
+  expect_issue(base().insert(12, "  stragglers: []"), "cluster.stragglers", 12, "expected a list");
+  expect_issue(with("{gpu: 1, compte: 0.5}"), "cluster.stragglers[0].compte", 13,
+               "did you mean 'compute'?");
+  expect_issue(with("{gpu: 16, compute: 0.5}"), "cluster.stragglers[0].gpu", 13,
+               "expected an integer in [0, 15], got 16");
+  expect_issue(with("{node: 2, nic: 0.5}"), "cluster.stragglers[0].node", 13,
+               "expected an integer in [0, 1], got 2");
+  expect_issue(with("{gpu: 1, node: 0, nic: 0.5}"), "cluster.stragglers[0].node", 13,
+               "give one of gpu and node, not both");
+  expect_issue(with("{compute: 0.5}"), "cluster.stragglers[0].gpu", 13, "missing: name the slow GPU");
+  expect_issue(with("{gpu: 1}"), "cluster.stragglers[0].compute", 13,
+               "missing: give at least one of compute, nic, nvlink");
+  expect_issue(with("{gpu: 1, compute: 0}"), "cluster.stragglers[0].compute", 13,
+               "expected a fraction of nominal speed in (0, 1], got 0");
+  expect_issue(with("{gpu: 1, nic: 1.5}"), "cluster.stragglers[0].nic", 13,
+               "expected a number in [0, 1], got 1.5");
+  expect_issue(with("{gpu: 1, nvlink: fast}"), "cluster.stragglers[0].nvlink", 13,
+               "expected a number, got");
+  expect_issue(with("{gpu: 3, compute: 0.5}").insert(14, "    - {gpu: 3, nic: 0.5}"),
+               "cluster.stragglers[1].gpu", 14, "gpu 3 is already listed in cluster.stragglers[0]");
+  expect_issue(with("[gpu, 3]"), "cluster.stragglers[0]", 13, "expected a mapping");
+}
+
 // ---- training ------------------------------------------------------------------------------
 TEST(ScenarioRules, GradReduceDtype) {
   // Default: fp32 gradients for bf16 and fp8 training, the parameters' fp16 for fp16.
