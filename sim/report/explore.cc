@@ -298,16 +298,26 @@ std::string render_points(const std::vector<ExplorePoint>& pts) {
   return o;
 }
 
+// A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, a quote or a
+// line break (a swept list such as cluster.stragglers, an error message), or always.
+static std::string csv_field(const std::string& s, bool always_quote = false) {
+  if (!always_quote && s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
 std::string points_csv(const std::vector<ExplorePoint>& pts) {
   std::string o;
   if (pts.empty()) return o;
-  for (const auto& [k, v] : pts.front().settings) o += k + ",";
+  for (const auto& [k, v] : pts.front().settings) o += csv_field(k) + ",";
   o += "layout,valid,step_time_s,tokens_per_s,tflops_per_gpu,mfu,memory_peak_gib,fits_memory,error\n";
   for (const auto& p : pts) {
-    for (const auto& [k, v] : p.settings) o += v + ",";
-    o += fmt::format("\"{}\",{},{:.9g},{:.9g},{:.6g},{:.6g},{:.6g},{},\"{}\"\n", p.result.layout,
-                     p.valid, p.result.step_time_s, p.result.tokens_per_s, p.result.tflops_per_gpu,
-                     p.result.mfu, p.result.memory_peak_gib, p.result.fits_memory, p.error);
+    for (const auto& [k, v] : p.settings) o += csv_field(v) + ",";
+    o += fmt::format("{},{},{:.9g},{:.9g},{:.6g},{:.6g},{:.6g},{},{}\n",
+                     csv_field(p.result.layout, true), p.valid, p.result.step_time_s,
+                     p.result.tokens_per_s, p.result.tflops_per_gpu, p.result.mfu,
+                     p.result.memory_peak_gib, p.result.fits_memory, csv_field(p.error, true));
   }
   return o;
 }

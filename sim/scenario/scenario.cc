@@ -358,7 +358,7 @@ class Loader {
   // cluster.stragglers (scenario.h Straggler): [{gpu: 5, compute: 0.8}, {node: 1, nic: 0.5}]
   bool parse_stragglers(const YAML::Node& list, Scenario& sc) {
     const std::string p = "cluster.stragglers";
-    if (!list.IsSequence() || list.size() == 0) {
+    if (!list.IsSequence()) {
       r_.error(list, p,
                "expected a list of entries like {gpu: 5, compute: 0.8} or {node: 1, nic: 0.5}");
       return false;

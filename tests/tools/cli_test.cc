@@ -164,6 +164,23 @@ parallel: {tp: 2, pp: 2, microbatch: 1, schedule: 1f1b, zero: 1, sequence_parall
       << f.err;
   EXPECT_EQ(stepcast("run " + (d / "slow.yaml").string() + " --fidelity full").code, 0);
 
+  // A sweep over stragglers ([] = none): the table's order is the sweep's, and the slow
+  // GPU's point is the slower one by the same amount as the two runs above.
+  write(d / "sweep.yaml",
+        base + "sweep:\n  cluster.stragglers: [[], [{gpu: 11, compute: 0.5}]]\n");
+  CliRun sw = stepcast("sweep " + (d / "sweep.yaml").string() + " --csv " + (d / "s.csv").string());
+  ASSERT_EQ(sw.code, 0) << sw.err;
+  // The swept list holds a comma: quoted (RFC 4180), so each line has the header's columns.
+  const std::string csv = slurp(d / "s.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;
+  EXPECT_NE(csv.find("\n[],"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\n\"[{gpu: 11, compute: 0.5}]\",\"tp2 pp2"), std::string::npos) << csv;
+  for (const auto* j : {&jb, &js}) {  // the CSV's step times are the runs' (%.9g)
+    char step[32];
+    std::snprintf(step, sizeof step, ",true,%.9g,", (*j)["step_time_s"].get<double>());
+    EXPECT_NE(csv.find(step), std::string::npos) << step << "\n" << csv;
+  }
+
   std::string bad = base;
   bad.insert(bad.find("training:"), "  stragglers:\n    - {gpu: 16, compute: 0.5}\n");
   write(d / "bad.yaml", bad);

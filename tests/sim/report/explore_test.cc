@@ -143,6 +143,21 @@ TEST(Search, SlicesSentAsCborRebuildTheSameSearch) {
   }
 }
 
+// points_csv follows RFC 4180: a field with a comma, a quote or a line break is quoted with
+// its quotes doubled (a swept list, an error message), so every row keeps the header's columns.
+TEST(Sweep, CsvQuotesFieldsThatNeedIt) {
+  ExplorePoint p;
+  p.settings = {{"cluster.stragglers", "[{gpu: 3, compute: 0.8}]"}, {"parallel.tp", "2"}};
+  p.valid = false;
+  p.error = "t.yaml:3:4: training.dtype: unknown value \"fp9\"";
+  p.result.layout = "tp2 pp1";
+  EXPECT_EQ(points_csv({p}),
+            "cluster.stragglers,parallel.tp,layout,valid,step_time_s,tokens_per_s,tflops_per_gpu,"
+            "mfu,memory_peak_gib,fits_memory,error\n"
+            "\"[{gpu: 3, compute: 0.8}]\",2,\"tp2 pp1\",false,0,0,0,0,0,true,"
+            "\"t.yaml:3:4: training.dtype: unknown value \"\"fp9\"\"\"\n");
+}
+
 TEST(Search, CborKeepsEveryDoubleBitForBit) {
   ExplorePoint p;
   p.settings = {{"cluster.overrides.node.nic", "200 Gb/s"}, {"k\xc3\xa9y", "v\n"}};
