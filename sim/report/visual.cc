@@ -347,6 +347,10 @@ std::string html_report(const Scenario& sc, const Prediction& pred) {
   row("model", "Model", fmt::format("{} ({:.2f} B parameters)", r.model_name, r.params_total / 1e9));
   row("cluster", "Cluster", fmt::format("{} x {} GPUs", r.profile_name, r.gpus));
   row("plan", "Plan", r.layout);
+  if (!r.stragglers.empty()) {
+    row("stragglers", "Slow GPUs", r.stragglers);
+    row("critical-rank", "Critical rank", std::to_string(r.critical_rank));
+  }
   row("step-time", "Step time", fmt::format("{:.6f} s", r.step_time_s));
   row("tokens-per-s", "Tokens/s", fmt::format("{:.0f}", r.tokens_per_s));
   row("tflops", "TFLOP/s per GPU", fmt::format("{:.1f}", r.tflops_per_gpu));

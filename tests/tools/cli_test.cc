@@ -139,7 +139,8 @@ parallel: {tp: 2, pp: 2, microbatch: 1, schedule: 1f1b, zero: 1, sequence_parall
   write(d / "base.yaml", base);
   write(d / "slow.yaml", slow);
   CliRun b = stepcast("run " + (d / "base.yaml").string() + " --json " + (d / "b.json").string());
-  CliRun r = stepcast("run " + (d / "slow.yaml").string() + " --json " + (d / "s.json").string());
+  CliRun r = stepcast("run " + (d / "slow.yaml").string() + " --json " + (d / "s.json").string() +
+                      " --html " + (d / "s.html").string());
   ASSERT_EQ(b.code, 0) << b.err;
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("  slow     gpu 11: compute x0.5\n"), std::string::npos) << r.out;
@@ -154,6 +155,9 @@ parallel: {tp: 2, pp: 2, microbatch: 1, schedule: 1f1b, zero: 1, sequence_parall
   EXPECT_EQ(js["stragglers"], "gpu 11: compute x0.5");
   EXPECT_EQ(js["critical_rank"], 2);
   EXPECT_FALSE(js["folded"].get<bool>());
+  const std::string html = slurp(d / "s.html");
+  EXPECT_NE(html.find("id=\"stragglers\">gpu 11: compute x0.5<"), std::string::npos);
+  EXPECT_NE(html.find("id=\"critical-rank\">2<"), std::string::npos);
   EXPECT_GT(js["step_time_s"].get<double>(), jb["step_time_s"].get<double>() * 1.2);
 
   CliRun f = stepcast("run " + (d / "slow.yaml").string() + " --fidelity folded");
