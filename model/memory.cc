@@ -48,9 +48,10 @@ double d(std::int64_t v) { return static_cast<double>(v); }
 // For GPT (MHA, ffn = 4h, e = 2, dropout) that is sbh(10 + 24/t + 5as/(ht)) without sp
 // and (sbh/t)(34 + 5as/h) with sp — Table 2. GQA shrinks K and V by kv/a; SwiGLU stores
 // 3*ffn instead of 2*ffn per token in the MLP; Llama-style models have no dropout masks.
-// MoE layers replace the MLP by: router input (shared with the shared experts) at the
-// routed token count, fp32 router probabilities, and per expert slot the fc1 input, act
-// input, fc2 input and the expert output (needed for the routing-weight gradient).
+// MoE layers replace the MLP by: router input (shared with the shared experts' fc1), fp32
+// router probabilities, per expert slot the fc1 input, act input, fc2 input and the expert
+// output (needed for the routing-weight gradient), and the shared experts' act and fc2
+// inputs as a tp-split dense MLP's.
 // Full recompute keeps the layer input only (2sbh; sharded by sp).
 double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec& shard,
                               Recompute rc, bool flash_attention) {
@@ -99,13 +100,17 @@ double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec&
   const bool expert_tp = shard.ep == 1;
   const double etp = expert_tp ? t : 1.0;
   const double routed_tokens = expert_tp ? tokens : tokens / t;
-  bytes += (expert_tp ? tn : routed_tokens) * h * e;         // router / shared fc1 input
+  // The block input (ln2 output; sharded under sp) is the router's input and the shared
+  // experts' fc1 input; with ep > 1 and without sp the router reads only this rank's 1/tp
+  // slice of it, but shared experts (a tp-split dense MLP, workload.cc) keep all of it.
+  const bool whole_input = expert_tp || m.shared_experts > 0;
+  bytes += (whole_input ? tn : routed_tokens) * h * e;      // router / shared fc1 input
   bytes += routed_tokens * m.experts * 4.0;                  // fp32 router probabilities
   const double slots = m.capacity_factor * routed_tokens * m.top_k;
   const double ffn_e = d(m.ffn_hidden) / etp;
   bytes += slots * (2.0 * h + ffn_e * (gate + 1.0)) * e;     // fc1 input, expert output, act input, fc2 input
-  const double ffn_s = m.shared_experts * d(m.ffn_hidden) / etp;
-  bytes += routed_tokens * ffn_s * (gate + 1.0) * e;         // shared act input, fc2 input
+  const double ffn_s = m.shared_experts * d(m.ffn_hidden) / t;
+  bytes += tokens * ffn_s * (gate + 1.0) * e;                // shared act input, fc2 input
   return bytes;
 }
 

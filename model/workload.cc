@@ -12,13 +12,16 @@
 //    GEMM of the same FLOPs (bwd = 2x fwd). Memory-bound ops carry flops = 0: their cost is
 //    their bytes, and model FLOPs (MFU) count matmuls only, as Korthikanti eq. 7 does.
 //  - MoE: with ep == 1 the experts are split over tp like the dense MLP (expert tp = tp);
-//    with ep > 1 the experts are NOT split over tp (expert tp = 1, Megatron's default
-//    --expert-tensor-parallel-size 1): each tp rank routes its own 1/tp of the tokens (the
+//    with ep > 1 the experts are NOT split over tp (expert tp = 1: Megatron-Core's
+//    --expert-tensor-parallel-size 1, the usual setting with ep, e.g. DeepSeek-V3's; the
+//    flag's default follows tp): each tp rank routes its own 1/tp of the tokens (the
 //    sequence-parallel shard; without sp its slice of the replicated tokens, re-assembled
-//    by the "mlp.out" TpReduce), and the shared experts run unsplit on those tokens.
+//    by the "mlp.out" TpReduce). Shared experts are a dense MLP split over tp in either case
+//    (Megatron-Core SharedExpertMLP), with their own sequence-parallel gather and reduction.
 #include "model/workload.h"
 
 #include <cmath>
+#include <iterator>
 
 #include "model/error.h"
 
@@ -192,6 +195,7 @@ Op memory_op(std::string name, double bytes_read, double bytes_written) {
 struct Block {
   std::vector<Step> fwd, bwd_input, bwd_weight;
   double params = 0;
+  double expert_params = 0;  // of which routed experts'
 };
 
 // A (dense or expert) MLP of width `ffn_local` per rank over `tokens`, `batch` experts.
@@ -219,20 +223,29 @@ void append_mlp(const ModelArch& a, const Local& l, const std::string& prefix, I
   if (a.has_bias()) blk.params += d(batch) * (d(fc1_out) + d(a.hidden));
 }
 
-Block dense_block(const ModelArch& a, const Local& l) {
-  STEPCAST_CHECK(a.ffn_hidden % l.tp == 0, "ffn_hidden " + std::to_string(a.ffn_hidden) +
-                                               " not divisible by tp " + std::to_string(l.tp));
+// A Megatron tensor-parallel MLP of width `ffn` over all T tokens: column-parallel fc1,
+// row-parallel fc2, with its own sequence-parallel gather before fc1 and reduction after fc2
+// (backward: the output-gradient gather, the input-gradient reduction and the weight-gradient
+// re-gather of fc1's input). Comm points are named `comm` + ".in" / ".out".
+Block tp_mlp_block(const ModelArch& a, const Local& l, const std::string& prefix,
+                   const std::string& comm, I ffn) {
+  STEPCAST_CHECK(ffn % l.tp == 0, prefix + "ffn " + std::to_string(ffn) +
+                                      " not divisible by tp " + std::to_string(l.tp));
   Block blk;
   const double full = d(l.tokens) * d(a.hidden) * l.e;
-  if (l.sp) blk.fwd.push_back(comm_step(CommPointKind::kTpGather, full, "mlp.in"));
+  if (l.sp) blk.fwd.push_back(comm_step(CommPointKind::kTpGather, full, comm + ".in"));
   std::vector<Step> rev;
-  if (l.tp > 1) rev.push_back(comm_step(CommPointKind::kTpReduce, full, "mlp.in"));
-  append_mlp(a, l, "", l.tokens, a.ffn_hidden / l.tp, 1, blk, rev);
-  if (l.sp) rev.push_back(comm_step(CommPointKind::kTpGather, full, "mlp.out"));
-  if (l.tp > 1) blk.fwd.push_back(comm_step(CommPointKind::kTpReduce, full, "mlp.out"));
+  if (l.tp > 1) rev.push_back(comm_step(CommPointKind::kTpReduce, full, comm + ".in"));
+  append_mlp(a, l, prefix, l.tokens, ffn / l.tp, 1, blk, rev);
+  if (l.sp) rev.push_back(comm_step(CommPointKind::kTpGather, full, comm + ".out"));
+  if (l.tp > 1) blk.fwd.push_back(comm_step(CommPointKind::kTpReduce, full, comm + ".out"));
   blk.bwd_input.assign(rev.rbegin(), rev.rend());
-  if (l.sp) insert_wgrad_gather(blk.bwd_input, "fc1", full);
+  if (l.sp) insert_wgrad_gather(blk.bwd_input, prefix + "fc1", full);
   return blk;
+}
+
+Block dense_block(const ModelArch& a, const Local& l) {
+  return tp_mlp_block(a, l, "", "mlp", a.ffn_hidden);
 }
 
 Block moe_block(const ModelArch& a, const Local& l) {
@@ -269,15 +282,6 @@ Block moe_block(const ModelArch& a, const Local& l) {
   rev.push_back(op_step(router.dgrad(l)));
   blk.params += h * m.experts;
 
-  // Shared experts: a dense MLP of shared * ffn over the routed tokens (split like the
-  // experts).
-  if (m.shared_experts > 0) {
-    Block sh;
-    append_mlp(a, l, "shared.", tokens, m.shared_experts * m.ffn_hidden / etp, 1, sh, rev);
-    for (auto& s : sh.fwd) blk.fwd.push_back(std::move(s));
-    for (auto& s : sh.bwd_weight) blk.bwd_weight.push_back(std::move(s));
-    blk.params += sh.params;
-  }
   // Permute (softmax/top-k, gather token copies by expert) and the dispatch all-to-all.
   const double copies = routed * h * e;
   blk.fwd.push_back(op_step(memory_op("moe.permute", d(tokens) * h * e, copies)));
@@ -292,6 +296,7 @@ Block moe_block(const ModelArch& a, const Local& l) {
     for (auto& s : ex.fwd) blk.fwd.push_back(std::move(s));
     for (auto& s : ex.bwd_weight) blk.bwd_weight.push_back(std::move(s));
     blk.params += ex.params;
+    blk.expert_params = ex.params;
   }
   if (l.ep > 1) {
     blk.fwd.push_back(comm_step(CommPointKind::kEpCombine, copies, "moe.combine"));
@@ -305,6 +310,22 @@ Block moe_block(const ModelArch& a, const Local& l) {
   if (gather) rev.push_back(comm_step(CommPointKind::kTpGather, full, "mlp.out"));
   if (reduce) blk.fwd.push_back(comm_step(CommPointKind::kTpReduce, full, "mlp.out"));
   blk.bwd_input.assign(rev.rbegin(), rev.rend());
+
+  // Shared experts (Megatron-Core SharedExpertMLP, moe/shared_experts.py): a dense MLP of
+  // shared * ffn that uses the attention's tensor parallelism whatever the expert
+  // parallelism, on the block's input, its output added to the routed one. So, as the dense
+  // MLP: all T tokens, width split by tp, and its own sequence-parallel gather and reduction
+  // (the routed path gathers or routes its tokens separately). Run after the routed experts
+  // (Megatron's order without --moe-shared-expert-overlap); in backward first.
+  if (m.shared_experts > 0) {
+    Block sh = tp_mlp_block(a, l, "shared.", "shared", m.shared_experts * m.ffn_hidden);
+    for (auto& s : sh.fwd) blk.fwd.push_back(std::move(s));
+    sh.bwd_input.insert(sh.bwd_input.end(), std::make_move_iterator(blk.bwd_input.begin()),
+                        std::make_move_iterator(blk.bwd_input.end()));
+    blk.bwd_input = std::move(sh.bwd_input);
+    for (auto& s : sh.bwd_weight) blk.bwd_weight.push_back(std::move(s));
+    blk.params += sh.params;
+  }
   return blk;
 }
 
@@ -428,6 +449,7 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   if (arch.has_bias()) p += d(l.qkv_n) + h;
   p += ffn.params;
   out.param_count = p;
+  out.expert_param_count = ffn.expert_params;
   out.grad_bytes_fp32 = 4.0 * p;
   return out;
 }

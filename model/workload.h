@@ -108,6 +108,8 @@ struct LayerOps {
   std::vector<Step> bwd_input;   // activation gradients, reverse order
   std::vector<Step> bwd_weight;  // weight gradients (GEMMs only); ZB-H1 delays these
   double param_count = 0;        // parameters of this layer held on this rank
+  double expert_param_count = 0; // of which routed experts' (their gradients are reduced
+                                 // over the expert data-parallel group, dp / ep)
   double grad_bytes_fp32 = 0;    // main-grad bytes for this layer on this rank
 };
 

@@ -53,15 +53,6 @@ double steps_flops(const std::vector<Step>& steps, bool selective_only = false) 
   return f;
 }
 
-// Expert parameters of layer `layer` on one rank: experts / ep local experts, each an FFN of
-// 3 (SwiGLU: gate, up, down) or 2 matrices h x ffn, split over tp (Megatron's expert tensor
-// parallel size defaults to tp). Shared experts and the router are dense.
-double expert_params_on_rank(const ModelArch& arch, int layer, const ShardSpec& shard) {
-  if (!arch.moe || !arch.is_moe_layer(layer)) return 0;
-  const double mats = arch.activation == Activation::kSwiglu ? 3.0 : 2.0;
-  return static_cast<double>(arch.moe->experts) / shard.ep * mats *
-         static_cast<double>(arch.hidden) * static_cast<double>(arch.moe->ffn_hidden) / shard.tp;
-}
 
 void append_int(std::string& s, long long v) {
   char buf[24];
@@ -236,7 +227,7 @@ class Lowerer {
         u.name = fmt::format("L{}", layer);
         u.act_bytes = layer_activation_bytes(arch_, layer, shard_, par_.recompute, shard_.flash_attention);
         u.act_full_bytes = layer_activation_bytes(arch_, layer, shard_, Recompute::kNone, shard_.flash_attention);
-        u.expert_params = std::min(ops.param_count, expert_params_on_rank(arch_, layer, shard_));
+        u.expert_params = ops.expert_param_count;
         u.dense_params = ops.param_count - u.expert_params;
         const double frac = ops.param_count > 0 ? u.expert_params / ops.param_count : 0.0;
         u.expert_grad_bytes = ops.param_count * grad_bytes_per_param_ * frac;

@@ -18,7 +18,8 @@
 //  - sequence parallel with tp > 1 needs each cp rank's sequence (seq_len/cp) divisible by tp;
 //    with tp == 1 it is a no-op and accepted.
 //  - tp must divide ffn_hidden (when the model has a dense layer) and, without ep,
-//    moe.ffn_hidden; with ep > 1, microbatch*seq_len/cp tokens must divide by tp.
+//    moe.ffn_hidden; with ep > 1, microbatch*seq_len/cp tokens must divide by tp, and so
+//    must the shared experts' width shared_experts x moe.ffn_hidden (split like a dense MLP).
 //  - ep > 1 needs a MoE model, experts % ep == 0 and dp % ep == 0 (Megatron-Core builds the
 //    expert groups inside the data-parallel ranks; keeping them inside one cp slice is the
 //    layout the lowering uses).
@@ -620,6 +621,13 @@ class Loader {
                  fmt::format("the model's moe.ffn_hidden ({}) must be divisible by tp ({}) "
                              "(without ep the experts are split over tp)",
                              m.moe->ffn_hidden, pl.tp));
+      if (m.moe && pl.ep > 1 && m.moe->shared_experts > 0 &&
+          (m.moe->shared_experts * m.moe->ffn_hidden) % pl.tp != 0)
+        r_.error(at("tp"), path("tp"),
+                 fmt::format("the model's shared experts (shared_experts x moe.ffn_hidden = "
+                             "{} x {}) must be divisible by tp ({}): they are split over tp "
+                             "like a dense MLP",
+                             m.moe->shared_experts, m.moe->ffn_hidden, pl.tp));
       if (m.moe && pl.ep > 1 && training_ok_ && sc.training.seq_len % pl.cp == 0 &&
           (pl.microbatch * (sc.training.seq_len / pl.cp)) % pl.tp != 0)
         r_.error(at("tp"), path("tp"),

@@ -150,6 +150,30 @@ TEST(Activations, MoeLayerWithOneExpertIsDensePlusRouting) {
                    layer_activation_bytes(moe, 0, sh, Recompute::kSelective, true));
 }
 
+TEST(Activations, SharedExpertsStoreWhatATpSplitDenseMlpStores) {
+  // llama2-7b with 4 experts of ffn 11008, top-1, at tp 4, ep 2, T = 4096 tokens, bf16,
+  // SwiGLU. A shared expert is a dense MLP split over tp (workload.cc): its act input (gate
+  // and up) and fc2 input, 3 x T x 11008/4 x 2 B, whether or not sp shards the rest. Its fc1
+  // input is the router's input (the block input): without sp it is all T tokens, where the
+  // router alone (ep > 1) keeps its T/4 slice: (T - T/4) x h x 2 B more.
+  ModelArch moe = *find_builtin_model("llama2-7b");
+  MoeSpec spec;
+  spec.experts = 4;
+  spec.top_k = 1;
+  spec.ffn_hidden = moe.ffn_hidden;
+  moe.moe = spec;
+  ModelArch shared = moe;
+  shared.moe->shared_experts = 1;
+  const double T = 4096, h = 4096, ffn = 11008;
+  for (bool sp : {true, false}) {
+    ShardSpec sh = shard(1, 4096, 4, sp);
+    sh.ep = 2;
+    const double extra = layer_activation_bytes(shared, 0, sh, Recompute::kSelective, true) -
+                         layer_activation_bytes(moe, 0, sh, Recompute::kSelective, true);
+    EXPECT_DOUBLE_EQ(extra, 3 * T * ffn / 4 * 2 + (sp ? 0.0 : (T - T / 4) * h * 2)) << sp;
+  }
+}
+
 TEST(Activations, NonNegativeAndMonotoneInRecompute) {
   for (const auto& n : builtin_model_names()) {
     const ModelArch& m = *find_builtin_model(n);

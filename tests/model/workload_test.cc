@@ -1,5 +1,6 @@
 // Per-layer ops: FLOPs against Korthikanti / Narayanan closed forms, Megatron op order and
 // communication points, and properties over random shapes.
+#include <algorithm>
 #include <random>
 #include <string>
 #include <tuple>
@@ -432,6 +433,55 @@ TEST(Workload, DeepseekSharedExpertAndDenseLayers) {
   EXPECT_EQ(find_op(moe.fwd, "moe.fc1").gemm.m, 8192);
   EXPECT_EQ(find_op(moe.fwd, "shared.fc1").gemm.m, 4096);
   EXPECT_EQ(find_op(moe.fwd, "shared.fc2").gemm.k, 2048);
+}
+
+// Shared experts are Megatron-Core's SharedExpertMLP: a dense MLP split over the attention's
+// tp whatever ep is, on all T tokens, with its own sp gather/reduction. DeepSeek-V3-like
+// layer 3 (MoE; h 7168, one shared expert of ffn 2048, SwiGLU) at tp 4, ep 8, sp, T = 4096:
+//   shared.fc1: m = 4096 tokens, n = 2 x 2048/4 = 1024 (gate and up), k = 7168;
+//   shared.fc2: m = 4096, n = 7168, k = 512;
+//   params per rank: 3 x 7168 x 2048 / 4 = 11,010,048 (of 44,040,192);
+//   forward:  G:shared.in before shared.fc1, R:shared.out after shared.fc2;
+//   backward: G:shared.out, fc2 dgrad, act, fc1 dgrad, R:shared.in, and the re-gather of
+//             fc1's input for its weight gradient (shared.fc1.in.wgrad) — first, before the
+//             routed experts' backward.
+TEST(Workload, SharedExpertsAreATpSplitDenseMlp) {
+  const ModelArch& a = *find_builtin_model("deepseek-v3-like");
+  const LayerOps o = layer_ops(a, 3, shard(1, 4096, 4, true, 1, 8));
+  const Op& fc1 = find_op(o.fwd, "shared.fc1");
+  EXPECT_EQ(fc1.gemm.m, 4096);
+  EXPECT_EQ(fc1.gemm.n, 1024);
+  EXPECT_EQ(fc1.gemm.k, 7168);
+  const Op& fc2 = find_op(o.fwd, "shared.fc2");
+  EXPECT_EQ(fc2.gemm.n, 7168);
+  EXPECT_EQ(fc2.gemm.k, 512);
+  const auto fwd = names(o.fwd);
+  const std::vector<std::string> shared_fwd = {"G:shared.in", "shared.fc1", "shared.act",
+                                               "shared.fc2", "R:shared.out"};
+  EXPECT_NE(std::search(fwd.begin(), fwd.end(), shared_fwd.begin(), shared_fwd.end()), fwd.end());
+  const auto bwd = names(o.bwd_input);
+  const std::vector<std::string> shared_bwd = {"G:shared.out", "shared.fc2", "shared.act",
+                                               "G:shared.fc1.in.wgrad", "shared.fc1",
+                                               "R:shared.in"};
+  const auto at = std::search(bwd.begin(), bwd.end(), shared_bwd.begin(), shared_bwd.end());
+  ASSERT_NE(at, bwd.end());
+  EXPECT_LT(at - bwd.begin(), std::find(bwd.begin(), bwd.end(), "moe.fc2") - bwd.begin());
+  // The shared experts' FLOPs split exactly by tp; the rest of the parameters as before.
+  auto shared_flops = [](const LayerOps& lo) {
+    double f = 0;
+    for (const auto* list : {&lo.fwd, &lo.bwd_input, &lo.bwd_weight})
+      for (const Step& st : *list)
+        if (!st.is_comm && st.op.name.rfind("shared.fc", 0) == 0) f += st.op.flops;
+    return f;
+  };
+  const LayerOps whole = layer_ops(a, 3, shard(1, 4096, 1, false, 1, 8));
+  EXPECT_DOUBLE_EQ(shared_flops(o) * 4, shared_flops(whole));
+  ModelArch none = a;
+  none.moe->shared_experts = 0;
+  EXPECT_DOUBLE_EQ(o.param_count - layer_ops(none, 3, shard(1, 4096, 4, true, 1, 8)).param_count,
+                   44040192.0 / 4);
+  EXPECT_DOUBLE_EQ(whole.param_count - layer_ops(none, 3, shard(1, 4096, 1, false, 1, 8)).param_count,
+                   44040192.0);
 }
 
 // ---- properties over random shapes

@@ -374,6 +374,34 @@ TEST(Lower, Zero3MovesOneAndAHalfTimesTheElementsOfZero1) {
   EXPECT_NEAR(z3.elements / z1.elements, 1.5, 1e-12);
 }
 
+TEST(Lower, ExpertGradientsAreReducedOverTheExpertDataParallelGroupWhole) {
+  // tiny_moe (8 MoE layers, 8 experts of ffn 512, h 256, SwiGLU) at tp 2, ep 2, dp 4, ZeRO-1,
+  // one microbatch. With ep > 1 each rank holds its 8/2 = 4 local experts whole (expert tp 1,
+  // model/workload.cc), 4 x 3 x 256 x 512 = 1,572,864 parameters per layer, and their fp32
+  // gradients are reduce-scattered over the expert data-parallel group (dp / ep = 2 ranks):
+  // 8 x 1,572,864 elements. The rest of each layer (attention, norms, router) goes over the
+  // dense dp group. (The expert share was taken as 1/tp of the experts, the other half
+  // counted dense.)
+  Plan p;
+  p.tp = 2;
+  p.ep = 2;
+  p.dp = 4;
+  p.zero = 1;
+  p.microbatches = 1;
+  const Program prog = lower(make_scenario(tiny_moe(8), p));
+  double expert_rs = 0, dense_rs = 0;
+  for (const Task& t : prog.ranks[0].tasks) {
+    if (t.kind != TaskKind::kCollective || t.coll != CollOp::kReduceScatter ||
+        t.category != Category::kDpComm)
+      continue;
+    const GroupKind k = prog.groups[static_cast<size_t>(prog.ranks[0].group_of(t))].kind;
+    (k == GroupKind::kEdp ? expert_rs : dense_rs) += t.bytes / dtype_bytes(t.dtype);
+  }
+  EXPECT_DOUBLE_EQ(expert_rs, 8.0 * 4 * 3 * 256 * 512);
+  EXPECT_GT(dense_rs, 0);
+  run(prog);
+}
+
 TEST(Lower, DpBucketCountIsCeilGradBytesOverBucket) {
   // Plain DP: gradients (4 bytes x params of the rank) in buckets of bucket_bytes -> ceil(G/B)
   // allreduces, all on the dp stream during the last microbatch's backward.

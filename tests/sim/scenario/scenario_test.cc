@@ -418,6 +418,13 @@ TEST(ScenarioRules, FfnHiddenDivisibleByTp) {
               .set(14, "  seq_len: 4095")
               .insert(20, "  ep: 2");
   expect_issue(d, "parallel.tp", 17, "microbatch*seq_len/cp = 4095 tokens over tp (2)");
+  // With ep the routed experts are whole, but shared experts are split over tp as a dense MLP.
+  Doc sh = base().insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023, shared_experts: 1}")
+               .insert(20, "  ep: 2");
+  expect_issue(sh, "parallel.tp", 17,
+               "the model's shared experts (shared_experts x moe.ffn_hidden = 1 x 1023) must be "
+               "divisible by tp (2)");
+  EXPECT_NO_THROW(load(sh.set(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023, shared_experts: 2}")));
   // All-MoE model: the dense ffn_hidden is unused and not checked.
   EXPECT_NO_THROW(load(base().set(5, "  ffn_hidden: 4097")
                            .insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1024}")));
