@@ -28,6 +28,12 @@ Scenario scenario_of(const Plan& p) {
   return sc;
 }
 
+RunOptions full_fidelity() {
+  RunOptions o;
+  o.folded = false;
+  return o;
+}
+
 Straggler gpu_at(int gpu, GpuSpeed speed) {
   Straggler s;
   s.gpu = gpu;
@@ -44,7 +50,7 @@ TEST(Stragglers, NominalSpeedEqualsFullFidelityOnRandomPlans) {
     const Plan p = random_plan(rng);
     Scenario sc = scenario_of(p);
     SCOPED_TRACE(::testing::Message() << "trial " << trial << ": " << sc.gpus << " GPUs");
-    const Result full = predict(sc, {.folded = false}).result;
+    const Result full = predict(sc, full_fidelity()).result;
     sc.stragglers = {gpu_at(static_cast<int>(rng() % static_cast<unsigned>(sc.gpus)), GpuSpeed{})};
     const Result same = predict(sc).result;
     EXPECT_FALSE(same.folded);
@@ -85,7 +91,7 @@ TEST(Stragglers, DataParallelWaitsForTheSlowGpu) {
   p.overlap_grad = false;
   p.overlap_param = false;
   Scenario sc = scenario_of(p);
-  const Prediction base = predict(sc, {.folded = false});
+  const Prediction base = predict(sc, full_fidelity());
   sc.stragglers = {gpu_at(5, GpuSpeed{0.5, 1, 1})};
   const Prediction slow = predict(sc);
   double compute_s = 0;
@@ -116,7 +122,7 @@ TEST(Stragglers, SlowNicSlowsOnlyCrossNodeTraffic) {
   for (NetworkMode mode : {NetworkMode::kAnalytical, NetworkMode::kFlow}) {
     sc.network = mode;
     sc.stragglers.clear();
-    const Result base = predict(sc, {.folded = false}).result;
+    const Result base = predict(sc, full_fidelity()).result;
     sc.stragglers = {gpu_at(11, half_nic)};
     const Result slow = predict(sc).result;
     const size_t dp = static_cast<size_t>(Category::kDpComm);
@@ -130,7 +136,7 @@ TEST(Stragglers, SlowNicSlowsOnlyCrossNodeTraffic) {
   inside.zero = 1;
   sc = scenario_of(inside);
   ASSERT_EQ(sc.nodes, 1);
-  const Result base = predict(sc, {.folded = false}).result;
+  const Result base = predict(sc, full_fidelity()).result;
   sc.stragglers = {gpu_at(3, half_nic)};
   const Result slow = predict(sc).result;
   EXPECT_EQ(slow.step_time_s, base.step_time_s);
