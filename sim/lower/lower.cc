@@ -321,7 +321,7 @@ class Lowerer {
       case GroupKind::kDp: members = layout_.dp_group(rank); break;
       case GroupKind::kDpCp: members = layout_.dp_cp_group(rank); break;
       case GroupKind::kEp: members = layout_.ep_group(rank); break;
-      case GroupKind::kEdp: members = layout_.edp_group(rank, par_.cp > 1); break;
+      case GroupKind::kEdp: members = layout_.edp_group(rank); break;
       case GroupKind::kPp: {
         // The only pp-kind communicator the lowering uses: Megatron's embedding group, the
         // first and last stage ranks sharing tied word embeddings.
@@ -631,7 +631,7 @@ class Lowerer {
 
   GroupKind dense_dp_kind() const { return par_.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp; }
   int dense_dp_size() const { return par_.dp * par_.cp; }
-  int expert_dp_size() const { return layout_.edp() * par_.cp; }
+  int expert_dp_size() const { return layout_.edp(); }
 
   // Bytes of gradients (grad_dtype_) per DP bucket (parameter-gather buckets hold the same
   // parameters). parallel.bucket_mb when given; otherwise Megatron-Core's default

@@ -11,7 +11,8 @@ RankLayout::RankLayout(int tp, int cp, int dp, int pp, int ep)
   STEPCAST_CHECK(tp >= 1 && cp >= 1 && dp >= 1 && pp >= 1 && ep >= 1,
                  fmt::format("sizes must be >= 1: tp {} cp {} dp {} pp {} ep {}", tp, cp, dp,
                              pp, ep));
-  STEPCAST_CHECK(dp % ep == 0, fmt::format("ep {} must divide dp {}", ep, dp));
+  STEPCAST_CHECK((tp * cp * dp) % ep == 0,
+                 fmt::format("ep {} must divide tp*cp*dp = {}", ep, tp * cp * dp));
 }
 
 int RankLayout::rank(int tp, int cp, int dp, int pp) const {
@@ -31,8 +32,9 @@ RankCoord RankLayout::coord(int rank) const {
   rank /= cp_;
   c.dp = rank % dp_;
   c.pp = rank / dp_;
-  c.ep = c.dp % ep_;
-  c.edp = c.dp / ep_;
+  const int li = c.tp + tp_ * (c.cp + cp_ * c.dp);
+  c.ep = li % ep_;
+  c.edp = li / ep_;
   return c;
 }
 
@@ -70,24 +72,20 @@ std::vector<int> RankLayout::dp_cp_group(int r) const {
 }
 
 std::vector<int> RankLayout::ep_group(int r) const {
-  RankCoord c = coord(r);
+  const RankCoord c = coord(r);
+  const int base = c.pp * ranks_per_stage() + c.edp * ep_;
   std::vector<int> g;
   g.reserve(static_cast<size_t>(ep_));
-  for (int i = 0; i < ep_; ++i) g.push_back(rank(c.tp, c.cp, c.edp * ep_ + i, c.pp));
+  for (int i = 0; i < ep_; ++i) g.push_back(base + i);
   return g;
 }
 
-std::vector<int> RankLayout::edp_group(int r, bool with_cp) const {
-  RankCoord c = coord(r);
+std::vector<int> RankLayout::edp_group(int r) const {
+  const RankCoord c = coord(r);
+  const int base = c.pp * ranks_per_stage() + c.ep;
   std::vector<int> g;
-  g.reserve(static_cast<size_t>(edp() * (with_cp ? cp_ : 1)));
-  for (int e = 0; e < edp(); ++e) {
-    if (with_cp) {
-      for (int i = 0; i < cp_; ++i) g.push_back(rank(c.tp, i, e * ep_ + c.ep, c.pp));
-    } else {
-      g.push_back(rank(c.tp, c.cp, e * ep_ + c.ep, c.pp));
-    }
-  }
+  g.reserve(static_cast<size_t>(edp()));
+  for (int e = 0; e < edp(); ++e) g.push_back(base + e * ep_);
   return g;
 }
 

@@ -4,9 +4,13 @@
 // with ep folded into dp): tensor parallel varies fastest, then context parallel, then data
 // parallel, then pipeline parallel:
 //   rank = tp + TP * (cp + CP * (dp + DP * pp)).
-// Expert parallelism is carved out of the data-parallel dimension: the ep group of a rank is
-// the EP consecutive dp indices of its block (dp / EP fixed), and expert parameters are
-// replicated over the expert-data-parallel (edp) group: same dp % EP, DP / EP members.
+// Expert parallelism (Megatron-Core with expert tensor parallel size 1, the expert layout
+// the workload models: parallel_state's expert RankGenerator with etp 1 and cp 1, order
+// "tp-cp-ep-dp-pp"): the TP*CP*DP ranks of a stage are re-cut into EP x EDP. With the local
+// index li = tp + TP * (cp + CP * dp) of a rank in its stage, its ep index is li % EP and its
+// expert-data-parallel index li / EP: the ep group is EP consecutive ranks (tensor- and
+// context-parallel partners first, so it stays inside a node when it can), and a local
+// expert is replicated over the edp group, the TP*CP*DP / EP ranks with the same li % EP.
 //
 // Groups are returned as global ranks in ring order (ascending coordinate).
 #pragma once
@@ -17,13 +21,13 @@ namespace stepcast {
 
 struct RankCoord {
   int tp = 0, cp = 0, dp = 0, pp = 0;
-  int ep = 0;   // dp % EP: index inside the ep group
-  int edp = 0;  // dp / EP: index inside the expert-data-parallel group
+  int ep = 0;   // li % EP: index inside the ep group (li: index in the stage, above)
+  int edp = 0;  // li / EP: index inside the expert-data-parallel group
 };
 
 class RankLayout {
  public:
-  // Throws InvariantError unless every size is >= 1 and ep divides dp.
+  // Throws InvariantError unless every size is >= 1 and ep divides tp * cp * dp.
   RankLayout(int tp, int cp, int dp, int pp, int ep = 1);
 
   int tp() const { return tp_; }
@@ -31,7 +35,7 @@ class RankLayout {
   int dp() const { return dp_; }
   int pp() const { return pp_; }
   int ep() const { return ep_; }
-  int edp() const { return dp_ / ep_; }
+  int edp() const { return tp_ * cp_ * dp_ / ep_; }
   int world_size() const { return tp_ * cp_ * dp_ * pp_; }
   int ranks_per_stage() const { return tp_ * cp_ * dp_; }
 
@@ -47,9 +51,9 @@ class RankLayout {
   // every (cp, dp) pair at the rank's tp and pp, cp fastest.
   std::vector<int> dp_cp_group(int rank) const;
   std::vector<int> ep_group(int rank) const;
-  // Expert-data-parallel group: dp indices with the rank's dp % EP; with `with_cp` also
-  // every cp index (expert gradients are then synced over edp x cp).
-  std::vector<int> edp_group(int rank, bool with_cp = false) const;
+  // Expert-data-parallel group: the ranks of the stage with the rank's li % EP (every tp
+  // and cp index among them: the group expert gradients are synced over).
+  std::vector<int> edp_group(int rank) const;
   std::vector<int> pp_group(int rank) const;
   // All ranks of pipeline stage `stage`, ascending.
   std::vector<int> stage_ranks(int stage) const;

@@ -160,7 +160,7 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
         if (gpus % (tp * pp * cp) != 0) continue;
         const int dp = gpus / (tp * pp * cp);
         for (int ep : eps) {
-          if (dp % ep != 0) continue;
+          if ((tp * cp * dp) % ep != 0) continue;  // expert groups cut from the stage
           for (int mb : {1, 2, 4, 8}) {
             if (gb % (static_cast<std::int64_t>(dp) * mb) != 0) continue;
             const std::int64_t micro = gb / (static_cast<std::int64_t>(dp) * mb);

@@ -20,9 +20,9 @@
 //  - tp must divide ffn_hidden (when the model has a dense layer) and, without ep,
 //    moe.ffn_hidden; with ep > 1, microbatch*seq_len/cp tokens must divide by tp, and so
 //    must the shared experts' width shared_experts x moe.ffn_hidden (split like a dense MLP).
-//  - ep > 1 needs a MoE model, experts % ep == 0 and dp % ep == 0 (Megatron-Core builds the
-//    expert groups inside the data-parallel ranks; keeping them inside one cp slice is the
-//    layout the lowering uses).
+//  - ep > 1 needs a MoE model, experts % ep == 0 and (tp*cp*dp) % ep == 0 (Megatron-Core
+//    with expert tensor parallel size 1 cuts the expert groups from a stage's tp*cp*dp ranks;
+//    sim/plan/layout.h).
 //  - microbatches x layers (the layer passes of one step, each simulated) is at most 2^21.
 //  - ZeRO-3 with pp > 1 is allowed.
 //  - fp8 training needs a GPU whose profile lists an fp8 peak.
@@ -664,11 +664,11 @@ class Loader {
           r_.error(at("ep"), path("ep"),
                    fmt::format("the model's experts ({}) must be divisible by ep ({})",
                                m.moe->experts, pl.ep));
-        } else if (dp_ok && pl.dp % pl.ep != 0) {
+        } else if (dp_ok && (pl.tp * pl.cp * pl.dp) % pl.ep != 0) {
           r_.error(at("ep"), path("ep"),
-                   fmt::format("ep ({}) must divide dp ({}) (expert groups are formed inside "
-                               "the data-parallel ranks)",
-                               pl.ep, pl.dp));
+                   fmt::format("ep ({}) must divide tp*cp*dp = {}*{}*{} = {} (expert groups are "
+                               "cut from the ranks of a pipeline stage)",
+                               pl.ep, pl.tp, pl.cp, pl.dp, pl.tp * pl.cp * pl.dp));
         }
       }
     }

@@ -577,7 +577,7 @@ TEST(WorkloadProperty, MoeExpertSlotsConserveTokenCopies) {
     const Op& fc1 = find_op(o.fwd, "moe.fc1");
     ASSERT_EQ(fc1.gemm.batch, a.moe->experts / ep);
     ASSERT_EQ(std::int64_t(a.moe->experts) * fc1.gemm.m, std::int64_t(ep) * routed * a.moe->top_k);
-    // EP ranks are carved out of data parallelism: each routes its own tokens, so one
+    // Each rank of an EP group routes its own tokens (layout.h), so one
     // rank's expert FLOPs are the unsplit layer's over its tokens divided by tp alone
     // (ep == 1: ffn split by tp; ep > 1: tokens split by tp).
     const LayerOps whole = layer_ops(a, 0, shard(b, s));

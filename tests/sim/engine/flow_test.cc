@@ -368,16 +368,18 @@ TEST(EngineFlow, MissingLatenciesAreAnInvariantError) {
 
 TEST(EngineFlow, ScenarioThroughPredict) {
   // Mixtral 8x7B on 8 nodes (ep all-to-all, dp allreduce, tp): `network: flow` through
-  // predict(). Contention only adds time (intra-pod, so the costs are the same as analytical),
-  // the folded and full-fidelity runs of this symmetric plan agree (folded flows cover each
-  // collective's full group; the rails of the folded copies do not share links here), and a
-  // rerun is bit-identical.
+  // predict(). Contention only adds time (intra-pod, so the costs are the same as analytical)
+  // up to what flow mode leaves out (engine.h): flow transfers take no part in HBM contention
+  // and SM interference makes the engine non-monotone, worth 0.013% here (flow 2.92201 s,
+  // analytical 2.92239 s), so the bound allows 0.1%. The folded and full-fidelity runs of
+  // this symmetric plan agree (folded flows cover each collective's full group; the rails of
+  // the folded copies do not share links here), and a rerun is bit-identical.
   Scenario sc = load_scenario(std::string(STEPCAST_SOURCE_DIR) +
                               "/scenarios/mixtral-8x7b-8node-h100.yaml");
   const Prediction an = predict(sc);
   sc.network = NetworkMode::kFlow;
   const Prediction fl = predict(sc);
-  EXPECT_GE(fl.timeline.step_ns, an.timeline.step_ns);
+  EXPECT_GE(to_s(fl.timeline.step_ns), 0.999 * to_s(an.timeline.step_ns));
   EXPECT_LT(to_s(fl.timeline.step_ns), 1.05 * to_s(an.timeline.step_ns));
   EXPECT_EQ(predict(sc).timeline.step_ns, fl.timeline.step_ns);
   RunOptions full;

@@ -29,8 +29,9 @@ TEST(RankLayout, CoordRoundTripsForEveryRank) {
   for (int r = 0; r < l.world_size(); ++r) {
     RankCoord c = l.coord(r);
     EXPECT_EQ(l.rank(c), r);
-    EXPECT_EQ(c.ep, c.dp % 2);
-    EXPECT_EQ(c.edp, c.dp / 2);
+    const int li = r % 24;  // index in the stage: TP*CP*DP = 24 ranks per stage
+    EXPECT_EQ(c.ep, li % 2);
+    EXPECT_EQ(c.edp, li / 2);
   }
 }
 
@@ -40,7 +41,8 @@ TEST(RankLayout, GroupsPartitionTheWorld) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 30; ++trial) {
     const int tp = 1 << (rng() % 3), cp = 1 + static_cast<int>(rng() % 3);
-    const int ep = 1 << (rng() % 2), dp = ep * (1 + static_cast<int>(rng() % 3));
+    const int dp = 1 + static_cast<int>(rng() % 4);
+    const int ep = (tp * cp * dp) % 4 == 0 ? 1 << (rng() % 3) : (tp * cp * dp) % 2 == 0 ? 1 << (rng() % 2) : 1;
     const int pp = 1 + static_cast<int>(rng() % 3);
     RankLayout l(tp, cp, dp, pp, ep);
     struct Kind {
@@ -60,26 +62,39 @@ TEST(RankLayout, GroupsPartitionTheWorld) {
       }
       EXPECT_EQ(static_cast<int>(groups.size()) * k.size, l.world_size());
     }
-    for (bool with_cp : {false, true}) {
-      std::set<std::vector<int>> groups;
-      for (int r = 0; r < l.world_size(); ++r) {
-        std::vector<int> g = l.edp_group(r, with_cp);
-        ASSERT_EQ(static_cast<int>(g.size()), (dp / ep) * (with_cp ? cp : 1));
-        ASSERT_TRUE(std::find(g.begin(), g.end(), r) != g.end());
-        groups.insert(g);
-      }
-      EXPECT_EQ(static_cast<int>(groups.size()) * (dp / ep) * (with_cp ? cp : 1), l.world_size());
+    // Expert groups: ep x edp cut the stage's tp*cp*dp ranks; every ep group meets every
+    // edp group of its stage in exactly one rank (each local expert is on one rank of an ep
+    // group and replicated over its edp group).
+    std::set<std::vector<int>> groups;
+    const int edp = tp * cp * dp / ep;
+    for (int r = 0; r < l.world_size(); ++r) {
+      std::vector<int> g = l.edp_group(r);
+      ASSERT_EQ(static_cast<int>(g.size()), edp);
+      ASSERT_TRUE(std::find(g.begin(), g.end(), r) != g.end());
+      groups.insert(g);
+      int shared = 0;
+      for (int q : l.ep_group(r)) shared += std::count(g.begin(), g.end(), q) > 0;
+      ASSERT_EQ(shared, 1);
+      for (int q : g) ASSERT_EQ(l.coord(q).pp, l.coord(r).pp);
     }
+    EXPECT_EQ(static_cast<int>(groups.size()) * edp, l.world_size());
   }
 }
 
-TEST(RankLayout, EpGroupsAreConsecutiveDpIndices) {
-  // dp 4, ep 2, tp 2: ep group of rank 0 = dp indices {0,1} at tp 0 = ranks {0, 2};
-  // edp group of rank 0 = dp indices {0, 2} = ranks {0, 4}.
+TEST(RankLayout, EpGroupsAreConsecutiveRanksOfTheStage) {
+  // Megatron-Core, expert tensor parallel size 1: tp 2, dp 4, ep 2: the ep group of rank 0
+  // is ranks {0, 1} (its tp partner), its edp group the 8 / 2 = 4 ranks {0, 2, 4, 6}.
   RankLayout l(2, 1, 4, 1, 2);
-  EXPECT_EQ(l.ep_group(0), (std::vector<int>{0, 2}));
-  EXPECT_EQ(l.edp_group(0), (std::vector<int>{0, 4}));
-  EXPECT_EQ(l.ep_group(5), (std::vector<int>{5, 7}));  // tp1 dp2 -> dp {2,3}
+  EXPECT_EQ(l.ep_group(0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(l.edp_group(0), (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(l.ep_group(5), (std::vector<int>{4, 5}));
+  // Mixtral's 8-node plan: tp 2, dp 32, ep 8, 8 GPUs a node: each ep group is one node
+  // (ranks 8k .. 8k+7), each edp group one rank of every node (64 / 8 = 8 ranks); a stage
+  // of pp 2 starts its own groups at rank 64.
+  RankLayout m(2, 1, 32, 2, 8);
+  EXPECT_EQ(m.ep_group(13), (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(m.edp_group(13), (std::vector<int>{5, 13, 21, 29, 37, 45, 53, 61}));
+  EXPECT_EQ(m.ep_group(64), (std::vector<int>{64, 65, 66, 67, 68, 69, 70, 71}));
 }
 
 TEST(RankLayout, StageRanksAreContiguous) {
@@ -87,8 +102,10 @@ TEST(RankLayout, StageRanksAreContiguous) {
   EXPECT_EQ(l.stage_ranks(1), (std::vector<int>{4, 5, 6, 7}));
 }
 
-TEST(RankLayout, RejectsEpNotDividingDp) {
+TEST(RankLayout, RejectsEpNotDividingTheStage) {
   EXPECT_THROW(RankLayout(1, 1, 3, 1, 2), InvariantError);
+  EXPECT_THROW(RankLayout(2, 1, 3, 1, 4), InvariantError);  // 6 ranks a stage
+  EXPECT_NO_THROW(RankLayout(2, 1, 3, 1, 2));                // ep 2 divides the stage's 6 ranks, not dp 3
   EXPECT_THROW(RankLayout(0, 1, 1, 1), InvariantError);
 }
 

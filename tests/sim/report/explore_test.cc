@@ -196,7 +196,7 @@ TEST(Search, EvaluateCandidatesChecksItsSlice) {
 }
 
 // The search space of an MoE model includes expert parallelism: every ep dividing the
-// expert count and dp, shown in the plan; a dense model's plans keep ep 1 and do not show
+// expert count and a stage's tp*cp*dp ranks, shown in the plan; a dense model's plans keep ep 1 and do not show
 // it. Every candidate must be a valid scenario (checked by loading each, no simulation).
 TEST(Search, MoePlansSearchExpertParallelism) {
   const Scenario moe = load_scenario(std::string(STEPCAST_SOURCE_DIR) +
@@ -209,8 +209,9 @@ TEST(Search, MoePlansSearchExpertParallelism) {
     std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
     ASSERT_TRUE(kv.count("ep")) << "ep missing from an MoE plan";
     const int ep = std::stoi(kv["ep"]), dp = std::stoi(kv["dp"]);
+    const int tp = std::stoi(kv["tp"]), cp = std::stoi(kv["cp"]);
     EXPECT_EQ(experts % ep, 0);
-    EXPECT_EQ(dp % ep, 0);
+    EXPECT_EQ((tp * cp * dp) % ep, 0);  // expert groups are cut from a stage's ranks
     EXPECT_EQ(c.doc["parallel"]["ep"].as<int>(), ep);
     eps_seen.insert(ep);
     const Scenario plan = load_scenario_node(c.doc, "candidate.yaml");  // throws if invalid

@@ -506,9 +506,12 @@ TEST(ScenarioRules, ExpertParallel) {
   expect_issue(base().insert(19, "  ep: 2"), "parallel.ep", 19, "ep = 2 needs a MoE model");
   expect_issue(base().set(7, "  moe: {experts: 6, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 4"),
                "parallel.ep", 19, "the model's experts (6) must be divisible by ep (4)");
-  // dp = 4; ep = 8 divides experts = 8 but not dp.
-  expect_issue(base().set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 8"),
-               "parallel.ep", 19, "ep (8) must divide dp (4)");
+  // tp 2, dp 4: a stage's 8 ranks hold the expert groups, so ep = 8 (more than dp) is
+  // accepted and ep = 16 (dividing experts = 16) is not.
+  EXPECT_EQ(load(base().set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 8"))
+                .parallel.ep, 8);
+  expect_issue(base().set(7, "  moe: {experts: 16, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 16"),
+               "parallel.ep", 19, "ep (16) must divide tp*cp*dp = 2*1*4 = 8");
   Scenario s = load(base().set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 4"));
   ASSERT_TRUE(s.model.moe.has_value());
   EXPECT_EQ(s.model.moe->experts, 8);
