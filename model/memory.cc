@@ -94,11 +94,13 @@ double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec&
     bytes += tokens * ffn * (gate + 1.0) * e;                // act input, fc2 input
     return bytes;
   }
-  // MoE block, split as in layer_ops (workload.cc): expert tp = tp when ep == 1, else 1
-  // with each tp rank routing its 1/tp of the tokens.
+  // MoE block, split as in layer_ops (workload.cc): with expert tp (expert_tp_of) and no ep
+  // all T tokens are routed; otherwise each tp rank routes its 1/tp of them, and with expert
+  // tp and ep the expert slots hold the dispatched tokens of the etp ranks.
   const MoeSpec& m = *arch.moe;
-  const bool expert_tp = shard.ep == 1;
-  const double etp = expert_tp ? t : 1.0;
+  const double etp = expert_tp_of(shard);
+  const bool expert_tp = etp > 1 && shard.ep == 1;
+  const double gathered = etp > 1 && shard.ep > 1 ? etp : 1.0;
   const double routed_tokens = expert_tp ? tokens : tokens / t;
   // The block input (ln2 output; sharded under sp) is the router's input and the shared
   // experts' fc1 input; with ep > 1 and without sp the router reads only this rank's 1/tp
@@ -106,7 +108,7 @@ double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec&
   const bool whole_input = expert_tp || m.shared_experts > 0;
   bytes += (whole_input ? tn : routed_tokens) * h * e;      // router / shared fc1 input
   bytes += routed_tokens * m.experts * 4.0;                  // fp32 router probabilities
-  const double slots = m.capacity_factor * routed_tokens * m.top_k;
+  const double slots = m.capacity_factor * routed_tokens * m.top_k * gathered;
   const double ffn_e = d(m.ffn_hidden) / etp;
   bytes += slots * (2.0 * h + ffn_e * (gate + 1.0)) * e;     // fc1 input, expert output, act input, fc2 input
   const double ffn_s = m.shared_experts * d(m.ffn_hidden) / t;

@@ -11,12 +11,13 @@
 //  - GEMM FLOPs are 2mnk per batch entry; backward input and weight gradients are each one
 //    GEMM of the same FLOPs (bwd = 2x fwd). Memory-bound ops carry flops = 0: their cost is
 //    their bytes, and model FLOPs (MFU) count matmuls only, as Korthikanti eq. 7 does.
-//  - MoE: with ep == 1 the experts are split over tp like the dense MLP (expert tp = tp);
-//    with ep > 1 the experts are NOT split over tp (expert tp = 1: Megatron-Core's
-//    --expert-tensor-parallel-size 1, the usual setting with ep, e.g. DeepSeek-V3's; the
-//    flag's default follows tp): each tp rank routes its own 1/tp of the tokens (the
-//    sequence-parallel shard; without sp its slice of the replicated tokens, re-assembled
-//    by the "mlp.out" TpReduce). Shared experts are a dense MLP split over tp in either case
+//  - MoE: the expert tensor parallel size etp (expert_tp_of: parallel.expert_tp, by default
+//    tp without ep and 1 with it) is 1 or tp. etp = tp without ep: the experts are split over
+//    tp like the dense MLP, on all T tokens. etp = 1: experts whole, each tp rank routes its
+//    own 1/tp of the tokens (the sequence-parallel shard; without sp its slice of the
+//    replicated tokens, re-assembled by the "mlp.out" TpReduce). etp = tp with ep: each rank
+//    routes its sp shard, and after the dispatch all-to-all the copies are gathered across
+//    tp ("moe.tp_in") and reduce-scattered before the combine ("moe.tp_out"). Shared experts are a dense MLP split over tp in either case
 //    (Megatron-Core SharedExpertMLP), with their own sequence-parallel gather and reduction.
 #include "model/workload.h"
 
@@ -70,6 +71,7 @@ double d(I v) { return static_cast<double>(v); }
 struct Local {
   I b = 1, s = 0;
   int tp = 1, cp = 1, ep = 1;
+  int etp = 1;              // expert tensor parallel size (expert_tp_of)
   bool sp = false;
   DType dt = DType::kBf16;  // GEMM input dtype
   DType act = DType::kBf16; // activation dtype
@@ -97,6 +99,9 @@ Local make_local(const ModelArch& a, const ShardSpec& sh) {
   l.tp = sh.tp;
   l.cp = sh.cp;
   l.ep = sh.ep;
+  l.etp = expert_tp_of(sh);
+  STEPCAST_CHECK(l.etp == 1 || l.etp == sh.tp,
+                 "expert_tp " + std::to_string(l.etp) + " must be 1 or tp " + std::to_string(sh.tp));
   l.sp = sh.sequence_parallel && sh.tp > 1;
   l.dt = sh.dtype;
   l.act = activation_dtype(sh.dtype);
@@ -252,16 +257,27 @@ Block moe_block(const ModelArch& a, const Local& l) {
   const MoeSpec& m = *a.moe;
   STEPCAST_CHECK(m.experts % l.ep == 0, "moe.experts " + std::to_string(m.experts) +
                                             " not divisible by ep " + std::to_string(l.ep));
-  const bool expert_tp = l.ep == 1;  // experts split over tp only without ep (see top)
-  const int etp = expert_tp ? l.tp : 1;
-  STEPCAST_CHECK(m.ffn_hidden % etp == 0, "moe.ffn_hidden not divisible by tp");
+  // Three layouts (see top): experts split over tp (etp = tp) without ep, the block gathering
+  // all T tokens as the dense MLP does; experts split over tp with ep, each rank routing its
+  // sequence-parallel shard and the dispatched tokens gathered across tp (Megatron-Core's
+  // alltoall dispatcher: gather_from_sequence_parallel_region after the all-to-all,
+  // reduce-scatter before the way back); experts whole (etp = 1), each rank routing its own
+  // 1/tp of the tokens.
+  const int etp = l.etp;
+  const bool expert_tp = etp > 1 && l.ep == 1;
+  const bool gather_dispatched = etp > 1 && l.ep > 1;
+  STEPCAST_CHECK(m.ffn_hidden % etp == 0, "moe.ffn_hidden not divisible by expert tp");
+  STEPCAST_CHECK(!gather_dispatched || l.sp,
+                 "moe: experts split over tp with ep need sequence parallelism");
   // Tokens routed on this rank: all T with expert tp; else this rank's 1/tp share.
   STEPCAST_CHECK(expert_tp || l.tokens % l.tp == 0, "moe: tokens per rank not divisible by tp");
   const I tokens = expert_tp ? l.tokens : l.tokens / l.tp;
   const I local_experts = m.experts / l.ep;
   // Each of the ep ranks sends each local expert capacity_factor * tokens*top_k/experts of
-  // its tokens on average; expert slots = capacity_factor * tokens * ep * top_k / experts.
-  const double slots = m.capacity_factor * d(tokens) * d(l.ep) * m.top_k / m.experts;
+  // its tokens on average; expert slots = capacity_factor * tokens * ep * top_k / experts,
+  // times etp when the dispatched tokens are gathered across the expert tp group.
+  const double slots = m.capacity_factor * d(tokens) * d(l.ep) * m.top_k / m.experts *
+                       (gather_dispatched ? etp : 1);
   const I per_expert = static_cast<I>(std::ceil(slots - 1e-9));
   const double routed = d(tokens) * m.top_k;  // token copies this rank sends
   const double full = d(l.tokens) * d(a.hidden) * l.e;
@@ -290,6 +306,13 @@ Block moe_block(const ModelArch& a, const Local& l) {
     blk.fwd.push_back(comm_step(CommPointKind::kEpDispatch, copies, "moe.dispatch"));
     rev.push_back(comm_step(CommPointKind::kEpCombine, copies, "moe.combine"));
   }
+  // The dispatched copies of the etp ranks, gathered (bytes: the gathered size); in
+  // backward the gradients are reduce-scattered back.
+  const double gathered = copies * etp;
+  if (gather_dispatched) {
+    blk.fwd.push_back(comm_step(CommPointKind::kTpGather, gathered, "moe.tp_in"));
+    rev.push_back(comm_step(CommPointKind::kTpReduce, gathered, "moe.tp_in"));
+  }
   {
     Block ex;
     append_mlp(a, l, "moe.", per_expert, m.ffn_hidden / etp, local_experts, ex, rev);
@@ -297,6 +320,10 @@ Block moe_block(const ModelArch& a, const Local& l) {
     for (auto& s : ex.bwd_weight) blk.bwd_weight.push_back(std::move(s));
     blk.params += ex.params;
     blk.expert_params = ex.params;
+  }
+  if (gather_dispatched) {
+    blk.fwd.push_back(comm_step(CommPointKind::kTpReduce, gathered, "moe.tp_out"));
+    rev.push_back(comm_step(CommPointKind::kTpGather, gathered, "moe.tp_out"));
   }
   if (l.ep > 1) {
     blk.fwd.push_back(comm_step(CommPointKind::kEpCombine, copies, "moe.combine"));

@@ -95,10 +95,21 @@ struct ShardSpec {
   int tp = 1;
   int cp = 1;                    // sequence split across cp ranks (seq per rank = s/cp)
   int ep = 1;
+  // Expert tensor parallel size (Megatron-Core --expert-tensor-parallel-size): 1 or tp;
+  // 0 = the default, expert_tp_of() below.
+  int expert_tp = 0;
   bool sequence_parallel = false;
   DType dtype = DType::kBf16;    // compute dtype of GEMMs (fp8 allowed); others bf16
   bool flash_attention = true;   // attention kernel: flash (true) or unfused (false)
 };
+
+// The expert tensor parallel size of a shard: ShardSpec::expert_tp when set, else tp without
+// expert parallelism (the experts split like the dense MLP) and 1 with it (each rank holds
+// its local experts whole: the usual setting with ep, e.g. DeepSeek-V3's; Megatron-Core's
+// flag itself defaults to tp).
+inline int expert_tp_of(const ShardSpec& s) {
+  return s.expert_tp > 0 ? s.expert_tp : (s.ep == 1 ? s.tp : 1);
+}
 
 // One transformer layer on one rank, in execution order. Attention appears in `fwd` as one
 // op over the rank's local sequence (s/cp queries against s keys, causal); the lowering

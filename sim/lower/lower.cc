@@ -86,13 +86,22 @@ struct MsgKey {
   }
 };
 
+// The parallel sizes expert_tp_of() needs, before the lowering's own shard is filled.
+ShardSpec expert_shard(const ParallelSpec& par) {
+  ShardSpec s;
+  s.tp = par.tp;
+  s.ep = par.ep;
+  s.expert_tp = par.expert_tp;
+  return s;
+}
+
 class Lowerer {
  public:
   Lowerer(const Scenario& sc, const LowerOptions& opt)
       : sc_(sc),
         par_(sc.parallel),
         arch_(sc.model),
-        layout_(par_.tp, par_.cp, par_.dp, par_.pp, par_.ep),
+        layout_(par_.tp, par_.cp, par_.dp, par_.pp, par_.ep, expert_tp_of(expert_shard(par_))),
         opt_(opt) {
     p_ = par_.pp;
     v_ = par_.vpp;
@@ -119,6 +128,7 @@ class Lowerer {
     shard_.tp = par_.tp;
     shard_.cp = par_.cp;
     shard_.ep = par_.ep;
+    shard_.expert_tp = par_.expert_tp;
     shard_.sequence_parallel = par_.sequence_parallel;
     shard_.dtype = sc.training.dtype;
     shard_.flash_attention = sc.profile.compute.attn_flash;

@@ -6,13 +6,14 @@
 
 namespace stepcast {
 
-RankLayout::RankLayout(int tp, int cp, int dp, int pp, int ep)
-    : tp_(tp), cp_(cp), dp_(dp), pp_(pp), ep_(ep) {
+RankLayout::RankLayout(int tp, int cp, int dp, int pp, int ep, int etp)
+    : tp_(tp), cp_(cp), dp_(dp), pp_(pp), ep_(ep), etp_(etp) {
   STEPCAST_CHECK(tp >= 1 && cp >= 1 && dp >= 1 && pp >= 1 && ep >= 1,
                  fmt::format("sizes must be >= 1: tp {} cp {} dp {} pp {} ep {}", tp, cp, dp,
                              pp, ep));
-  STEPCAST_CHECK((tp * cp * dp) % ep == 0,
-                 fmt::format("ep {} must divide tp*cp*dp = {}", ep, tp * cp * dp));
+  STEPCAST_CHECK(etp == 1 || etp == tp, fmt::format("etp {} must be 1 or tp {}", etp, tp));
+  STEPCAST_CHECK((tp * cp * dp) % (etp * ep) == 0,
+                 fmt::format("etp*ep = {}*{} must divide tp*cp*dp = {}", etp, ep, tp * cp * dp));
 }
 
 int RankLayout::rank(int tp, int cp, int dp, int pp) const {
@@ -33,8 +34,8 @@ RankCoord RankLayout::coord(int rank) const {
   c.dp = rank % dp_;
   c.pp = rank / dp_;
   const int li = c.tp + tp_ * (c.cp + cp_ * c.dp);
-  c.ep = li % ep_;
-  c.edp = li / ep_;
+  c.ep = (li / etp_) % ep_;
+  c.edp = li / (etp_ * ep_);
   return c;
 }
 
@@ -73,19 +74,19 @@ std::vector<int> RankLayout::dp_cp_group(int r) const {
 
 std::vector<int> RankLayout::ep_group(int r) const {
   const RankCoord c = coord(r);
-  const int base = c.pp * ranks_per_stage() + c.edp * ep_;
+  const int base = c.pp * ranks_per_stage() + r % etp_ + etp_ * ep_ * c.edp;
   std::vector<int> g;
   g.reserve(static_cast<size_t>(ep_));
-  for (int i = 0; i < ep_; ++i) g.push_back(base + i);
+  for (int i = 0; i < ep_; ++i) g.push_back(base + etp_ * i);
   return g;
 }
 
 std::vector<int> RankLayout::edp_group(int r) const {
   const RankCoord c = coord(r);
-  const int base = c.pp * ranks_per_stage() + c.ep;
+  const int base = c.pp * ranks_per_stage() + r % etp_ + etp_ * c.ep;
   std::vector<int> g;
   g.reserve(static_cast<size_t>(edp()));
-  for (int e = 0; e < edp(); ++e) g.push_back(base + e * ep_);
+  for (int e = 0; e < edp(); ++e) g.push_back(base + etp_ * ep_ * e);
   return g;
 }
 

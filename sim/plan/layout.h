@@ -4,13 +4,16 @@
 // with ep folded into dp): tensor parallel varies fastest, then context parallel, then data
 // parallel, then pipeline parallel:
 //   rank = tp + TP * (cp + CP * (dp + DP * pp)).
-// Expert parallelism (Megatron-Core with expert tensor parallel size 1, the expert layout
-// the workload models: parallel_state's expert RankGenerator with etp 1 and cp 1, order
-// "tp-cp-ep-dp-pp"): the TP*CP*DP ranks of a stage are re-cut into EP x EDP. With the local
-// index li = tp + TP * (cp + CP * dp) of a rank in its stage, its ep index is li % EP and its
-// expert-data-parallel index li / EP: the ep group is EP consecutive ranks (tensor- and
-// context-parallel partners first, so it stays inside a node when it can), and a local
-// expert is replicated over the edp group, the TP*CP*DP / EP ranks with the same li % EP.
+// Expert parallelism (Megatron-Core's expert RankGenerator: expert tensor parallel size ETP,
+// EP, cp 1, order "tp-cp-ep-dp-pp"): the TP*CP*DP ranks of a stage are re-cut into
+// ETP x EP x EDP. With the local index li = tp + TP * (cp + CP * dp) of a rank in its stage,
+// its etp index is li % ETP, its ep index (li / ETP) % EP and its expert-data-parallel index
+// li / (ETP * EP). ETP is 1 or TP (model/workload.h expert_tp_of): with ETP = TP the etp
+// group is the tp group and the ep group takes the same tp index of EP consecutive (cp, dp)
+// positions; with ETP = 1 the ep group is EP consecutive ranks (tensor- and context-parallel
+// partners first, so it stays inside a node when it can). A local expert shard is
+// replicated over the edp group: the TP*CP*DP / (ETP*EP) ranks with the same etp and ep
+// indices.
 //
 // Groups are returned as global ranks in ring order (ascending coordinate).
 #pragma once
@@ -21,21 +24,23 @@ namespace stepcast {
 
 struct RankCoord {
   int tp = 0, cp = 0, dp = 0, pp = 0;
-  int ep = 0;   // li % EP: index inside the ep group (li: index in the stage, above)
-  int edp = 0;  // li / EP: index inside the expert-data-parallel group
+  int ep = 0;   // (li / ETP) % EP: index inside the ep group (li: index in the stage, above)
+  int edp = 0;  // li / (ETP * EP): index inside the expert-data-parallel group
 };
 
 class RankLayout {
  public:
-  // Throws InvariantError unless every size is >= 1 and ep divides tp * cp * dp.
-  RankLayout(int tp, int cp, int dp, int pp, int ep = 1);
+  // Throws InvariantError unless every size is >= 1, etp is 1 or tp, and etp * ep divides
+  // tp * cp * dp.
+  RankLayout(int tp, int cp, int dp, int pp, int ep = 1, int etp = 1);
 
   int tp() const { return tp_; }
   int cp() const { return cp_; }
   int dp() const { return dp_; }
   int pp() const { return pp_; }
   int ep() const { return ep_; }
-  int edp() const { return tp_ * cp_ * dp_ / ep_; }
+  int etp() const { return etp_; }
+  int edp() const { return tp_ * cp_ * dp_ / (etp_ * ep_); }
   int world_size() const { return tp_ * cp_ * dp_ * pp_; }
   int ranks_per_stage() const { return tp_ * cp_ * dp_; }
 
@@ -51,15 +56,15 @@ class RankLayout {
   // every (cp, dp) pair at the rank's tp and pp, cp fastest.
   std::vector<int> dp_cp_group(int rank) const;
   std::vector<int> ep_group(int rank) const;
-  // Expert-data-parallel group: the ranks of the stage with the rank's li % EP (every tp
-  // and cp index among them: the group expert gradients are synced over).
+  // Expert-data-parallel group: the ranks of the stage with the rank's etp and ep indices
+  // (the group expert gradients are synced over).
   std::vector<int> edp_group(int rank) const;
   std::vector<int> pp_group(int rank) const;
   // All ranks of pipeline stage `stage`, ascending.
   std::vector<int> stage_ranks(int stage) const;
 
  private:
-  int tp_, cp_, dp_, pp_, ep_;
+  int tp_, cp_, dp_, pp_, ep_, etp_;
 };
 
 }  // namespace stepcast

@@ -105,6 +105,7 @@ PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
   par["sequence_parallel"] = a.tp > 1;
   par["recompute"] = a.recompute;
   par.remove("pipeline_layers");
+  par.remove("expert_tp");  // each plan's default expert layout (expert_tp_of)
   if (!a.stage_layers.empty()) {
     YAML::Node pl(YAML::NodeType::Sequence);
     for (int n : a.stage_layers) pl.push_back(n);

@@ -20,9 +20,10 @@
 //  - tp must divide ffn_hidden (when the model has a dense layer) and, without ep,
 //    moe.ffn_hidden; with ep > 1, microbatch*seq_len/cp tokens must divide by tp, and so
 //    must the shared experts' width shared_experts x moe.ffn_hidden (split like a dense MLP).
-//  - ep > 1 needs a MoE model, experts % ep == 0 and (tp*cp*dp) % ep == 0 (Megatron-Core
-//    with expert tensor parallel size 1 cuts the expert groups from a stage's tp*cp*dp ranks;
-//    sim/plan/layout.h).
+//  - ep > 1 needs a MoE model, experts % ep == 0 and (tp*cp*dp) % (etp*ep) == 0 (Megatron-
+//    Core cuts the expert groups from a stage's tp*cp*dp ranks; sim/plan/layout.h).
+//  - parallel.expert_tp (etp): 1 or tp, MoE models only; etp = tp with ep > 1 needs sequence
+//    parallelism. Default: tp without ep, 1 with ep (model/workload.h expert_tp_of).
 //  - microbatches x layers (the layer passes of one step, each simulated) is at most 2^21.
 //  - ZeRO-3 with pp > 1 is allowed.
 //  - fp8 training needs a GPU whose profile lists an fp8 peak.
@@ -124,7 +125,7 @@ const std::vector<std::string> kTrainingKeys = {"seq_len", "global_batch", "dtyp
 const std::vector<std::string> kParallelKeys = {
     "tp",       "pp",       "dp",        "cp",   "ep",
     "vpp",      "microbatch", "pipeline_layers", "schedule", "zero",
-    "sequence_parallel", "recompute", "overlap", "bucket_mb", "cp_kind"};
+    "sequence_parallel", "recompute", "overlap", "bucket_mb", "cp_kind", "expert_tp"};
 const std::vector<std::string> kOverlapKeys = {"grad_reduce", "param_gather", "tp_comm"};
 
 std::string join_list(const std::vector<std::string>& v) {
@@ -465,6 +466,7 @@ class Loader {
     get("dp", out.dp);
     get("cp", out.cp);
     get("ep", out.ep);
+    get("expert_tp", out.expert_tp);
     get("vpp", out.vpp);
     if (auto v = r_.get_int(par, p, "microbatch", 1, kMaxI64)) out.microbatch = *v;
     if (auto v = r_.get_int(par, p, "zero", 0, 3)) out.zero = static_cast<int>(*v);
@@ -616,11 +618,34 @@ class Loader {
         r_.error(at("tp"), path("tp"),
                  fmt::format("the model's ffn_hidden ({}) must be divisible by tp ({})",
                              m.ffn_hidden, pl.tp));
-      if (m.moe && pl.ep == 1 && m.moe->ffn_hidden % pl.tp != 0)
+      ShardSpec es;
+      es.tp = pl.tp;
+      es.ep = pl.ep;
+      es.expert_tp = pl.expert_tp;
+      const int etp = expert_tp_of(es);
+      if (m.moe && etp > 1 && m.moe->ffn_hidden % etp != 0)
         r_.error(at("tp"), path("tp"),
                  fmt::format("the model's moe.ffn_hidden ({}) must be divisible by tp ({}) "
-                             "(without ep the experts are split over tp)",
+                             "(the experts are split over tp: no ep, or expert_tp = tp)",
                              m.moe->ffn_hidden, pl.tp));
+      if (pl.expert_tp > 0) {
+        if (!m.moe)
+          r_.error(at("expert_tp"), path("expert_tp"),
+                   fmt::format("expert_tp needs a MoE model (one with model.moe), but the "
+                               "model ({}) is dense",
+                               m.name));
+        else if (pl.expert_tp != 1 && pl.expert_tp != pl.tp)
+          r_.error(at("expert_tp"), path("expert_tp"),
+                   fmt::format("expected 1 (experts whole) or tp ({}: experts split like the "
+                               "dense MLP), got {}",
+                               pl.tp, pl.expert_tp));
+        else if (pl.expert_tp > 1 && pl.ep > 1 && !pl.sequence_parallel)
+          r_.error(at("expert_tp"), path("expert_tp"),
+                   fmt::format("experts split over tp ({}) with ep ({}) need "
+                               "sequence_parallel: true (Megatron-Core: MoE with tensor "
+                               "parallelism uses sequence parallelism)",
+                               pl.expert_tp, pl.ep));
+      }
       if (m.moe && pl.ep > 1 && m.moe->shared_experts > 0 &&
           (m.moe->shared_experts * m.moe->ffn_hidden) % pl.tp != 0)
         r_.error(at("tp"), path("tp"),
@@ -664,11 +689,14 @@ class Loader {
           r_.error(at("ep"), path("ep"),
                    fmt::format("the model's experts ({}) must be divisible by ep ({})",
                                m.moe->experts, pl.ep));
-        } else if (dp_ok && (pl.tp * pl.cp * pl.dp) % pl.ep != 0) {
+        } else if (dp_ok && (pl.tp * pl.cp * pl.dp) % (etp * pl.ep) != 0) {
           r_.error(at("ep"), path("ep"),
-                   fmt::format("ep ({}) must divide tp*cp*dp = {}*{}*{} = {} (expert groups are "
-                               "cut from the ranks of a pipeline stage)",
-                               pl.ep, pl.tp, pl.cp, pl.dp, pl.tp * pl.cp * pl.dp));
+                   etp == 1 ? fmt::format("ep ({}) must divide tp*cp*dp = {}*{}*{} = {} (expert "
+                                          "groups are cut from the ranks of a pipeline stage)",
+                                          pl.ep, pl.tp, pl.cp, pl.dp, pl.tp * pl.cp * pl.dp)
+                            : fmt::format("ep ({}) must divide cp*dp = {}*{} = {} (with expert_tp "
+                                          "= tp each expert group keeps one tp index)",
+                                          pl.ep, pl.cp, pl.dp, pl.cp * pl.dp));
         }
       }
     }

@@ -46,6 +46,10 @@ struct ParallelSpec {
   std::vector<int> pipeline_layers;  // pp*vpp entries when given; else even split
   Schedule schedule = Schedule::k1F1B;
   int zero = 0;                      // 0 | 1 | 2 | 3
+  // parallel.expert_tp: expert tensor parallel size, 1 or tp (Megatron-Core
+  // --expert-tensor-parallel-size); 0 when not given: tp without ep, 1 with ep
+  // (model/workload.h expert_tp_of).
+  int expert_tp = 0;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
   bool overlap_grad_reduce = true;

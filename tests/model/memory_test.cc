@@ -150,18 +150,24 @@ TEST(Activations, MoeLayerWithOneExpertIsDensePlusRouting) {
                    layer_activation_bytes(moe, 0, sh, Recompute::kSelective, true));
 }
 
+// llama2-7b with its MLP replaced by `experts` experts of the same ffn (11008), top-1.
+ModelArch llama2_moe(int experts) {
+  ModelArch a = *find_builtin_model("llama2-7b");
+  MoeSpec spec;
+  spec.experts = experts;
+  spec.top_k = 1;
+  spec.ffn_hidden = a.ffn_hidden;
+  a.moe = spec;
+  return a;
+}
+
 TEST(Activations, SharedExpertsStoreWhatATpSplitDenseMlpStores) {
   // llama2-7b with 4 experts of ffn 11008, top-1, at tp 4, ep 2, T = 4096 tokens, bf16,
   // SwiGLU. A shared expert is a dense MLP split over tp (workload.cc): its act input (gate
   // and up) and fc2 input, 3 x T x 11008/4 x 2 B, whether or not sp shards the rest. Its fc1
   // input is the router's input (the block input): without sp it is all T tokens, where the
   // router alone (ep > 1) keeps its T/4 slice: (T - T/4) x h x 2 B more.
-  ModelArch moe = *find_builtin_model("llama2-7b");
-  MoeSpec spec;
-  spec.experts = 4;
-  spec.top_k = 1;
-  spec.ffn_hidden = moe.ffn_hidden;
-  moe.moe = spec;
+  const ModelArch moe = llama2_moe(4);
   ModelArch shared = moe;
   shared.moe->shared_experts = 1;
   const double T = 4096, h = 4096, ffn = 11008;
@@ -172,6 +178,22 @@ TEST(Activations, SharedExpertsStoreWhatATpSplitDenseMlpStores) {
                          layer_activation_bytes(moe, 0, sh, Recompute::kSelective, true);
     EXPECT_DOUBLE_EQ(extra, 3 * T * ffn / 4 * 2 + (sp ? 0.0 : (T - T / 4) * h * 2)) << sp;
   }
+}
+
+TEST(Activations, ExpertTensorParallelStoresTheGatheredSlots) {
+  // llama2-7b with 4 experts of ffn 11008, top-1, tp 2, ep 2, sp, T = 4096, bf16, SwiGLU.
+  // Experts whole (expert_tp 1): each rank's experts get its T/2 routed tokens: slots T/2,
+  // each storing fc1 input and expert output (2h) and act and fc2 inputs (3 x 11008).
+  // Experts split (expert_tp 2): the dispatched tokens of both tp ranks, T slots, with
+  // 3 x 11008/2 per slot. Difference: T (2h + 1.5 ffn) - T/2 (2h + 3 ffn) = T h elements.
+  const ModelArch moe = llama2_moe(4);
+  ShardSpec whole = shard(1, 4096, 2, true);
+  whole.ep = 2;
+  ShardSpec split = whole;
+  split.expert_tp = 2;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(moe, 0, split, Recompute::kSelective, true) -
+                       layer_activation_bytes(moe, 0, whole, Recompute::kSelective, true),
+                   4096.0 * 4096 * 2);
 }
 
 TEST(Activations, NonNegativeAndMonotoneInRecompute) {

@@ -435,6 +435,45 @@ TEST(Workload, DeepseekSharedExpertAndDenseLayers) {
   EXPECT_EQ(find_op(moe.fwd, "shared.fc2").gemm.k, 2048);
 }
 
+// Experts split over tp with ep (expert_tp = tp): Mixtral layer 0 at tp 2, ep 4, sp, T = 4096.
+// Each rank routes its 2048-token shard: it sends 2048 x 2 copies; after the dispatch
+// all-to-all the copies of the 2 tp ranks are gathered, so each of its 8/4 = 2 local experts
+// gets 2048 x 4 x 2 / 8 x 2 = 4096 slots, with ffn 14336/2 (gate and up: n = 14336). The
+// gather and the reduce-scatter move the gathered copies, 4096 x 2 x 4096 x 2 B each, and
+// the experts' FLOPs x tp equal the unsplit layer's.
+TEST(Workload, ExpertTensorParallelWithEpGathersTheDispatchedTokens) {
+  const ModelArch& a = *find_builtin_model("mixtral-8x7b");
+  ShardSpec sh = shard(1, 4096, 2, true, 1, 4);
+  sh.expert_tp = 2;
+  const LayerOps o = layer_ops(a, 0, sh);
+  const Op& fc1 = find_op(o.fwd, "moe.fc1");
+  EXPECT_EQ(fc1.gemm.batch, 2);
+  EXPECT_EQ(fc1.gemm.m, 4096);
+  EXPECT_EQ(fc1.gemm.n, 14336);
+  const auto fwd = names(o.fwd);
+  const std::vector<std::string> mid = {"D:moe.dispatch", "G:moe.tp_in", "moe.fc1", "moe.act",
+                                        "moe.fc2", "R:moe.tp_out", "C:moe.combine"};
+  EXPECT_NE(std::search(fwd.begin(), fwd.end(), mid.begin(), mid.end()), fwd.end());
+  const auto bwd = names(o.bwd_input);
+  // Backward mirrors it (the combine's backward is a dispatch-shaped all-to-all).
+  const std::vector<std::string> back = {"D:moe.dispatch", "G:moe.tp_out", "moe.fc2", "moe.act",
+                                         "moe.fc1", "R:moe.tp_in", "C:moe.combine"};
+  EXPECT_NE(std::search(bwd.begin(), bwd.end(), back.begin(), back.end()), bwd.end());
+  for (const Step& st : o.fwd) {
+    if (st.is_comm && st.comm.name.rfind("moe.tp_", 0) == 0) {
+      EXPECT_DOUBLE_EQ(st.comm.bytes, 4096.0 * 2 * 4096 * 2) << st.comm.name;
+    }
+  }
+  auto expert_flops = [](const LayerOps& lo) {
+    double f = 0;
+    for (const Step& st : lo.fwd)
+      if (!st.is_comm && st.op.name.rfind("moe.fc", 0) == 0) f += st.op.flops;
+    return f;
+  };
+  EXPECT_DOUBLE_EQ(expert_flops(o) * 2, expert_flops(layer_ops(a, 0, shard(1, 4096, 1, false, 1, 4))));
+  EXPECT_DOUBLE_EQ(o.expert_param_count, 2.0 * 3 * 4096 * 7168);
+}
+
 // Shared experts are Megatron-Core's SharedExpertMLP: a dense MLP split over the attention's
 // tp whatever ep is, on all T tokens, with its own sp gather/reduction. DeepSeek-V3-like
 // layer 3 (MoE; h 7168, one shared expert of ffn 2048, SwiGLU) at tp 4, ep 8, sp, T = 4096:

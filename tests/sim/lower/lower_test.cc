@@ -402,6 +402,46 @@ TEST(Lower, ExpertGradientsAreReducedOverTheExpertDataParallelGroupWhole) {
   run(prog);
 }
 
+TEST(Lower, ExpertGroupsFollowTheExpertTensorParallelSize) {
+  // tiny_moe at tp 2, dp 4 (8 ranks a stage). The expert-gradient group of rank 0:
+  //   ep 1 (experts split over tp by default): its dp group at tp 0, ranks {0, 2, 4, 6};
+  //   ep 2, expert_tp 1 (default): the ranks with its ep index, {0, 2, 4, 6} too (li % 2);
+  //   ep 2, expert_tp 2: same tp index and ep index: dp {0, 2}, ranks {0, 4}.
+  // Per rank the expert gradients reduce-scattered: 8 layers x local experts x 3 x 256 x
+  // (512 / etp): ep 1: 8 experts, 512/2; ep 2, etp 1: 4 experts, 512; ep 2, etp 2: 4, 256.
+  struct Case {
+    int ep, expert_tp;
+    std::vector<int> group;
+    double elements;
+  };
+  const Case cases[] = {{1, 0, {0, 2, 4, 6}, 8.0 * 8 * 3 * 256 * 256},
+                        {2, 0, {0, 2, 4, 6}, 8.0 * 4 * 3 * 256 * 512},
+                        {2, 2, {0, 4}, 8.0 * 4 * 3 * 256 * 256}};
+  for (const Case& c : cases) {
+    Plan p;
+    p.tp = 2;
+    p.dp = 4;
+    p.ep = c.ep;
+    p.expert_tp = c.expert_tp;
+    p.sp = true;
+    p.zero = 1;
+    p.microbatches = 1;
+    const Program prog = lower(make_scenario(tiny_moe(8), p));
+    double expert_rs = 0;
+    for (const Task& t : prog.ranks[0].tasks) {
+      if (t.kind != TaskKind::kCollective || t.coll != CollOp::kReduceScatter ||
+          t.category != Category::kDpComm)
+        continue;
+      const Group& g = prog.groups[static_cast<size_t>(prog.ranks[0].group_of(t))];
+      if (g.kind != GroupKind::kEdp) continue;
+      EXPECT_EQ(g.ranks, c.group) << "ep " << c.ep << " etp " << c.expert_tp;
+      expert_rs += t.bytes / dtype_bytes(t.dtype);
+    }
+    EXPECT_DOUBLE_EQ(expert_rs, c.elements) << "ep " << c.ep << " etp " << c.expert_tp;
+    run(prog);
+  }
+}
+
 TEST(Lower, DpBucketCountIsCeilGradBytesOverBucket) {
   // Plain DP: gradients (4 bytes x params of the rank) in buckets of bucket_bytes -> ceil(G/B)
   // allreduces, all on the dp stream during the last microbatch's backward.
@@ -754,7 +794,7 @@ TEST(Lower, FoldedEqualsFullFidelityOnRandomPlans) {
                  << schedule_name(p.schedule) << " zero" << p.zero << " sp" << p.sp << " rc"
                  << static_cast<int>(p.recompute) << " og" << p.overlap_grad << " opg"
                  << p.overlap_param << " cp_kind" << static_cast<int>(p.cp_kind) << " otp"
-                 << p.overlap_tp);
+                 << p.overlap_tp << " etp" << p.expert_tp);
     const Program folded = lower(sc, {.folded = true});
     const Program full = lower(sc, {.folded = false});
     ASSERT_EQ(static_cast<int>(folded.ranks.size()), p.pp);

@@ -57,6 +57,7 @@ struct Plan {
   Recompute recompute = Recompute::kNone;
   bool overlap_grad = true, overlap_param = true;
   bool overlap_tp = false;  // overlap.tp_comm (needs sp)
+  int expert_tp = 0;        // parallel.expert_tp (0: default)
   double bucket_bytes = 40e6;
   CpKind cp_kind = CpKind::kRing;
   std::vector<int> pipeline_layers;
@@ -86,6 +87,7 @@ inline Scenario make_scenario(const ModelArch& arch, const Plan& p) {
   sc.parallel.overlap_grad_reduce = p.overlap_grad;
   sc.parallel.overlap_param_gather = p.overlap_param;
   sc.parallel.overlap_tp_comm = p.overlap_tp && p.sp;
+  sc.parallel.expert_tp = p.expert_tp;
   sc.parallel.bucket_bytes = p.bucket_bytes;
   sc.parallel.cp_kind = p.cp_kind;
   sc.parallel.pipeline_layers = p.pipeline_layers;
@@ -120,6 +122,8 @@ inline Plan random_plan(std::mt19937& rng) {
   p.bucket_bytes = pick({1, 4}) * 1e6;
   p.cp_kind = rng() % 2 ? CpKind::kRing : CpKind::kAllGather;
   p.overlap_tp = p.sp && rng() % 2;
+  // Experts split over tp with ep (needs sp, and ep dividing cp*dp), or whole.
+  if (p.ep > 1 && p.sp && rng() % 2) p.expert_tp = p.tp;
   return p;
 }
 

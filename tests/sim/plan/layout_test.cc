@@ -44,7 +44,8 @@ TEST(RankLayout, GroupsPartitionTheWorld) {
     const int dp = 1 + static_cast<int>(rng() % 4);
     const int ep = (tp * cp * dp) % 4 == 0 ? 1 << (rng() % 3) : (tp * cp * dp) % 2 == 0 ? 1 << (rng() % 2) : 1;
     const int pp = 1 + static_cast<int>(rng() % 3);
-    RankLayout l(tp, cp, dp, pp, ep);
+    const int etp = (cp * dp) % ep == 0 && rng() % 2 ? tp : 1;
+    RankLayout l(tp, cp, dp, pp, ep, etp);
     struct Kind {
       std::vector<int> (RankLayout::*fn)(int) const;
       int size;
@@ -66,7 +67,7 @@ TEST(RankLayout, GroupsPartitionTheWorld) {
     // edp group of its stage in exactly one rank (each local expert is on one rank of an ep
     // group and replicated over its edp group).
     std::set<std::vector<int>> groups;
-    const int edp = tp * cp * dp / ep;
+    const int edp = tp * cp * dp / (etp * ep);
     for (int r = 0; r < l.world_size(); ++r) {
       std::vector<int> g = l.edp_group(r);
       ASSERT_EQ(static_cast<int>(g.size()), edp);
@@ -78,6 +79,12 @@ TEST(RankLayout, GroupsPartitionTheWorld) {
       for (int q : g) ASSERT_EQ(l.coord(q).pp, l.coord(r).pp);
     }
     EXPECT_EQ(static_cast<int>(groups.size()) * edp, l.world_size());
+    // With etp = tp the expert groups keep the rank's tp index: one shard of each expert.
+    if (etp == tp && tp > 1)
+      for (int r = 0; r < l.world_size(); ++r) {
+        for (int q : l.ep_group(r)) ASSERT_EQ(l.coord(q).tp, l.coord(r).tp);
+        for (int q : l.edp_group(r)) ASSERT_EQ(l.coord(q).tp, l.coord(r).tp);
+      }
   }
 }
 
@@ -95,6 +102,20 @@ TEST(RankLayout, EpGroupsAreConsecutiveRanksOfTheStage) {
   EXPECT_EQ(m.ep_group(13), (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
   EXPECT_EQ(m.edp_group(13), (std::vector<int>{5, 13, 21, 29, 37, 45, 53, 61}));
   EXPECT_EQ(m.ep_group(64), (std::vector<int>{64, 65, 66, 67, 68, 69, 70, 71}));
+}
+
+TEST(RankLayout, ExpertTensorParallelKeepsTheTpIndex) {
+  // expert tp = tp = 2, dp 4, ep 2 (Megatron-Core's default expert tp, and its layout before
+  // expert tp existed): the ep group of rank 0 is dp {0, 1} at tp 0, ranks {0, 2}; its edp
+  // group dp {0, 2}, ranks {0, 4}. Without ep (ep 1) the edp group is the dp group.
+  RankLayout l(2, 1, 4, 1, 2, 2);
+  EXPECT_EQ(l.ep_group(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(l.edp_group(0), (std::vector<int>{0, 4}));
+  EXPECT_EQ(l.ep_group(5), (std::vector<int>{5, 7}));
+  RankLayout d(2, 1, 4, 1, 1, 2);
+  EXPECT_EQ(d.edp_group(1), d.dp_group(1));
+  EXPECT_THROW(RankLayout(4, 1, 2, 1, 1, 2), InvariantError);  // etp neither 1 nor tp
+  EXPECT_THROW(RankLayout(2, 1, 3, 1, 2, 2), InvariantError);  // etp*ep = 4 does not divide 6
 }
 
 TEST(RankLayout, StageRanksAreContiguous) {

@@ -518,6 +518,30 @@ TEST(ScenarioRules, ExpertParallel) {
   EXPECT_EQ(s.parallel.ep, 4);
 }
 
+TEST(ScenarioRules, ExpertTensorParallel) {
+  // Base: tp 2, pp 2, dp 4 on 16 GPUs; line 7 becomes the MoE spec, line 19 the ep.
+  auto moe = [](const std::string& extra) {
+    return base().set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1024}").insert(19, extra);
+  };
+  EXPECT_EQ(load(moe("  ep: 2")).parallel.expert_tp, 0);  // the default (expert_tp_of)
+  EXPECT_EQ(load(moe("  ep: 2").insert(20, "  expert_tp: 2").insert(21, "  sequence_parallel: true"))
+                .parallel.expert_tp, 2);
+  expect_issue(base().insert(19, "  expert_tp: 1"), "parallel.expert_tp", 19,
+               "expert_tp needs a MoE model");
+  expect_issue(moe("  expert_tp: 4"), "parallel.expert_tp", 19,
+               "expected 1 (experts whole) or tp (2: experts split like the dense MLP), got 4");
+  expect_issue(moe("  ep: 2").insert(20, "  expert_tp: 2"), "parallel.expert_tp", 20,
+               "need sequence_parallel: true");
+  // With expert tp = tp an expert group keeps one tp index: ep must divide cp*dp = 4.
+  expect_issue(moe("  ep: 8").insert(20, "  expert_tp: 2").insert(21, "  sequence_parallel: true"),
+               "parallel.ep", 19, "ep (8) must divide cp*dp = 1*4 = 4");
+  // Experts split over tp: their width must divide by tp (1023 with tp 2).
+  expect_issue(base().set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1023}")
+                   .insert(19, "  ep: 2").insert(20, "  expert_tp: 2")
+                   .insert(21, "  sequence_parallel: true"),
+               "parallel.tp", 16, "the model's moe.ffn_hidden (1023) must be divisible by tp (2)");
+}
+
 TEST(ScenarioLoad, Zero3WithPipelineAllowed) {
   EXPECT_EQ(load(base().insert(19, "  zero: 3")).parallel.zero, 3);
 }
