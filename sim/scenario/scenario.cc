@@ -621,7 +621,8 @@ class Loader {
       ShardSpec es;
       es.tp = pl.tp;
       es.ep = pl.ep;
-      es.expert_tp = pl.expert_tp;
+      // An invalid expert_tp is reported below; the other rules then use the default.
+      es.expert_tp = pl.expert_tp == 1 || pl.expert_tp == pl.tp ? pl.expert_tp : 0;
       const int etp = expert_tp_of(es);
       if (m.moe && etp > 1 && m.moe->ffn_hidden % etp != 0)
         r_.error(at("tp"), path("tp"),

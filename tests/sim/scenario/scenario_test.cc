@@ -528,6 +528,8 @@ TEST(ScenarioRules, ExpertTensorParallel) {
                 .parallel.expert_tp, 2);
   expect_issue(base().insert(19, "  expert_tp: 1"), "parallel.expert_tp", 19,
                "expert_tp needs a MoE model");
+  // One message: the other rules use the default expert layout meanwhile.
+  EXPECT_EQ(issues_of(moe("  expert_tp: 4")).size(), 1u);
   expect_issue(moe("  expert_tp: 4"), "parallel.expert_tp", 19,
                "expected 1 (experts whole) or tp (2: experts split like the dense MLP), got 4");
   expect_issue(moe("  ep: 2").insert(20, "  expert_tp: 2"), "parallel.expert_tp", 20,
