@@ -141,6 +141,13 @@ Step comm_step(CommPointKind kind, double bytes, std::string name) {
   return s;
 }
 
+// A comm step of the MoE token dispatcher (CommPoint::gemm_overlap false).
+Step dispatcher_comm_step(CommPointKind kind, double bytes, std::string name) {
+  Step s = comm_step(kind, bytes, std::move(name));
+  s.comm.gemm_overlap = false;
+  return s;
+}
+
 // Sequence parallel backward of the column-parallel linear `gemm`: its [T, h] input is
 // all-gathered again for the weight gradient, issued just before the input-gradient GEMM
 // (which does not wait for it). Inserted before the first op of that name in `steps`.
@@ -288,8 +295,8 @@ Block moe_block(const ModelArch& a, const Local& l) {
   std::vector<Step> rev;
   const bool gather = expert_tp && l.sp;                   // as the dense MLP
   const bool reduce = l.tp > 1 && (expert_tp || !l.sp);    // partial sums / slices
-  if (gather) blk.fwd.push_back(comm_step(CommPointKind::kTpGather, full, "mlp.in"));
-  if (reduce) rev.push_back(comm_step(CommPointKind::kTpReduce, full, "mlp.in"));
+  if (gather) blk.fwd.push_back(dispatcher_comm_step(CommPointKind::kTpGather, full, "mlp.in"));
+  if (reduce) rev.push_back(dispatcher_comm_step(CommPointKind::kTpReduce, full, "mlp.in"));
 
   // The router (h x experts, tiny) is replicated over tp; with ep == 1 every tp rank routes
   // all T tokens, the one place where per-rank FLOPs x tp exceed the unsplit layer's.
@@ -310,8 +317,8 @@ Block moe_block(const ModelArch& a, const Local& l) {
   // backward the gradients are reduce-scattered back.
   const double gathered = copies * etp;
   if (gather_dispatched) {
-    blk.fwd.push_back(comm_step(CommPointKind::kTpGather, gathered, "moe.tp_in"));
-    rev.push_back(comm_step(CommPointKind::kTpReduce, gathered, "moe.tp_in"));
+    blk.fwd.push_back(dispatcher_comm_step(CommPointKind::kTpGather, gathered, "moe.tp_in"));
+    rev.push_back(dispatcher_comm_step(CommPointKind::kTpReduce, gathered, "moe.tp_in"));
   }
   {
     Block ex;
@@ -322,8 +329,8 @@ Block moe_block(const ModelArch& a, const Local& l) {
     blk.expert_params = ex.params;
   }
   if (gather_dispatched) {
-    blk.fwd.push_back(comm_step(CommPointKind::kTpReduce, gathered, "moe.tp_out"));
-    rev.push_back(comm_step(CommPointKind::kTpGather, gathered, "moe.tp_out"));
+    blk.fwd.push_back(dispatcher_comm_step(CommPointKind::kTpReduce, gathered, "moe.tp_out"));
+    rev.push_back(dispatcher_comm_step(CommPointKind::kTpGather, gathered, "moe.tp_out"));
   }
   if (l.ep > 1) {
     blk.fwd.push_back(comm_step(CommPointKind::kEpCombine, copies, "moe.combine"));
@@ -334,8 +341,8 @@ Block moe_block(const ModelArch& a, const Local& l) {
   rev.push_back(op_step(memory_op("moe.unpermute", d(tokens) * h * e, copies)));
   blk.bwd_weight.push_back(op_step(router.wgrad(l)));
 
-  if (gather) rev.push_back(comm_step(CommPointKind::kTpGather, full, "mlp.out"));
-  if (reduce) blk.fwd.push_back(comm_step(CommPointKind::kTpReduce, full, "mlp.out"));
+  if (gather) rev.push_back(dispatcher_comm_step(CommPointKind::kTpGather, full, "mlp.out"));
+  if (reduce) blk.fwd.push_back(dispatcher_comm_step(CommPointKind::kTpReduce, full, "mlp.out"));
   blk.bwd_input.assign(rev.rbegin(), rev.rend());
 
   // Shared experts (Megatron-Core SharedExpertMLP, moe/shared_experts.py): a dense MLP of

@@ -78,6 +78,10 @@ struct CommPoint {
   // overlapped with the input-gradient GEMM (Megatron LinearWithGradAccumulationAndAsync
   // Communication.backward; Transformer Engine's Linear/LayerNormLinear likewise).
   std::string feeds_wgrad;
+  // A tensor-parallel gather / reduce-scatter of a linear layer, which Transformer Engine's
+  // userbuffers can pipeline with the adjacent GEMM (parallel.overlap.tp_comm). False for the
+  // MoE token dispatcher's own tp gathers and reduce-scatters, which are plain collectives.
+  bool gemm_overlap = true;
 };
 
 // One entry of an ordered op sequence: either an op or a communication point.

@@ -490,7 +490,8 @@ class Lowerer {
                           std::move(deps));
       return;
     }
-    if (par_.overlap_tp_comm && gk == GroupKind::kTp && op != CollOp::kAllReduce) {
+    if (par_.overlap_tp_comm && cp.gemm_overlap && gk == GroupKind::kTp &&
+        op != CollOp::kAllReduce) {
       // TP communication overlap (Transformer Engine userbuffers): the collective runs in
       // tp chunks pipelined with the adjacent GEMM, so only one chunk is exposed.
       //  - all-gather before a column-parallel GEMM: the first chunk (bytes/tp) is waited

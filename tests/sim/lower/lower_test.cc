@@ -890,6 +890,40 @@ namespace {
 // (tp-1)/tp that runs alongside the adjacent GEMM. Bytes are conserved, the collectives per
 // layer double (4 -> 8 per phase), and the exposed TP time and the step shrink; compute can
 // only grow (SM interference slows GEMMs that now overlap communication).
+TEST(Lower, TpCommOverlapLeavesTheMoeDispatcherCollectivesWhole) {
+  // Transformer Engine's userbuffers pipeline a linear layer's sp gather / reduce-scatter
+  // with its GEMM; the MoE token dispatcher's tp collectives are plain NCCL calls. tiny_moe
+  // at tp 2 with sp and overlap.tp_comm: attention's gathers and reduce-scatters are split
+  // in two (".c0", ".c1"), the experts' "mlp.in" / "mlp.out" (no ep) and "moe.tp_in" /
+  // "moe.tp_out" (ep 2 with expert_tp 2) are one collective each.
+  for (int ep : {1, 2}) {
+    Plan p;
+    p.tp = 2;
+    p.sp = true;
+    p.overlap_tp = true;
+    p.ep = ep;
+    p.dp = ep;
+    p.expert_tp = 2;
+    const Program prog = lower(make_scenario(tiny_moe(8), p));
+    int split_attn = 0, whole_moe = 0;
+    for (const Task& t : prog.ranks[0].tasks) {
+      if (t.kind != TaskKind::kCollective || t.category != Category::kTpComm) continue;
+      const bool moe = t.label.find(".mlp.") != std::string::npos ||
+                       t.label.find(".moe.tp_") != std::string::npos;
+      const bool split = t.label.find(".c0") != std::string::npos ||
+                         t.label.find(".c1") != std::string::npos;
+      if (moe) {
+        EXPECT_FALSE(split) << t.label;
+        ++whole_moe;
+      } else if (split) {
+        ++split_attn;
+      }
+    }
+    EXPECT_GT(split_attn, 0) << "ep " << ep;
+    EXPECT_GT(whole_moe, 0) << "ep " << ep;
+  }
+}
+
 TEST(Lower, TpCommOverlapSplitsCollectivesAndHidesThem) {
   Plan p;
   p.tp = 8;
