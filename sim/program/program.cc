@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <boost/graph/compressed_sparse_row_graph.hpp>
@@ -223,6 +225,38 @@ void check_rank_graph(const RankProgram& rp, std::vector<std::string>& problems)
 }
 
 }  // namespace
+
+std::vector<double> memory_floor_bytes(const Program& p) {
+  std::vector<double> out(p.ranks.size(), 0.0);
+  std::unordered_set<std::string> elsewhere;  // `what` of allocations on other streams
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    const RankProgram& rp = p.ranks[r];
+    elsewhere.clear();
+    for (const Task& t : rp.tasks)
+      if (t.kind == TaskKind::kAlloc && t.stream != StreamKind::kCompute) elsewhere.insert(t.what);
+    double held = 0, most = 0;
+    for (const Task& t : rp.tasks) {
+      if (t.stream != StreamKind::kCompute) continue;
+      switch (t.kind) {
+        case TaskKind::kAlloc:
+          held += t.bytes;
+          break;
+        case TaskKind::kFree:
+          if (elsewhere.empty() || elsewhere.count(t.what) == 0) held -= t.bytes;
+          break;
+        case TaskKind::kGemm:
+        case TaskKind::kAttention:
+        case TaskKind::kMemoryBound:
+          most = std::max(most, held);
+          break;
+        default:
+          break;
+      }
+    }
+    out[r] = most;
+  }
+  return out;
+}
 
 void validate_program(const Program& p) {
   std::vector<std::string> problems;

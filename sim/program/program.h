@@ -183,6 +183,16 @@ inline constexpr std::array<const char*, 3> kTrainingStateWhat = {"weights", "gr
                                                                   "optimizer"};
 bool is_training_state_alloc(const Task& t);
 
+// A lower bound on each rank's peak memory in any simulation of the program, from the
+// program alone (no costs, no timing), indexed like p.ranks: the most that the compute
+// stream's own allocations hold when one of its kernels (gemm, attention, memory-bound)
+// starts. The stream runs its tasks in program order and allocs/frees take no time while a
+// kernel does, so at that kernel's start the rank holds at least its earlier compute-stream
+// allocations minus their frees; memory allocated on another stream (ZeRO-3's gathered
+// parameters) is left out with its frees, since it only adds. The search uses it to skip
+// plans that cannot fit without simulating them.
+std::vector<double> memory_floor_bytes(const Program& p);
+
 // Structural checks: dense ids, deps in range and acyclic (Boost.Graph; a cycle is reported
 // naming the tasks on it), every send has its recv with equal bytes, every collective's group
 // exists, allocs and frees balance per `what`. Throws InvariantError with a clear message.

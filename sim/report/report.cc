@@ -73,6 +73,28 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
   lo.folded = opt.folded && speeds.empty();
   out.program = lower(sc, lo);
   if (opt.progress) opt.progress(1, 3);
+  if (opt.skip_when_state_exceeds_memory) {
+    // The compute stream's own allocations bound the simulated peak from below
+    // (memory_floor_bytes): a plan that cannot fit by them is not costed or simulated.
+    const double capacity = sc.profile.gpu.memory_bytes;
+    const std::vector<double> floor = memory_floor_bytes(out.program);
+    if (!floor.empty() && *std::max_element(floor.begin(), floor.end()) > capacity) {
+      Result& r = out.result;
+      r = result_header(sc);
+      r.memory_capacity_gib = capacity / kGiB;
+      r.memory_peak_gib_per_stage.assign(static_cast<size_t>(sc.parallel.pp), 0.0);
+      for (size_t i = 0; i < floor.size(); ++i) {
+        double& slot = r.memory_peak_gib_per_stage[static_cast<size_t>(out.program.ranks[i].pp_stage)];
+        slot = std::max(slot, floor[i] / kGiB);
+        r.memory_peak_gib = std::max(r.memory_peak_gib, floor[i] / kGiB);
+      }
+      r.fits_memory = false;
+      r.simulated = false;
+      r.folded = out.program.folded;
+      r.simulated_ranks = static_cast<int>(out.program.ranks.size());
+      return out;
+    }
+  }
   EngineOptions eo;
   eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
   eo.comm_hbm_share = [&p = out.program, &hw = sc.profile](const RankProgram& rp, const Task& t,

@@ -25,6 +25,9 @@ struct RunOptions {
   // simulated peak from below); it is not costed or simulated. Its Result has
   // simulated = false, fits_memory = false and memory_peak_gib = that state (a lower bound),
   // and the Prediction has no program: the state is computed without lowering the step.
+  // A plan whose state fits is lowered; if its compute stream's own allocations already
+  // exceed memory (memory_floor_bytes, program.h: state plus the activations the schedule
+  // holds) it is likewise not costed or simulated, its memory fields that bound.
   bool skip_when_state_exceeds_memory = false;
 };
 

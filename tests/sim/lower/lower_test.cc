@@ -826,6 +826,28 @@ TEST(Lower, FoldedEqualsFullFidelityOnRandomPlans) {
   }
 }
 
+TEST(Lower, MemoryFloorIsALowerBoundOfTheSimulatedPeak) {
+  // memory_floor_bytes (program.h) reads the program alone; on random plans (with ZeRO-3,
+  // recompute, pipelines, MoE) it never exceeds any rank's simulated peak, is at least the
+  // training state, and is more than the state somewhere (it counts activations).
+  std::mt19937 rng(99);
+  bool above_state = false;
+  for (int trial = 0; trial < 40; ++trial) {
+    const Plan p = testing::random_plan(rng);
+    const Program prog = lower(make_scenario(p.ep > 1 ? tiny_moe(8) : tiny_gpt(8), p),
+                               {.folded = false});
+    const std::vector<double> floor = memory_floor_bytes(prog);
+    const Timeline tl = run(prog, Synth{.aux_free = false, .comm_ns_per_byte = 1.0});
+    ASSERT_EQ(floor.size(), prog.ranks.size());
+    for (size_t r = 0; r < prog.ranks.size(); ++r) {
+      EXPECT_LE(floor[r], tl.ranks[r].peak_bytes) << "trial " << trial << " rank " << r;
+      EXPECT_GE(floor[r], state_bytes(prog.ranks[r]) * (1 - 1e-12)) << "trial " << trial;
+      above_state = above_state || floor[r] > state_bytes(prog.ranks[r]) * 1.01;
+    }
+  }
+  EXPECT_TRUE(above_state);
+}
+
 TEST(Lower, FoldedProgramStandsForEveryRankOfItsStage) {
   Plan p;
   p.tp = 2;

@@ -375,6 +375,24 @@ TEST(Search, StateBeyondMemoryIsALowerBoundOfTheSimulatedPeak) {
   EXPECT_TRUE(sim.simulated);
   EXPECT_FALSE(sim.fits_memory);
   EXPECT_GE(sim.memory_peak_gib, quick.memory_peak_gib);
+  // State that fits, activations that do not: tp 8, zero 1, 128k tokens per microbatch
+  // without recompute. Lowered, its compute stream's own allocations exceed 80 GiB
+  // (memory_floor_bytes): not simulated, and that floor is below the simulated peak.
+  YAML::Node act = YAML::Clone(doc);
+  act["parallel"]["tp"] = 8;
+  act["parallel"]["dp"] = 1;
+  act["parallel"]["zero"] = 1;
+  act["parallel"]["sequence_parallel"] = true;
+  act["training"]["global_batch"] = 16;
+  act["parallel"]["microbatch"] = 16;
+  const Scenario big = load_scenario_node(act, "activations.yaml");
+  const Result floor = predict(big, skip).result;
+  EXPECT_FALSE(floor.simulated);
+  EXPECT_FALSE(floor.fits_memory);
+  EXPECT_GT(floor.memory_peak_gib, floor.memory_capacity_gib);
+  const Result big_sim = predict(big).result;
+  EXPECT_FALSE(big_sim.fits_memory);
+  EXPECT_GE(big_sim.memory_peak_gib, floor.memory_peak_gib);
   // A plan that fits is simulated as usual.
   doc["parallel"]["zero"] = 3;
   const Scenario z3 = load_scenario_node(doc, "zero3.yaml");
