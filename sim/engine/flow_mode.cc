@@ -56,16 +56,11 @@ Durations task_latencies(const Program& p, const HwProfile& hw) {
   });
 }
 
-Timeline simulate_flow_mode(const Program& p, const HwProfile& hw, const EngineOptions& options,
-                            const GpuSpeeds& speeds) {
-  STEPCAST_CHECK(p.gpus_per_node == hw.node.gpus,
-                 "flow mode: program and profile disagree on GPUs per node");
-  const HwProfile cost_hw = flow_cost_profile(hw);
-  const Topology nominal(hw, std::max(1, p.world_size));
+Topology slowed_topology(const Topology& nominal, const GpuSpeeds& speeds) {
   Topology topo = nominal;
-  // Slow GPUs: their NVLink ports and their rail's NIC carry a fraction of the line rate;
-  // transfers are timed against the nominal topology alone (FlowMode::nominal) and then
-  // replayed on this one, so the slow links stretch every flow that crosses them.
+  // A NIC shared by several GPUs runs at the smallest factor among them (a node-wide factor
+  // applies once).
+  std::map<int, double> nic_factor;  // nic_up link -> factor
   for (size_t g = 0; g < speeds.size() && static_cast<int>(g) < topo.gpus(); ++g) {
     const GpuSpeed& v = speeds[g];
     const int gpu = static_cast<int>(g);
@@ -74,15 +69,30 @@ Timeline simulate_flow_mode(const Program& p, const HwProfile& hw, const EngineO
       topo.scale_capacity(topo.nvl_down(gpu), v.nvlink);
     }
     if (v.nic != 1 && topo.nics_per_node() > 0) {
-      topo.scale_capacity(topo.nic_up(topo.node_of(gpu), topo.rail_of(gpu)), v.nic);
-      topo.scale_capacity(topo.nic_down(topo.node_of(gpu), topo.rail_of(gpu)), v.nic);
+      const int up = topo.nic_up(topo.node_of(gpu), topo.rail_of(gpu));
+      auto [it, fresh] = nic_factor.try_emplace(up, v.nic);
+      if (!fresh) it->second = std::min(it->second, v.nic);
     }
   }
+  for (const auto& [up, f] : nic_factor) {
+    topo.scale_capacity(up, f);
+    topo.scale_capacity(up + 1, f);  // nic_down follows nic_up (topology.h)
+  }
+  return topo;
+}
+
+Timeline simulate_flow_mode(const Program& p, const HwProfile& hw, const EngineOptions& options,
+                            const GpuSpeeds& speeds) {
+  STEPCAST_CHECK(p.gpus_per_node == hw.node.gpus,
+                 "flow mode: program and profile disagree on GPUs per node");
+  const HwProfile cost_hw = flow_cost_profile(hw);
+  const Topology nominal(hw, std::max(1, p.world_size));
+  const Topology topo = slowed_topology(nominal, speeds);
   const Durations durations = task_durations(p, cost_hw, speeds, /*slow_links=*/false);
   const Durations latency = task_latencies(p, cost_hw);
   FlowMode fm;
   fm.topology = &topo;
-  fm.nominal = &nominal;
+  fm.nominal = speeds.empty() ? nullptr : &nominal;
   fm.latency_ns = &latency;
   EngineOptions eo = options;
   eo.flow = &fm;

@@ -31,9 +31,16 @@ HwProfile flow_cost_profile(const HwProfile& hw);
 // Runs `p` in flow mode on a topology of p.world_size GPUs built from `hw`: durations and
 // latencies from flow_cost_profile(hw), every other option as given (options.flow is
 // ignored and replaced).
+// The topology with slow GPUs' links (cluster.stragglers): each GPU's NVLink ports at its
+// nvlink factor of their line rate, its rail NIC's links at its nic factor. A NIC shared by
+// several GPUs runs at the smallest of their factors, so a node-wide factor applies once and
+// one slow GPU slows the NIC it shares.
+class Topology;
+Topology slowed_topology(const Topology& nominal, const GpuSpeeds& speeds);
+
 // `speeds` (cluster.stragglers, sim/cluster/profile.h): kernels of a slow GPU take
-// time / compute; its NVLink ports and its rail NIC's links run at nvlink / nic of their line
-// rate. A GPU sharing its NIC with others slows theirs too.
+// time / compute; its links are slowed as slowed_topology() says, and transfers are scaled
+// against the nominal topology (FlowMode::nominal) so the slow links only stretch them.
 Timeline simulate_flow_mode(const Program& p, const HwProfile& hw, const EngineOptions& options,
                             const GpuSpeeds& speeds = {});
 

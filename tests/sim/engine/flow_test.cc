@@ -358,6 +358,34 @@ TEST(EngineFlow, BitIdenticalReruns) {
   }
 }
 
+// Slow links for stragglers: 2 nodes of 8 GPUs with 4 NICs each (GPUs 2k and 2k+1 share
+// rail k). Node 1 at nic 0.5: each of its NICs at half rate once (not 0.5^2 for its two
+// GPUs). GPU 0 at nic 0.5 and GPU 1 at 0.25 (they share rail 0): the NIC at 0.25. GPU 3 at
+// nvlink 0.5: its two NVLink ports at half rate. Everything else nominal.
+TEST(EngineFlow, SlowedTopologyScalesEachLinkOnce) {
+  const Topology nominal(hand_profile(4), 16);
+  GpuSpeeds speeds(16);
+  for (int g = 8; g < 16; ++g) speeds[static_cast<size_t>(g)].nic = 0.5;
+  speeds[0].nic = 0.5;
+  speeds[1].nic = 0.25;
+  speeds[3].nvlink = 0.5;
+  const Topology slow = slowed_topology(nominal, speeds);
+  const std::vector<double> a = nominal.capacities(), b = slow.capacities();
+  ASSERT_EQ(a.size(), b.size());
+  std::vector<double> expected = a;
+  auto scale = [&](int link, double f) { expected[static_cast<size_t>(link)] *= f; };
+  for (int rail = 0; rail < 4; ++rail) {
+    scale(nominal.nic_up(1, rail), 0.5);
+    scale(nominal.nic_down(1, rail), 0.5);
+  }
+  scale(nominal.nic_up(0, 0), 0.25);
+  scale(nominal.nic_down(0, 0), 0.25);
+  scale(nominal.nvl_up(3), 0.5);
+  scale(nominal.nvl_down(3), 0.5);
+  EXPECT_EQ(b, expected);
+  EXPECT_EQ(slowed_topology(nominal, GpuSpeeds(16)).capacities(), a);
+}
+
 TEST(EngineFlow, MissingLatenciesAreAnInvariantError) {
   const HwProfile hw = hand_profile(1);
   const Topology topo(hw, 16);
