@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "model/error.h"
@@ -87,12 +88,13 @@ Timeline simulate_flow_mode(const Program& p, const HwProfile& hw, const EngineO
                  "flow mode: program and profile disagree on GPUs per node");
   const HwProfile cost_hw = flow_cost_profile(hw);
   const Topology nominal(hw, std::max(1, p.world_size));
-  const Topology topo = slowed_topology(nominal, speeds);
+  std::optional<Topology> slow;  // only with stragglers (no copy otherwise)
+  if (!speeds.empty()) slow = slowed_topology(nominal, speeds);
   const Durations durations = task_durations(p, cost_hw, speeds, /*slow_links=*/false);
   const Durations latency = task_latencies(p, cost_hw);
   FlowMode fm;
-  fm.topology = &topo;
-  fm.nominal = speeds.empty() ? nullptr : &nominal;
+  fm.topology = slow ? &*slow : &nominal;
+  fm.nominal = slow ? &nominal : nullptr;
   fm.latency_ns = &latency;
   EngineOptions eo = options;
   eo.flow = &fm;
