@@ -388,10 +388,11 @@ class Loader {
                                 std::pair{"nvlink", &s.speed.nvlink}}) {
         if (!e[key]) continue;
         any = true;
-        auto v = r_.get_double(e, ep, key, 0.0, 1.0);
-        if (v && *v <= 0)
+        auto v = r_.get_double(e, ep, key, -std::numeric_limits<double>::max(),
+                               std::numeric_limits<double>::max());
+        if (v && !(*v > 0 && *v <= 1))
           r_.error(e[key], join_path(ep, key),
-                   "expected a fraction of nominal speed in (0, 1], got 0");
+                   fmt::format("expected a fraction of nominal speed in (0, 1], got {}", *v));
         else if (v)
           *field = *v;
       }

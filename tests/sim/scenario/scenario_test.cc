@@ -326,7 +326,9 @@ TEST(ScenarioRules, Stragglers) {
   expect_issue(with("{gpu: 1, compute: 0}"), "cluster.stragglers[0].compute", 13,
                "expected a fraction of nominal speed in (0, 1], got 0");
   expect_issue(with("{gpu: 1, nic: 1.5}"), "cluster.stragglers[0].nic", 13,
-               "expected a number in [0, 1], got 1.5");
+               "expected a fraction of nominal speed in (0, 1], got 1.5");
+  expect_issue(with("{gpu: 1, nic: -0.5}"), "cluster.stragglers[0].nic", 13,
+               "expected a fraction of nominal speed in (0, 1], got -0.5");
   expect_issue(with("{gpu: 1, nvlink: fast}"), "cluster.stragglers[0].nvlink", 13,
                "expected a number, got");
   expect_issue(with("{gpu: 3, compute: 0.5}").insert(14, "    - {gpu: 3, nic: 0.5}"),
