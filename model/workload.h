@@ -111,9 +111,10 @@ struct ShardSpec {
 // expert parallelism (the experts split like the dense MLP) and 1 with it (each rank holds
 // its local experts whole: the usual setting with ep, e.g. DeepSeek-V3's; Megatron-Core's
 // flag itself defaults to tp).
-inline int expert_tp_of(const ShardSpec& s) {
-  return s.expert_tp > 0 ? s.expert_tp : (s.ep == 1 ? s.tp : 1);
+inline int expert_tp_of(int tp, int ep, int expert_tp) {
+  return expert_tp > 0 ? expert_tp : (ep == 1 ? tp : 1);
 }
+inline int expert_tp_of(const ShardSpec& s) { return expert_tp_of(s.tp, s.ep, s.expert_tp); }
 
 // One transformer layer on one rank, in execution order. Attention appears in `fwd` as one
 // op over the rank's local sequence (s/cp queries against s keys, causal); the lowering

@@ -53,7 +53,6 @@ double steps_flops(const std::vector<Step>& steps, bool selective_only = false) 
   return f;
 }
 
-
 void append_int(std::string& s, long long v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof(buf), v);
@@ -86,22 +85,13 @@ struct MsgKey {
   }
 };
 
-// The parallel sizes expert_tp_of() needs, before the lowering's own shard is filled.
-ShardSpec expert_shard(const ParallelSpec& par) {
-  ShardSpec s;
-  s.tp = par.tp;
-  s.ep = par.ep;
-  s.expert_tp = par.expert_tp;
-  return s;
-}
-
 class Lowerer {
  public:
   Lowerer(const Scenario& sc, const LowerOptions& opt)
       : sc_(sc),
         par_(sc.parallel),
         arch_(sc.model),
-        layout_(par_.tp, par_.cp, par_.dp, par_.pp, par_.ep, expert_tp_of(expert_shard(par_))),
+        layout_(par_.tp, par_.cp, par_.dp, par_.pp, par_.ep, expert_tp_of(par_.tp, par_.ep, par_.expert_tp)),
         opt_(opt) {
     p_ = par_.pp;
     v_ = par_.vpp;

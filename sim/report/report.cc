@@ -41,6 +41,20 @@ static Result result_header(const Scenario& sc) {
   return r;
 }
 
+// A plan reported without simulating it (RunOptions::skip_when_state_exceeds_memory): it
+// does not fit, and its memory fields hold a lower bound per stage.
+static Result unsimulated_result(const Scenario& sc, std::vector<double> per_stage_gib,
+                                 bool folded) {
+  Result r = result_header(sc);
+  r.memory_capacity_gib = sc.profile.gpu.memory_bytes / kGiB;
+  for (double g : per_stage_gib) r.memory_peak_gib = std::max(r.memory_peak_gib, g);
+  r.memory_peak_gib_per_stage = std::move(per_stage_gib);
+  r.fits_memory = false;
+  r.simulated = false;
+  r.folded = folded;
+  return r;
+}
+
 Prediction predict(const Scenario& sc, const RunOptions& opt) {
   Prediction out;
   if (opt.skip_when_state_exceeds_memory) {
@@ -56,14 +70,7 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
       state_gib = std::max(state_gib, bytes / kGiB);
     }
     if (state_gib > capacity_gib) {
-      Result& r = out.result;
-      r = result_header(sc);
-      r.memory_capacity_gib = capacity_gib;
-      r.memory_peak_gib = state_gib;
-      r.memory_peak_gib_per_stage = std::move(per_stage);
-      r.fits_memory = false;
-      r.simulated = false;
-      r.folded = opt.folded;
+      out.result = unsimulated_result(sc, std::move(per_stage), opt.folded);
       return out;
     }
   }
@@ -79,19 +86,13 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
     const double capacity = sc.profile.gpu.memory_bytes;
     const std::vector<double> floor = memory_floor_bytes(out.program);
     if (!floor.empty() && *std::max_element(floor.begin(), floor.end()) > capacity) {
-      Result& r = out.result;
-      r = result_header(sc);
-      r.memory_capacity_gib = capacity / kGiB;
-      r.memory_peak_gib_per_stage.assign(static_cast<size_t>(sc.parallel.pp), 0.0);
+      std::vector<double> per_stage(static_cast<size_t>(sc.parallel.pp), 0.0);
       for (size_t i = 0; i < floor.size(); ++i) {
-        double& slot = r.memory_peak_gib_per_stage[static_cast<size_t>(out.program.ranks[i].pp_stage)];
+        double& slot = per_stage[static_cast<size_t>(out.program.ranks[i].pp_stage)];
         slot = std::max(slot, floor[i] / kGiB);
-        r.memory_peak_gib = std::max(r.memory_peak_gib, floor[i] / kGiB);
       }
-      r.fits_memory = false;
-      r.simulated = false;
-      r.folded = out.program.folded;
-      r.simulated_ranks = static_cast<int>(out.program.ranks.size());
+      out.result = unsimulated_result(sc, std::move(per_stage), out.program.folded);
+      out.result.simulated_ranks = static_cast<int>(out.program.ranks.size());
       return out;
     }
   }

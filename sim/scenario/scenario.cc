@@ -619,12 +619,9 @@ class Loader {
         r_.error(at("tp"), path("tp"),
                  fmt::format("the model's ffn_hidden ({}) must be divisible by tp ({})",
                              m.ffn_hidden, pl.tp));
-      ShardSpec es;
-      es.tp = pl.tp;
-      es.ep = pl.ep;
       // An invalid expert_tp is reported below; the other rules then use the default.
-      es.expert_tp = pl.expert_tp == 1 || pl.expert_tp == pl.tp ? pl.expert_tp : 0;
-      const int etp = expert_tp_of(es);
+      const int etp = expert_tp_of(pl.tp, pl.ep,
+                                   pl.expert_tp == 1 || pl.expert_tp == pl.tp ? pl.expert_tp : 0);
       if (m.moe && etp > 1 && m.moe->ffn_hidden % etp != 0)
         r_.error(at("tp"), path("tp"),
                  fmt::format("the model's moe.ffn_hidden ({}) must be divisible by tp ({}) "
