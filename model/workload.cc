@@ -286,7 +286,13 @@ Block moe_block(const ModelArch& a, const Local& l) {
   const double slots = m.capacity_factor * d(tokens) * d(l.ep) * m.top_k / m.experts *
                        (gather_dispatched ? etp : 1);
   const I per_expert = static_cast<I>(std::ceil(slots - 1e-9));
-  const double routed = d(tokens) * m.top_k;  // token copies this rank sends
+  // Token copies this rank sends: capacity_factor x tokens x top_k, the same capacity the
+  // expert slots above hold. Megatron-Core's token dispatcher with --moe-expert-capacity-factor
+  // drops the copies beyond an expert's capacity before the all-to-all (below 1 fewer are
+  // sent) and, with --moe-pad-expert-input-to-capacity, pads each expert's share up to it
+  // (above 1 the padding travels too): the expert GEMMs, the permute buffers and the
+  // dispatch/combine bytes all scale with it (1 = balanced routing, nothing dropped or padded).
+  const double routed = m.capacity_factor * d(tokens) * m.top_k;
   const double full = d(l.tokens) * d(a.hidden) * l.e;
   const double e = l.e;
   const double h = d(a.hidden);

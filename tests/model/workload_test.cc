@@ -635,11 +635,23 @@ TEST(WorkloadProperty, MoeExpertSlotsConserveTokenCopies) {
       return f;
     }(whole);
     ASSERT_NEAR(ex * tp, ex_whole, 1e-9 * ex_whole) << "ep " << ep << " tp " << tp;
-    // Capacity factor scales the slots.
+    // The dispatch all-to-all carries every routed copy: routed * top_k * h * e bytes.
+    const double h = double(a.hidden), e = 2.0;  // bf16 activations
+    const auto dispatch_bytes = [](const LayerOps& lo) {
+      for (const Step& st : lo.fwd)
+        if (st.is_comm && st.comm.kind == CommPointKind::kEpDispatch) return st.comm.bytes;
+      return 0.0;
+    };
+    const double want_dispatch = ep > 1 ? double(routed) * a.moe->top_k * h * e : 0.0;
+    ASSERT_DOUBLE_EQ(dispatch_bytes(o), want_dispatch);
+    // Capacity factor scales the slots, and the copies sent with them (dropped beyond
+    // capacity, padded up to it): at 1.25, 1.25x the slots and the dispatch bytes.
     a.moe->capacity_factor = 1.25;
-    const Op& fc1c = find_op(layer_ops(a, 0, shard(b, s, tp, true, 1, ep)).fwd, "moe.fc1");
+    const LayerOps oc = layer_ops(a, 0, shard(b, s, tp, true, 1, ep));
+    const Op& fc1c = find_op(oc.fwd, "moe.fc1");
     ASSERT_GE(double(fc1c.gemm.m), 1.25 * double(fc1.gemm.m) - 1e-9);
     ASSERT_LT(double(fc1c.gemm.m), 1.25 * double(fc1.gemm.m) + 1);
+    ASSERT_DOUBLE_EQ(dispatch_bytes(oc), 1.25 * want_dispatch);
   }
 }
 
