@@ -931,8 +931,7 @@ class Lowerer {
           if (!split_w_) {
             emit_weight_grads(e, u, mb, c);
             if (zero3) zero3_free(e, u, mb, c, Phase::kBwdInput, "b");
-            finish_unit_backward(e, u, mb, c, zero3);
-            if (last_mb && !zero3) grads_ready(e, bucketers[static_cast<size_t>(c)], u, c, k == 0);
+            finish_unit_grads(e, bucketers[static_cast<size_t>(c)], u, mb, c, k == 0, last_mb);
           } else if (zero3) {
             zero3_free(e, u, mb, c, Phase::kBwdInput, "b");
           }
@@ -950,8 +949,7 @@ class Lowerer {
         for (int k = n - 1; k >= 0; --k) {
           const Unit& u = units[static_cast<size_t>(k)];
           emit_weight_grads(e, u, mb, c);
-          finish_unit_backward(e, u, mb, c, zero3);
-          if (last_mb && !zero3) grads_ready(e, bucketers[static_cast<size_t>(c)], u, c, k == 0);
+          finish_unit_grads(e, bucketers[static_cast<size_t>(c)], u, mb, c, k == 0, last_mb);
         }
       }
     }
@@ -1064,24 +1062,57 @@ class Lowerer {
     e.pending.insert(e.pending.end(), stash.begin(), stash.end());
   }
 
-  void finish_unit_backward(Emit& e, const Unit& u, int mb, int c, bool zero3) {
-    if (zero3) {
-      // FSDP reduce-scatters each unit's gradients after its backward, every microbatch.
+  // A unit's weight gradients are done: sync them (ZeRO-3 every microbatch, else buckets in
+  // the last one) and free its saved activations (in the order the lowering always had). `first`: the chunk's first unit, whose
+  // backward ends the chunk's.
+  void finish_unit_grads(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool first,
+                         bool last_mb) {
+    if (par_.zero == 3) {
+      zero3_grads_ready(e, b, u, mb, c, first);
+      free_unit_activations(e, u, mb, c);
+    } else {
+      free_unit_activations(e, u, mb, c);
+      if (last_mb) grads_ready(e, b, u, c, first);
+    }
+  }
+
+  // ZeRO-3 / FSDP reduce-scatters gradients every microbatch (the gradients are sharded, so
+  // they cannot accumulate unreduced). By default each unit's gradients go as soon as its
+  // backward ends (one FSDP unit per layer: PyTorch FSDP's post-backward hook). With
+  // parallel.bucket_mb they are bucketed in backward order as DeepSpeed ZeRO-3 does
+  // (reduce_bucket_size): a reduce-scatter when a bucket fills, the rest at the chunk's first
+  // unit (`flush`). Without overlap.grad_reduce the reduce-scatter runs synchronously: the
+  // next compute waits for it (DeepSpeed overlap_comm false).
+  void zero3_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool flush) {
+    b.dense += u.dense_grad_bytes;
+    b.expert += u.expert_grad_bytes;
+    const bool per_unit = par_.bucket_bytes <= 0;
+    const double cap = per_unit ? 0.0 : grad_bucket_bytes();
+    auto issue = [&](double bytes, bool expert) {
+      if ((expert ? expert_dp_size() : dense_dp_size()) <= 1) return;
       std::vector<int> deps;
       if (e.last_compute >= 0) deps.push_back(e.last_compute);
-      if (u.dense_grad_bytes > 0 && dense_dp_size() > 1)
-        grad_sync_.push_back(emit_collective(e, CollOp::kReduceScatter, dense_dp_kind(),
-                                             StreamKind::kDp, Category::kDpComm,
-                                             u.dense_grad_bytes, grad_dtype_, Phase::kBwdWeight,
-                                             make_label("rs", u.name, "g", mb), u.layer, mb, c,
-                                             deps));
-      if (u.expert_grad_bytes > 0 && expert_dp_size() > 1)
-        grad_sync_.push_back(emit_collective(e, CollOp::kReduceScatter, GroupKind::kEdp,
-                                             StreamKind::kDp, Category::kDpComm,
-                                             u.expert_grad_bytes, grad_dtype_, Phase::kBwdWeight,
-                                             make_label("rsx", u.name, "g", mb), u.layer, mb, c,
-                                             deps));
+      const int id = emit_collective(
+          e, CollOp::kReduceScatter, expert ? GroupKind::kEdp : dense_dp_kind(), StreamKind::kDp,
+          Category::kDpComm, bytes, grad_dtype_, Phase::kBwdWeight,
+          make_label(expert ? "rsx" : "rs", u.name, "g", mb), u.layer, mb, c, std::move(deps));
+      grad_sync_.push_back(id);
+      if (!par_.overlap_grad_reduce) e.pending.push_back(id);
+    };
+    for (const bool expert : {false, true}) {
+      double& acc = expert ? b.expert : b.dense;
+      if (!per_unit) {
+        while (acc >= cap) {
+          issue(cap, expert);
+          acc -= cap;
+        }
+      }
+      if ((per_unit || flush) && acc > 0) issue(acc, expert);
+      if (per_unit || flush) acc = 0;
     }
+  }
+
+  void free_unit_activations(Emit& e, const Unit& u, int mb, int c) {
     if (u.act_bytes > 0) {
       Phase ph = split_w_ ? Phase::kBwdWeight : Phase::kBwdInput;
       if (u.kind == Unit::Kind::kLayer && par_.recompute == Recompute::kFull)

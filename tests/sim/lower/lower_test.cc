@@ -374,6 +374,69 @@ TEST(Lower, Zero3MovesOneAndAHalfTimesTheElementsOfZero1) {
   EXPECT_NEAR(z3.elements / z1.elements, 1.5, 1e-12);
 }
 
+TEST(Lower, Zero3ReduceScattersPerUnitOrInBucketsAndSyncWithoutOverlap) {
+  // tiny_gpt (8 layers) at dp 4, ZeRO-3, 2 microbatches: gradients are reduce-scattered
+  // every microbatch.
+  //  - bucket_mb not given: one reduce-scatter per unit with gradients (embedding, 8 layers,
+  //    head = 10) per microbatch, each of that unit's bytes (FSDP's per-unit hook);
+  //  - bucket_mb given: the same bytes cut into buckets of exactly that size in backward order,
+  //    the remainder at the end of the backward: ceil(total / cap) per microbatch
+  //    (DeepSpeed ZeRO-3 reduce_bucket_size);
+  //  - overlap.grad_reduce false: the next compute waits for each reduce-scatter.
+  Plan p;
+  p.dp = 4;
+  p.zero = 3;
+  p.microbatches = 2;
+  const auto grad_rs = [](const Program& prog) {
+    std::vector<const Task*> out;
+    for (const Task& t : prog.ranks[0].tasks)
+      if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter) out.push_back(&t);
+    return out;
+  };
+  p.bucket_bytes = 0;
+  const Program per_unit = lower(make_scenario(tiny_gpt(), p));
+  const auto units = grad_rs(per_unit);
+  ASSERT_EQ(units.size(), 2u * 10);
+  double total = 0;
+  for (const Task* t : units) total += t->microbatch == 0 ? t->bytes : 0.0;
+
+  p.bucket_bytes = 4e6;
+  const Program bucketed = lower(make_scenario(tiny_gpt(), p));
+  const auto buckets = grad_rs(bucketed);
+  const double per_mb = std::ceil(total / 4e6);
+  ASSERT_EQ(double(buckets.size()), 2 * per_mb);
+  double sum = 0;
+  int full = 0;
+  for (const Task* t : buckets) {
+    sum += t->bytes;
+    full += t->bytes == 4e6;
+  }
+  EXPECT_DOUBLE_EQ(sum, 2 * total);
+  EXPECT_EQ(full, 2 * (per_mb - 1));  // all but the last of each microbatch are full
+
+  // A reduce-scatter is waited for by the work that follows it (the next compute, or the
+  // next unit's parameter gather the compute waits for) only without overlap.
+  for (const bool overlap : {true, false}) {
+    p.bucket_bytes = 0;
+    p.overlap_grad = overlap;
+    const Program prog = lower(make_scenario(tiny_gpt(), p));
+    std::set<int> waited;
+    for (const Task& t : prog.ranks[0].tasks)
+      if (t.phase != Phase::kOptimizer) waited.insert(t.deps.begin(), t.deps.end());
+    int n_waited = 0;
+    for (const Task* t : grad_rs(prog)) n_waited += waited.count(t->id) > 0;
+    // Without overlap every reduce-scatter holds back the work after it, except the last
+    // microbatch's last two (layer 0's and the embedding's), which only the optimizer step
+    // waits for: the embedding's weight gradient, its only backward compute, does not wait
+    // for collectives issued before it (as every weight gradient in the lowering).
+    EXPECT_EQ(n_waited, overlap ? 0 : 2 * 10 - 2) << "overlap " << overlap;
+  }
+  p.overlap_grad = true;
+  const TimeNs t_overlap = run(lower(make_scenario(tiny_gpt(), p))).step_ns;
+  p.overlap_grad = false;
+  EXPECT_GE(run(lower(make_scenario(tiny_gpt(), p))).step_ns, t_overlap);
+}
+
 TEST(Lower, ExpertGradientsAreReducedOverTheExpertDataParallelGroupWhole) {
   // tiny_moe (8 MoE layers, 8 experts of ffn 512, h 256, SwiGLU) at tp 2, ep 2, dp 4, ZeRO-1,
   // one microbatch. With ep > 1 each rank holds its 8/2 = 4 local experts whole (expert tp 1,
