@@ -113,7 +113,7 @@ const std::vector<std::string> kTopKeys = {"name",     "model",    "cluster", "t
 const std::vector<std::string> kModelKeys = {
     "name",  "layers",     "hidden", "ffn_hidden",      "heads",    "kv_heads",
     "vocab", "activation", "norm",   "tied_embeddings", "head_dim", "max_positions",
-    "moe"};
+    "moe",   "dropout",    "qk_head_dim", "qkv_features"};
 const std::vector<std::string> kMoeKeys = {"experts",         "top_k",          "ffn_hidden",
                                            "every",           "capacity_factor", "shared_experts",
                                            "first_dense_layers"};
@@ -225,6 +225,9 @@ class Loader {
     auto act = r_.get_enum(m, p, "activation", {"gelu", "swiglu"});
     auto norm = r_.get_enum(m, p, "norm", {"layernorm", "rmsnorm"});
     auto tied = r_.get_bool(m, p, "tied_embeddings");
+    auto dropout = r_.get_bool(m, p, "dropout");
+    auto qk_head_dim = r_.get_int(m, p, "qk_head_dim", 1, kMaxI64);
+    auto qkv_features = r_.get_int(m, p, "qkv_features", 1, kMaxI64);
     if (layers) out.layers = static_cast<int>(*layers);
     if (hidden) out.hidden = *hidden;
     if (ffn) out.ffn_hidden = *ffn;
@@ -236,6 +239,9 @@ class Loader {
     if (act) out.activation = *act == "swiglu" ? Activation::kSwiglu : Activation::kGelu;
     if (norm) out.norm = *norm == "rmsnorm" ? Norm::kRmsNorm : Norm::kLayerNorm;
     if (tied) out.tied_embeddings = *tied;
+    if (dropout) out.dropout = *dropout;
+    if (qk_head_dim) out.qk_head_dim = *qk_head_dim;
+    if (qkv_features) out.qkv_features = *qkv_features;
     // Grouped-query attention: each KV head serves heads/kv_heads query heads.
     if (heads && kv && *kv > *heads)
       r_.error(m["kv_heads"], join_path(p, "kv_heads"),
