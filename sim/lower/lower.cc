@@ -403,6 +403,9 @@ class Lowerer {
     t.label = make_label(prefix, u.name, op.name, mb);
     if (op.kind == OpKind::kGemm) t.gemm = op.gemm;
     if (op.kind == OpKind::kAttention) t.attn = op.attn;
+    // What a memory-bound kernel does ("ln1", "act", "softmax_ce", ...): the executor and
+    // the trace tell them apart by it.
+    if (op.kind == OpKind::kMemoryBound) t.what = op.name;
     t.flops = op.flops;
     t.bytes_read = op.bytes_read;
     t.bytes_written = op.bytes_written;
@@ -587,7 +590,7 @@ class Lowerer {
           s.deps.push_back(prev_recv);
         }
         add(e, std::move(s));
-        Task r = base_task(TaskKind::kRecv, StreamKind::kTp, phase, Category::kCpComm, u.layer, mb,
+        Task r = base_task(TaskKind::kRecv, StreamKind::kCpRecv, phase, Category::kCpComm, u.layer, mb,
                            chunk);
         r.peer = prev;
         r.tag = tag;
@@ -822,6 +825,7 @@ class Lowerer {
       Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, Phase::kOptimizer,
                          Category::kOptimizer, -1, -1, -1);
       t.label = "opt.zero_grad";
+      t.what = "zero_grad";
       t.bytes_read = op.bytes_read;
       t.bytes_written = op.bytes_written;
       add(e, std::move(t));  // first on the compute stream: what follows runs after it
@@ -999,6 +1003,7 @@ class Lowerer {
       Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, Phase::kOptimizer,
                          Category::kOptimizer, -1, -1, -1);
       t.label = "opt.step";
+      t.what = "optimizer_step";
       t.flops = op.flops;
       t.bytes_read = op.bytes_read;
       t.bytes_written = op.bytes_written;

@@ -25,6 +25,7 @@ const char* stream_name(StreamKind s) {
     case StreamKind::kEp: return "ep";
     case StreamKind::kPpSend: return "pp_send";
     case StreamKind::kPpRecv: return "pp_recv";
+    case StreamKind::kCpRecv: return "cp_recv";
     case StreamKind::kDp: return "dp";
     case StreamKind::kCount: break;
   }

@@ -30,9 +30,13 @@ namespace stepcast {
 
 inline constexpr const char* kProgramSchema = "stepcast.program/1";
 
-enum class StreamKind : std::uint8_t { kCompute, kTp, kCp, kEp, kPpSend, kPpRecv, kDp, kCount };
+// kCpRecv: ring attention's KV receives, apart from its sends (on kCp) as pp_send/pp_recv are:
+// every cp rank sends before it receives, so one stream for both would wait in a cycle.
+enum class StreamKind : std::uint8_t {
+  kCompute, kTp, kCp, kEp, kPpSend, kPpRecv, kDp, kCpRecv, kCount
+};
 inline constexpr int kStreamCount = static_cast<int>(StreamKind::kCount);
-const char* stream_name(StreamKind s);  // "compute", "tp", "cp", "ep", "pp_send", "pp_recv", "dp"
+const char* stream_name(StreamKind s);  // "compute", "tp", "cp", "ep", "pp_send", "pp_recv", "dp", "cp_recv"
 
 enum class TaskKind : std::uint8_t {
   kGemm, kAttention, kMemoryBound, kCollective, kSend, kRecv, kAlloc, kFree

@@ -437,6 +437,42 @@ TEST(Lower, Zero3ReduceScattersPerUnitOrInBucketsAndSyncWithoutOverlap) {
   EXPECT_GE(run(lower(make_scenario(tiny_gpt(), p))).step_ns, t_overlap);
 }
 
+TEST(Lower, StreamsAndKernelNamesAnExecutorCanUse) {
+  // DESIGN.md, the Program: one stream per communication kind, and memory-bound kernels that
+  // say what they are. tiny_gpt at cp 2 (ring attention), tp 2 with sp, 2 microbatches:
+  // every ring-attention receive is on cp_recv (its sends on cp; nothing of cp on tp), and
+  // every memory-bound kernel names itself.
+  Plan p;
+  p.cp = 2;
+  p.tp = 2;
+  p.sp = true;
+  p.microbatches = 2;
+  const Program prog = lower(make_scenario(tiny_gpt(), p));
+  int recvs = 0, sends = 0;
+  for (const Task& t : prog.ranks[0].tasks) {
+    if (t.category == Category::kCpComm) {
+      if (t.kind == TaskKind::kRecv) {
+        ++recvs;
+        EXPECT_EQ(t.stream, StreamKind::kCpRecv) << t.label;
+      } else {
+        ++sends;
+        EXPECT_EQ(t.stream, StreamKind::kCp) << t.label;
+      }
+    }
+    if (t.kind == TaskKind::kMemoryBound) {
+      EXPECT_FALSE(t.what.empty()) << t.label;
+    }
+    if (t.stream == StreamKind::kTp) {
+      EXPECT_EQ(t.category, Category::kTpComm) << t.label;
+    }
+  }
+  // cp - 1 = 1 KV block received per attention pass: forward and backward of 8 layers x 2
+  // microbatches = 32 receives, as many sends.
+  EXPECT_EQ(recvs, 32);
+  EXPECT_EQ(sends, 32);
+  run(prog);
+}
+
 TEST(Lower, ExpertGradientsAreReducedOverTheExpertDataParallelGroupWhole) {
   // tiny_moe (8 MoE layers, 8 experts of ffn 512, h 256, SwiGLU) at tp 2, ep 2, dp 4, ZeRO-1,
   // one microbatch. With ep > 1 each rank holds its 8/2 = 4 local experts whole (expert tp 1,
