@@ -1,11 +1,13 @@
 #include "calibrate/fit/fit.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -13,6 +15,7 @@
 
 #include <Eigen/Dense>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include "model/error.h"
@@ -450,7 +453,35 @@ double fit_memory_kernel(const Measurements& m, const std::string& kernel, doubl
   return best_bw;  // too few points above the launch-bound range: the best one measured
 }
 
-void fit_collectives(const Measurements& m, FitReport& rep) {
+// The `algorithm` of a calibrated entry (sim/cost/params.h) for measurements run with NCCL
+// algorithm `algo` (bench --algo: NCCL_ALGO's names, any case; "default": NCCL's own choice,
+// taken to be the algorithm the model runs for the collective under the base profile,
+// bandwidth_algorithm). all_to_all and send_recv run as grouped send/recv: direct. nullopt:
+// an algorithm the model has no name for (CollNet, ...).
+std::optional<CollAlgo> entry_algorithm(const std::string& op, int ranks, int nodes,
+                                        const std::string& algo, const HwProfile& base) {
+  if (op == "all_to_all" || op == "send_recv") return CollAlgo::kDirect;
+  std::string a;
+  for (char ch : algo) a += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (a == "default") {
+    for (CollOp c : {CollOp::kAllReduce, CollOp::kReduceScatter, CollOp::kAllGather,
+                     CollOp::kBroadcast}) {
+      if (op != coll_op_name(c)) continue;
+      GroupShape g;
+      g.ranks = ranks;
+      g.nodes = nodes;
+      g.ranks_per_node = (ranks + nodes - 1) / nodes;
+      return bandwidth_algorithm(c, g, base);
+    }
+    return std::nullopt;
+  }
+  if (a == "nvlstree") a = "nvls_tree";
+  const auto& names = collective_algorithm_names();
+  if (std::find(names.begin(), names.end(), a) == names.end()) return std::nullopt;
+  return collective_algorithm(a);
+}
+
+void fit_collectives(const Measurements& m, const HwProfile& base, FitReport& rep) {
   // Group by (op, ranks, nodes); within a group prefer NCCL's own choice ("default").
   std::map<std::tuple<std::string, int, int>, std::map<std::string, std::vector<const MeasuredCollective*>>>
       groups;
@@ -474,8 +505,17 @@ void fit_collectives(const Measurements& m, FitReport& rep) {
     // Entries cover contiguous sizes: each range runs up to one byte below the next one.
     for (std::size_t i = 0; i < f.segments.size(); ++i) {
       const CollectiveSegment& s = f.segments[i];
+      const auto algo = entry_algorithm(op, ranks, nodes, f.algo, base);
+      if (!algo) {
+        rep.warnings.push_back(fmt::format("collectives: {} n={} N={}: algo \"{}\" is not one "
+                                           "the model runs ({}): not written",
+                                           op, ranks, nodes, f.algo,
+                                           fmt::join(collective_algorithm_names(), ", ")));
+        continue;
+      }
       CollectiveCalib e;
       e.op = op;
+      e.algo = *algo;
       e.ranks = ranks;
       e.nodes = nodes;
       e.min_bytes = s.min_bytes;
@@ -561,14 +601,17 @@ void write_yaml(const HwProfile& base, const FitReport& rep, const Measurements&
       coll = YAML::Node(YAML::NodeType::Map);
       doc["collectives"] = coll;
     }
-    std::set<std::tuple<std::string, int, int>> refit;
-    for (const CollectiveCalib& e : rep.calibrated) refit.insert({e.op, e.ranks, e.nodes});
+    // A fit replaces the base's entries of the same op, shape and algorithm (a Ring sweep
+    // leaves the NVLS entries alone: they answer where the model runs NVLS).
+    std::set<std::tuple<std::string, int, int, CollAlgo>> refit;
+    for (const CollectiveCalib& e : rep.calibrated) refit.insert({e.op, e.ranks, e.nodes, e.algo});
     YAML::Node list(YAML::NodeType::Sequence);
     // One calibrated entry as a flow mapping (keys of sim/cost/params.h); the source is
     // written whenever it is known (fitted entries always carry one).
     auto entry = [&](const CollectiveCalib& e) {
       YAML::Node n = flow_map();
       n["op"] = e.op;
+      n["algorithm"] = algo_name(e.algo);
       n["ranks"] = e.ranks;
       n["nodes"] = e.nodes;
       n["min_size"] = num(e.min_bytes, 15) + " B";
@@ -579,7 +622,7 @@ void write_yaml(const HwProfile& base, const FitReport& rep, const Measurements&
       return n;
     };
     for (const CollectiveCalib& e : base.collectives.calibrated) {
-      if (refit.count({e.op, e.ranks, e.nodes})) continue;  // replaced below
+      if (refit.count({e.op, e.ranks, e.nodes, e.algo})) continue;  // replaced below
       list.push_back(entry(e));
     }
     for (const CollectiveCalib& e : rep.calibrated) list.push_back(entry(e));
@@ -669,7 +712,7 @@ void fit_profile(const std::string& measurements_path, const std::string& base_p
     }
   }
 
-  fit_collectives(m, rep);
+  fit_collectives(m, base, rep);
   write_yaml(base, rep, m, out_yaml);
   // What was written must load as any profile does (fitted values are kept in range, so a
   // failure here is a bug of the writer, not of the input).

@@ -95,14 +95,20 @@ void parse_node(YamlReader& r, const YAML::Node& n, NodeSpec& out) {
   if (auto v = positive_quantity(r, n, p, "nvlink", Dimension::kBandwidth))
     out.nvlink_bytes_per_s = *v;
   if (auto v = r.get_bool(n, p, "nvswitch")) out.nvswitch = *v;
+  // Every GPU of a node reaches every other at the full NVLink rate through the NVSwitch
+  // (intra_ring_busbw, p2p_intra_bw, the flow topology's one switch per node): GPUs without
+  // one (PCIe boxes, NVLink bridges between pairs) have neither, and no model here says
+  // what they get instead.
+  if (!out.nvswitch)
+    r.error(n["nvswitch"], join_path(p, "nvswitch"),
+            "nvswitch: false is not modelled: the cost model and the flow topology assume every "
+            "GPU of a node reaches every other through an NVSwitch at node.nvlink; GPUs behind "
+            "PCIe or NVLink bridges are not supported");
   if (auto v = r.get_bool(n, p, "nvls")) out.nvls = *v;
   // 0 NICs: a single-node machine (multi-node plans are then rejected by the scenario).
   if (auto v = r.get_int(n, p, "nics", 0, 1024)) out.nics = static_cast<int>(*v);
   const auto nic = r.get_quantity(n, p, "nic", Dimension::kBandwidth);
   if (nic) out.nic_bytes_per_s = *nic;
-  // NVLink SHARP is a feature of the NVSwitch (multicast); it cannot exist without one.
-  if (out.nvls && !out.nvswitch)
-    r.error(n["nvls"], join_path(p, "nvls"), "nvls: true requires nvswitch: true");
   if (out.nics > 0 && nic && *nic <= 0)
     r.error(n["nic"], join_path(p, "nic"), "expected a positive bandwidth when nics > 0");
 }

@@ -33,7 +33,9 @@ struct FabricSpec {
   std::string topology = "rail-optimized";
   double oversubscription = 1.0;  // above a pod (1: full bisection)
   int pod_gpus = 0;               // 0: one pod
-  double latency_s = 0;           // per network hop (optional)
+  // Per switch a transfer crosses between nodes (sim/cost/collective.cc fabric_hops), added
+  // on top of NCCL's per-step network latency constants; optional, 0: those constants alone.
+  double latency_s = 0;
 };
 
 struct HwProfile {
@@ -44,6 +46,12 @@ struct HwProfile {
   FabricSpec fabric;
   ComputeParams compute;
   CollectiveParams collectives;
+  // Not a profile key: how the cost model treats a NIC shared by several GPUs (node.nics <
+  // node.gpus). false (analytical mode): a symmetric plan runs the collectives and pipeline
+  // sends of every GPU of a node at once, so each GPU gets nics/gpus of a NIC. true (flow
+  // mode, sim/engine/flow_mode.h flow_cost_profile): the cost of one transfer alone on the
+  // links, each GPU with a whole NIC; the flows sharing the NIC add the rest.
+  bool lone_transfers = false;
 };
 
 // How fast one GPU runs against its profile (scenario cluster.stragglers; DESIGN.md,

@@ -19,8 +19,12 @@
 //            in the node at most collectives.p2p_intra_bw (each ring step is a send/recv
 //            between the same two GPUs)
 //   inter  = collectives.nic_busbw * NICs used / oversubscription (when the group spans
-//            pods). NICs used = min(nics per node, ppn * NICs per GPU): full-node groups
-//            aggregate every NIC, one-rank-per-node groups use one NIC per GPU.
+//            pods). NICs used = min(nics per node, ppn * nics/gpus): full-node groups
+//            aggregate every NIC, one-rank-per-node groups use one NIC per GPU. With fewer
+//            NICs than GPUs, nics/gpus < 1: in a symmetric plan every GPU of a node runs its
+//            collective (or pipeline send) at the same time, so a NIC shared by k GPUs gives
+//            each 1/k (one NIC per 8 GPUs: a DP ring gets 1/8 of it). HwProfile::
+//            lone_transfers (flow mode) keeps a whole NIC per GPU: its flows share the NIC.
 //   Ring/Tree/PAT over several nodes: hierarchical, pipelined (NETWORK.md "Hierarchical
 //            allreduce"): the slowest phase sets the rate, busbw = min(intra, inter).
 //            Measured 2x8 A100 HDR allreduce 188 GB/s = min(232, 8 x 24) -> 192.
@@ -32,12 +36,29 @@
 //   NVLS-Tree = min(NVLS(ppn), inter).
 //   Protocol factor: LL 0.5, LL128 0.92 (=120/128), Simple 1.
 // All-to-all (runs as grouped send/recv; no tuner entry): uniform traffic, g = ppn,
-//   t = lat + max(S (g-1)/n / intra, S (n-g)/n / (nic_busbw / oversub)) (NETWORK.md, MoE):
-//   never aggregates NICs; lat = one ring step of the slowest hop crossed (base + hop).
+//   t = lat + max(S (g-1)/n / intra, S (n-g)/n / (nic_busbw x share / oversub)) (NETWORK.md,
+//   MoE): never aggregates NICs (share = min(1, nics/gpus), above); lat = one ring step of
+//   the slowest hop crossed (base + hop).
+// Send/recv (pipeline): one hop, LL or Simple; across nodes nic_busbw x share / oversub
+//   (oversubscription when the two ranks are in different pods, as for collectives).
+// Fabric latency (fabric.latency, per switch): every inter-node step adds the switches it
+//   crosses (fabric_hops: 1, the rail's leaf, inside a pod, with PXN every step runs rail to
+//   rail; 5 across pods: leaf, spine, core, spine, leaf), x the steps in sequence: ring
+//   interSteps, tree and NVLS-Tree 2 log2(N), PAT log2(n), all-to-all and send/recv 1. A
+//   ring or tree step ends with its slowest edge, so a group spanning pods pays 5 per step.
 // Broadcast: ring, F = 1.
 // collectives.launch_overhead_s is added to every modelled (not calibrated) time.
-// Calibrated entries (CollectiveParams::calibrated) with the same op, ranks and nodes and
-// min_size <= S <= max_size (max 0: unbounded) replace the model: t = latency + S*F/busbw.
+// Calibrated entries (CollectiveParams::calibrated) with the same op, ranks and nodes,
+// min_size <= S <= max_size (max 0: unbounded) and the algorithm the model picks for this
+// collective under the current profile replace the model: t = latency + S*F/busbw; the
+// first such entry wins. The pick (bandwidth_algorithm) is the candidate with the highest
+// bus bandwidth, ties to the lowest latency: what NCCL runs once messages are large, and
+// one algorithm per collective and group whatever the size, as measured with NCCL's own
+// choice (small sizes run LL protocols of the same algorithm or are latency-bound fits of
+// it). send_recv and all_to_all: direct. So an entry measured with NVLS no longer applies
+// once the profile turns NVLS off or makes it slower than Ring: the model then runs Ring
+// and a Ring entry (or the model itself) answers (DESIGN.md: calibration per algorithm and
+// group shape).
 // Not modelled: Tree's size-dependent bandwidth correction, the x1.4 multi-node Simple ring
 // latency step, CollNet/SHARP, channel-count effects on small messages.
 #include <algorithm>
@@ -104,15 +125,31 @@ double oversub(const GroupShape& g, const HwProfile& hw) {
   return g.pods > 1 ? std::max(1.0, hw.fabric.oversubscription) : 1.0;
 }
 
-double nics_used(const GroupShape& g, const HwProfile& hw) {
+// NICs per GPU (above): nics/gpus, at least 1 for a transfer costed alone.
+double nics_per_gpu(const HwProfile& hw) {
   const int gpus = std::max(1, hw.node.gpus);
   const int nics = std::max(1, hw.node.nics);
-  const double per_gpu = std::max(1.0, static_cast<double>(nics) / gpus);
-  return std::min<double>(nics, g.ranks_per_node * per_gpu);
+  const double per_gpu = static_cast<double>(nics) / gpus;
+  return hw.lone_transfers ? std::max(1.0, per_gpu) : per_gpu;
+}
+
+double nics_used(const GroupShape& g, const HwProfile& hw) {
+  return std::min<double>(std::max(1, hw.node.nics), g.ranks_per_node * nics_per_gpu(hw));
 }
 
 double inter_busbw(const GroupShape& g, const HwProfile& hw) {
   return nic_busbw(hw) * nics_used(g, hw) / oversub(g, hw);
+}
+
+// One GPU's own cross-node bandwidth (all-to-all, send/recv): never more than one NIC.
+double gpu_nic_busbw(const GroupShape& g, const HwProfile& hw) {
+  return nic_busbw(hw) * std::min(1.0, nics_per_gpu(hw)) / oversub(g, hw);
+}
+
+// Switches one inter-node step crosses (header): 0 inside a node.
+int fabric_hops(const GroupShape& g) {
+  if (g.nodes <= 1) return 0;
+  return g.pods > 1 ? 5 : 1;
 }
 
 bool nvls_available(const GroupShape& g, const HwProfile& hw) {
@@ -142,9 +179,9 @@ void consider(std::vector<CollectiveChoice>& out, const Candidate& c, double byt
 }
 
 const CollectiveCalib* find_calib(const std::string& op, int ranks, int nodes, double bytes,
-                                  const HwProfile& hw) {
+                                  CollAlgo algo, const HwProfile& hw) {
   for (const CollectiveCalib& c : hw.collectives.calibrated) {
-    if (c.op != op || c.ranks != ranks || c.nodes != nodes) continue;
+    if (c.op != op || c.ranks != ranks || c.nodes != nodes || c.algo != algo) continue;
     if (bytes < c.min_bytes || (c.max_bytes > 0 && bytes > c.max_bytes)) continue;
     if (c.busbw_bytes_per_s <= 0) continue;
     return &c;
@@ -155,15 +192,9 @@ const CollectiveCalib* find_calib(const std::string& op, int ranks, int nodes, d
 }  // namespace
 
 const char* algo_name(CollAlgo a) {
-  switch (a) {
-    case CollAlgo::kRing: return "ring";
-    case CollAlgo::kTree: return "tree";
-    case CollAlgo::kNvls: return "nvls";
-    case CollAlgo::kNvlsTree: return "nvls_tree";
-    case CollAlgo::kPat: return "pat";
-    case CollAlgo::kDirect: return "direct";
-  }
-  return "?";
+  const auto& names = collective_algorithm_names();
+  const auto i = static_cast<std::size_t>(a);
+  return i < names.size() ? names[i].c_str() : "?";
 }
 
 const char* proto_name(CollProto p) {
@@ -220,6 +251,7 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
   if (ppn == 2 && hw.collectives.p2p_intra_bw > 0)
     intra = std::min(intra, hw.collectives.p2p_intra_bw);
   const double inter = multi ? inter_busbw(g, hw) : std::numeric_limits<double>::infinity();
+  const double hop_s = fabric_hops(g) * hw.fabric.latency_s;  // per inter-node step
   const double flat = std::min(ppn > 1 ? intra : std::numeric_limits<double>::infinity(), inter);
   const double log2_nodes = std::log2(static_cast<double>(nn));
 
@@ -227,12 +259,11 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
     // Uniform all-to-all: the NVLink and NIC parts run concurrently; t as in NETWORK.md.
     // Expressed as a busbw for S*(n-1)/n: busbw = (n-1)/n / max(a, b).
     const double a = static_cast<double>(ppn - 1) / n / intra;
-    const double b = multi ? static_cast<double>(n - ppn) / n / (nic_busbw(hw) / oversub(g, hw))
-                           : 0.0;
+    const double b = multi ? static_cast<double>(n - ppn) / n / gpu_nic_busbw(g, hw) : 0.0;
     const double per_byte = std::max(a, b);
     for (int p = 0; p < 3; ++p) {
       const double hop = multi ? kNetRing[p] : kNvlinkRing[p];
-      consider(best, {CollAlgo::kDirect, kProtos[p], (kBaseRing[p] + hop) * kUs,
+      consider(best, {CollAlgo::kDirect, kProtos[p], (kBaseRing[p] + hop) * kUs + hop_s,
                       kProtoFactor[p] * factor / per_byte},
                bytes, factor);
     }
@@ -246,13 +277,14 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
     // Ring: every op.
     const double ring_lat = kBaseRing[p] + (steps - inter_steps) * kNvlinkRing[p] +
                             inter_steps * kNetRing[p];
-    consider(best, {CollAlgo::kRing, kProtos[p], ring_lat * kUs, flat * kProtoFactor[p]},
+    consider(best, {CollAlgo::kRing, kProtos[p], ring_lat * kUs + inter_steps * hop_s,
+                    flat * kProtoFactor[p]},
              bytes, factor);
     // Tree: allreduce only.
     if (allreduce) {
       const double tree_lat =
           kBaseTree[p] + 2.0 * ((ppn - 1) * kNvlinkTree[p] + log2_nodes * kNetTree[p]);
-      consider(best, {CollAlgo::kTree, kProtos[p], tree_lat * kUs,
+      consider(best, {CollAlgo::kTree, kProtos[p], tree_lat * kUs + 2.0 * log2_nodes * hop_s,
                       flat * kTreeFactor * kProtoFactor[p]},
                bytes, factor);
     }
@@ -265,7 +297,8 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
                factor);
     } else {
       consider(best, {CollAlgo::kNvlsTree, CollProto::kSimple,
-                      (kNvlsTreeNvlink + 2.0 * log2_nodes * kNvlsTreeNet) * kUs,
+                      (kNvlsTreeNvlink + 2.0 * log2_nodes * kNvlsTreeNet) * kUs +
+                          2.0 * log2_nodes * hop_s,
                       std::min(nvls, inter)},
                bytes, factor);
     }
@@ -274,21 +307,44 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
   if ((op == CollOp::kReduceScatter || op == CollOp::kAllGather) && multi && ppn == 1 &&
       version_code(hw.collectives.nccl_version) >= 2023) {
     consider(best, {CollAlgo::kPat, CollProto::kSimple,
-                    (kBaseRing[kSimple] + std::log2(static_cast<double>(n)) * kNetRing[kSimple]) * kUs,
+                    (kBaseRing[kSimple] + std::log2(static_cast<double>(n)) * kNetRing[kSimple]) * kUs +
+                        std::log2(static_cast<double>(n)) * hop_s,
                     flat},
              bytes, factor);
   }
   return best;
 }
 
+CollAlgo bandwidth_algorithm(CollOp op, const GroupShape& g, const HwProfile& hw) {
+  // Candidates come in the same order at any size: latency at 0 bytes, slope from 1 GB.
+  const std::vector<CollectiveChoice> lat = collective_candidates(op, 0, g, hw);
+  const std::vector<CollectiveChoice> big = collective_candidates(op, 1e9, g, hw);
+  STEPCAST_CHECK(!lat.empty() && lat.size() == big.size(),
+                 "no collective algorithm has positive bandwidth (profile '" + hw.name + "')");
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < lat.size(); ++i) {
+    const double slope = big[i].time_s - lat[i].time_s;
+    const double best_slope = big[best].time_s - lat[best].time_s;
+    if (slope < best_slope * (1 - 1e-12) ||
+        (slope <= best_slope * (1 + 1e-12) && lat[i].time_s < lat[best].time_s))
+      best = i;
+  }
+  return lat[best].algo;
+}
+
 CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g,
                                  const HwProfile& hw) {
   CollectiveChoice best;
   if (g.ranks <= 1) return best;  // a one-rank communicator moves nothing
-  if (const CollectiveCalib* c = find_calib(coll_op_name(op), g.ranks, g.nodes, bytes, hw)) {
-    best.time_s = c->latency_s + bytes * bus_factor(op, g.ranks) / c->busbw_bytes_per_s;
-    best.calibrated = true;
-    return best;
+  // A measurement of the algorithm the model runs replaces the model (header).
+  if (!hw.collectives.calibrated.empty()) {
+    const CollAlgo algo = bandwidth_algorithm(op, g, hw);
+    if (const CollectiveCalib* c = find_calib(coll_op_name(op), g.ranks, g.nodes, bytes, algo, hw)) {
+      best.time_s = c->latency_s + bytes * bus_factor(op, g.ranks) / c->busbw_bytes_per_s;
+      best.algo = algo;
+      best.calibrated = true;
+      return best;
+    }
   }
   best.time_s = std::numeric_limits<double>::infinity();
   for (const CollectiveChoice& c : collective_candidates(op, bytes, g, hw))
@@ -301,12 +357,29 @@ CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g,
 
 double bus_factor_of(CollOp op, int ranks) { return ranks <= 1 ? 0.0 : bus_factor(op, ranks); }
 
-double p2p_time_s(double bytes, bool same_node, const HwProfile& hw) {
+GroupShape pair_shape(int a, int b, int gpus_per_node, int pod_gpus) {
+  return group_shape({a, b}, gpus_per_node, pod_gpus);
+}
+
+GroupShape pair_shape(bool same_node) {
+  GroupShape g;
+  g.ranks = 2;
+  g.nodes = same_node ? 1 : 2;
+  g.ranks_per_node = same_node ? 2 : 1;
+  return g;
+}
+
+double p2p_time_s(double bytes, const GroupShape& pair, const HwProfile& hw) {
   STEPCAST_CHECK(bytes >= 0, "send/recv bytes must be >= 0");
-  if (const CollectiveCalib* c = find_calib("send_recv", 2, same_node ? 1 : 2, bytes, hw))
+  STEPCAST_CHECK(pair.ranks == 2 && pair.nodes >= 1 && pair.nodes <= 2, "bad send/recv shape");
+  const bool same_node = pair.nodes == 1;
+  if (const CollectiveCalib* c =
+          find_calib("send_recv", 2, pair.nodes, bytes, CollAlgo::kDirect, hw))
     return c->latency_s + bytes / c->busbw_bytes_per_s;
-  double bw = same_node ? hw.collectives.p2p_intra_bw : nic_busbw(hw);
-  if (!(bw > 0)) bw = same_node ? intra_busbw(hw) : hw.node.nic_bytes_per_s;
+  double bw = same_node ? hw.collectives.p2p_intra_bw : gpu_nic_busbw(pair, hw);
+  if (!(bw > 0))
+    bw = same_node ? intra_busbw(hw)
+                   : hw.node.nic_bytes_per_s * std::min(1.0, nics_per_gpu(hw)) / oversub(pair, hw);
   STEPCAST_CHECK(bw > 0, "no send/recv bandwidth in profile '" + hw.name + "'");
   // NCCL p2p runs LL for small and Simple for large messages; one hop.
   double best = std::numeric_limits<double>::infinity();
@@ -314,7 +387,7 @@ double p2p_time_s(double bytes, bool same_node, const HwProfile& hw) {
     const double lat = kBaseRing[p] + (same_node ? kNvlinkRing[p] : kNetRing[p]);
     best = std::min(best, lat * kUs + bytes / (bw * kProtoFactor[p]));
   }
-  return best + hw.collectives.launch_overhead_s;
+  return best + fabric_hops(pair) * hw.fabric.latency_s + hw.collectives.launch_overhead_s;
 }
 
 }  // namespace stepcast

@@ -40,11 +40,22 @@ CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g, c
 // `bytes` (no calibration override); collective_time picks the cheapest. For tests/reports.
 std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, const GroupShape& g,
                                                     const HwProfile& hw);
+// The algorithm the model runs for `op` on `g` once messages are large (the candidate with
+// the highest bus bandwidth, ties to the lowest latency): a calibrated entry applies only
+// when its algorithm is this one (collective.cc header). Needs a group of >= 2 ranks.
+CollAlgo bandwidth_algorithm(CollOp op, const GroupShape& g, const HwProfile& hw);
 // nccl-tests bus factor F (NETWORK.md): busbw = S * F / t. 2(n-1)/n allreduce, (n-1)/n
 // reduce-scatter / allgather / all-to-all, 1 broadcast; 0 for one rank.
 double bus_factor_of(CollOp op, int ranks);
-// Point-to-point send/recv of `bytes` between two ranks (same node or not).
-double p2p_time_s(double bytes, bool same_node, const HwProfile& hw);
+// Point-to-point send/recv of `bytes` between two ranks; `pair` is their shape
+// (pair_shape): same node or not, same pod or not (oversubscription, fabric hops).
+double p2p_time_s(double bytes, const GroupShape& pair, const HwProfile& hw);
+GroupShape pair_shape(int a, int b, int gpus_per_node, int pod_gpus);
+// Two ranks in one pod, in one node or in two.
+GroupShape pair_shape(bool same_node);
+inline double p2p_time_s(double bytes, bool same_node, const HwProfile& hw) {
+  return p2p_time_s(bytes, pair_shape(same_node), hw);
+}
 
 const char* algo_name(CollAlgo a);
 const char* proto_name(CollProto p);

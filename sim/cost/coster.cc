@@ -35,7 +35,7 @@ struct CollKeyHash {
 }  // namespace
 
 std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupShape>& shapes,
-                                    const std::vector<bool>* own_row) {
+                                    const std::vector<bool>* own_row, int pod_gpus) {
   struct List {
     size_t rep;               // first rank seen with this list
     ListNames names;          // what the list names (filled when a second rank shares it)
@@ -65,7 +65,8 @@ std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupSha
       same = same && a && b && *a == *b;
     }
     for (int q : l.names.peers)
-      same = same && (rp.rank / gpn == rp.peer_of_id(q) / gpn) == (rep.rank / gpn == rep.peer_of_id(q) / gpn);
+      same = same && pair_shape(rp.rank, rp.peer_of_id(q), gpn, pod_gpus) ==
+                         pair_shape(rep.rank, rep.peer_of_id(q), gpn, pod_gpus);
     if (same) out[r] = l.rep;
   }
   return out;
@@ -82,8 +83,8 @@ std::vector<GroupShape> group_shapes(const Program& p, const HwProfile& hw) {
 
 Durations rows_per_cost_class(const Program& p, const std::vector<GroupShape>& shapes,
                               const std::function<void(const RankProgram&, std::vector<TimeNs>&)>& fill,
-                              const std::vector<bool>* own_row) {
-  const std::vector<size_t> same = same_cost_ranks(p, shapes, own_row);
+                              const std::vector<bool>* own_row, int pod_gpus) {
+  const std::vector<size_t> same = same_cost_ranks(p, shapes, own_row, pod_gpus);
   Durations out(p.ranks.size());
   for (size_t r = 0; r < p.ranks.size(); ++r) {
     if (same[r] != r) {
@@ -147,8 +148,8 @@ double collective_latency_s(CollOp op, double bytes, const GroupShape& g, const 
   return c.time_s - bytes * (hi - lo) / (kRelStep * bytes);
 }
 
-double p2p_latency_s(double bytes, bool same_node, const HwProfile& hw) {
-  return latency_by_difference(bytes, [&](double b) { return p2p_time_s(b, same_node, hw); });
+double p2p_latency_s(double bytes, const GroupShape& pair, const HwProfile& hw) {
+  return latency_by_difference(bytes, [&](double b) { return p2p_time_s(b, pair, hw); });
 }
 
 Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds& speeds,
@@ -216,10 +217,10 @@ Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds&
             case TaskKind::kRecv: {
               const int peer = rp.peer_of(t);
               STEPCAST_CHECK(peer >= 0, "send/recv '" + t.label + "' has no peer");
-              const bool same_node = rp.rank / p.gpus_per_node == peer / p.gpus_per_node;
-              const double f = same_node ? v.nvlink : v.nic;
-              double sec = p2p_time_s(t.bytes, same_node, hw);
-              if (slow && f != 1) sec = slowed_s(sec, p2p_latency_s(t.bytes, same_node, hw), f);
+              const GroupShape pair = pair_shape(rp.rank, peer, p.gpus_per_node, hw.fabric.pod_gpus);
+              const double f = pair.nodes == 1 ? v.nvlink : v.nic;
+              double sec = p2p_time_s(t.bytes, pair, hw);
+              if (slow && f != 1) sec = slowed_s(sec, p2p_latency_s(t.bytes, pair, hw), f);
               d[i] = task_ns(sec, t);
               break;
             }
@@ -230,7 +231,7 @@ Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds&
           }
         }
       },
-      own_row.empty() ? nullptr : &own_row);
+      own_row.empty() ? nullptr : &own_row, hw.fabric.pod_gpus);
 }
 
 double comm_hbm_share(const Program& p, const RankProgram& rp, const Task& t, TimeNs duration,

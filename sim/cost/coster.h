@@ -40,7 +40,10 @@ Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds&
 // chosen algorithm/protocol, or by a one-sided difference of relative width 1e-3 for
 // calibrated tables and send/recv). Not clamped.
 double collective_latency_s(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw);
-double p2p_latency_s(double bytes, bool same_node, const HwProfile& hw);
+double p2p_latency_s(double bytes, const GroupShape& pair, const HwProfile& hw);
+inline double p2p_latency_s(double bytes, bool same_node, const HwProfile& hw) {
+  return p2p_latency_s(bytes, pair_shape(same_node), hw);
+}
 
 // A task's cost in integer nanoseconds. Throws InputError (bad input: the model, batch or
 // profile is implausibly large) when it is not finite or exceeds kMaxTaskSeconds, so no sum
@@ -50,10 +53,12 @@ TimeNs task_ns(double seconds, const Task& t);
 
 // Per simulated rank, the index of an earlier rank whose tasks cost exactly the same (same
 // shared task list; each group the list names, remapped, has the same shape; each peer,
-// remapped, is in the same node or not alike), or its own index. `shapes` per group.
-// Ranks marked in `own_row` (if given, indexed like p.ranks) are always their own class.
+// remapped, is in the same node and the same pod (pods of `pod_gpus`, 0: one) or not alike),
+// or its own index. `shapes` per group. Ranks marked in `own_row` (if given, indexed like
+// p.ranks) are always their own class.
 std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupShape>& shapes,
-                                    const std::vector<bool>* own_row = nullptr);
+                                    const std::vector<bool>* own_row = nullptr,
+                                    int pod_gpus = 0);
 
 // The shape of every group of `p` (node = rank / p.gpus_per_node, pod = rank /
 // hw.fabric.pod_gpus), indexed by group id.
@@ -63,7 +68,7 @@ std::vector<GroupShape> group_shapes(const Program& p, const HwProfile& hw);
 // for the first rank of each same_cost_ranks class and shared by the others.
 Durations rows_per_cost_class(const Program& p, const std::vector<GroupShape>& shapes,
                               const std::function<void(const RankProgram&, std::vector<TimeNs>&)>& fill,
-                              const std::vector<bool>* own_row = nullptr);
+                              const std::vector<bool>* own_row = nullptr, int pod_gpus = 0);
 
 // SM interference: the fraction by which a compute kernel slows while a communication
 // kernel of the same GPU runs. NCCL kernels hold whole SMs (NETWORK.md pitfall 1: ~16 on a

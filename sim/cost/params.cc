@@ -6,7 +6,25 @@
 
 #include <limits>
 
+#include <fmt/format.h>
+
+#include "model/error.h"
+
 namespace stepcast {
+
+const std::vector<std::string>& collective_algorithm_names() {
+  static const std::vector<std::string> names = {"ring", "tree", "nvls", "nvls_tree", "pat",
+                                                 "direct"};
+  return names;
+}
+
+CollAlgo collective_algorithm(const std::string& name) {
+  const auto& n = collective_algorithm_names();
+  for (std::size_t i = 0; i < n.size(); ++i)
+    if (n[i] == name) return static_cast<CollAlgo>(i);
+  STEPCAST_CHECK(false, "unknown collective algorithm '" + name + "'");
+  return CollAlgo::kRing;
+}
 
 namespace {
 
@@ -78,6 +96,21 @@ void parse_gemm_table(YamlReader& r, const YAML::Node& list, const std::string& 
 const std::vector<std::string> kCollectiveOps = {"allreduce", "reduce_scatter", "allgather",
                                                  "all_to_all", "broadcast", "send_recv"};
 
+// The algorithms the model can pick for an op on `nodes` nodes (sim/cost/collective.cc): an
+// entry of another one would never match.
+bool algo_allowed(const std::string& op, CollAlgo a, int nodes) {
+  switch (a) {
+    case CollAlgo::kRing: return op == "allreduce" || op == "reduce_scatter" ||
+                                 op == "allgather" || op == "broadcast";
+    case CollAlgo::kTree: return op == "allreduce";
+    case CollAlgo::kNvls: return op == "allreduce" && nodes == 1;
+    case CollAlgo::kNvlsTree: return op == "allreduce" && nodes > 1;
+    case CollAlgo::kPat: return (op == "reduce_scatter" || op == "allgather") && nodes > 1;
+    case CollAlgo::kDirect: return op == "all_to_all" || op == "send_recv";
+  }
+  return false;
+}
+
 void parse_calibrated(YamlReader& r, const YAML::Node& list, const std::string& path,
                       std::vector<CollectiveCalib>& out) {
   if (!list.IsSequence()) {
@@ -88,14 +121,24 @@ void parse_calibrated(YamlReader& r, const YAML::Node& list, const std::string& 
   for (std::size_t i = 0; i < list.size(); ++i) {
     const YAML::Node e = list[i];
     const std::string ep = path + "[" + std::to_string(i) + "]";
-    if (!r.expect_map(e, ep, {"op", "ranks", "nodes", "min_size", "max_size", "latency",
-                              "busbw", "source"}))
+    if (!r.expect_map(e, ep, {"op", "algorithm", "ranks", "nodes", "min_size", "max_size",
+                              "latency", "busbw", "source"}))
       continue;
     bool ok = true;
     for (const char* key : {"op", "ranks", "nodes", "latency", "busbw"})
       ok = r.require(e, ep, key) && ok;
+    // An entry holds one algorithm's measurements and applies only where the model picks
+    // that algorithm, so it must say which (files written before the key: add it).
+    if (!e["algorithm"]) {
+      r.error(e, join_path(ep, "algorithm"),
+              "missing key: name the algorithm the entry was measured with (ring | tree | "
+              "nvls | nvls_tree | pat | direct; all_to_all and send_recv: direct), as "
+              "`stepcast fit` writes it");
+      ok = false;
+    }
     CollectiveCalib c;
     auto op = r.get_enum(e, ep, "op", kCollectiveOps);
+    auto algo = r.get_enum(e, ep, "algorithm", collective_algorithm_names());
     auto ranks = r.get_int(e, ep, "ranks", 2, 1 << 24);
     auto nodes = r.get_int(e, ep, "nodes", 1, 1 << 24);
     auto min_b = r.get_quantity(e, ep, "min_size", Dimension::kBytes);
@@ -103,7 +146,18 @@ void parse_calibrated(YamlReader& r, const YAML::Node& list, const std::string& 
     auto lat = r.get_quantity(e, ep, "latency", Dimension::kTime);
     auto bw = r.get_quantity(e, ep, "busbw", Dimension::kBandwidth);
     auto src = r.get_string(e, ep, "source");
-    if (!ok || !op || !ranks || !nodes || !lat || !bw) continue;
+    if (!ok || !op || !algo || !ranks || !nodes || !lat || !bw) continue;
+    c.algo = collective_algorithm(*algo);
+    if (!algo_allowed(*op, c.algo, static_cast<int>(*nodes))) {
+      r.error(e["algorithm"], join_path(ep, "algorithm"),
+              fmt::format("the model never runs {} as {} on {} node(s) (ring: allreduce, "
+                          "reduce_scatter, allgather, broadcast; tree: allreduce; nvls: "
+                          "allreduce on one node; nvls_tree: allreduce on several; pat: "
+                          "reduce_scatter, allgather on several; direct: all_to_all, "
+                          "send_recv)",
+                          *op, *algo, *nodes));
+      continue;
+    }
     if (*nodes > *ranks) {
       r.error(e["nodes"], join_path(ep, "nodes"),
               "expected at most `ranks` nodes (a node holds at least one rank)");

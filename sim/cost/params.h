@@ -80,11 +80,17 @@ struct ComputeParams {
 
 enum class CollAlgo { kRing, kTree, kNvls, kNvlsTree, kPat, kDirect };
 enum class CollProto { kLL, kLL128, kSimple };
+// YAML names of CollAlgo, in enum order: ring tree nvls nvls_tree pat direct (as
+// sim/cost/cost.h algo_name prints them).
+const std::vector<std::string>& collective_algorithm_names();
+CollAlgo collective_algorithm(const std::string& name);  // one of the names above
 
-// A calibrated collective entry: for op on a group shape (ranks, nodes) and sizes in
-// [min_bytes, max_bytes], time = latency_s + bytes * busbw_factor / busbw.
+// A calibrated collective entry: for op run with algorithm `algo` on a group shape (ranks,
+// nodes) and sizes in [min_bytes, max_bytes], time = latency_s + bytes * busbw_factor / busbw.
+// Applies only where the model picks that algorithm (sim/cost/collective.cc).
 struct CollectiveCalib {
   std::string op;  // allreduce | reduce_scatter | allgather | all_to_all | broadcast | send_recv
+  CollAlgo algo = CollAlgo::kRing;  // YAML `algorithm` (collective_algorithm_names)
   int ranks = 0, nodes = 0;
   double min_bytes = 0, max_bytes = 0;
   double latency_s = 0, busbw_bytes_per_s = 0;

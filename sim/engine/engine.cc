@@ -44,6 +44,22 @@
 namespace stepcast {
 namespace {
 
+// Folded programs (engine.h): the ranks a simulated rank stands for that sit behind its NIC
+// (node.nics < node.gpus: one NIC per gpus/nics GPUs) run the same transfers at the same time
+// over that NIC, as symmetric copies. A transfer whose `members` (group, or the sender) have q
+// GPUs behind the NIC stands for k/q copies of itself there, k the stood-for ranks behind it
+// (one NIC per 8 GPUs, a DP ring with one rank per node: 8; a group of all 8: 1). Full
+// fidelity: stands_for is the rank itself, 1.
+double nic_copies(const RankProgram& rp, const std::vector<int>& members, const Topology& topo) {
+  if (topo.nics_per_node() >= topo.gpus_per_node()) return 1.0;  // a NIC per GPU
+  const int node = topo.node_of(rp.rank), rail = topo.rail_of(rp.rank);
+  auto behind = [&](int g) { return g < topo.gpus() && topo.node_of(g) == node && topo.rail_of(g) == rail; };
+  int k = 0, q = 0;
+  for (int s : rp.stands_for) k += behind(s) ? 1 : 0;
+  for (int m : members) q += behind(m) ? 1 : 0;
+  return q > 0 ? std::max(1.0, static_cast<double>(k) / q) : 1.0;
+}
+
 // Sum of all task durations a step may have: 2^60 ns (36.5 years); with interference
 // stretching a task by at most a few times, the clock stays far below int64's 2^63.
 constexpr double kMaxTotalNs = 1152921504606846976.0;
@@ -470,11 +486,18 @@ void Engine::build_flows() {
         fs.flows = collective_flows(t.coll, grp.ranks, t.bytes, topo, flow_->pxn);
       } else if (const int peer = rp.peer_of(t); rp.rank != peer && t.bytes > 0) {
         fs.flows.push_back(FlowSpec{rp.rank, peer, topo.route(rp.rank, peer, flow_->pxn),
-                                    t.bytes});
+                                    t.bytes, 1.0});
       }
       bool moves = false;
       for (const FlowSpec& f : fs.flows) moves = moves || (f.bytes > 0 && !f.links.empty());
       fs.alone_s = moves ? simulate_flows_s(fs.flows, alone_solver_) : 0.0;
+      // Alone means one copy; then the copies behind the simulated rank's NIC join in.
+      const double copies =
+          t.kind == TaskKind::kCollective
+              ? nic_copies(rp, program_->groups[static_cast<size_t>(rp.group_of(t))].ranks, topo)
+              : nic_copies(rp, {rp.rank}, topo);
+      for (FlowSpec& f : fs.flows)
+        if (topo.node_of(f.src) != topo.node_of(f.dst)) f.copies = copies;
       const std::int32_t id = fs.alone_s > 0 ? static_cast<std::int32_t>(flow_sets_.size()) : -1;
       if (id >= 0) flow_sets_.push_back(std::move(fs));
       it = key_to_set.emplace(key, id).first;

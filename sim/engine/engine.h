@@ -48,14 +48,22 @@
 //    always list it) and a send's flow runs from the simulated rank's global rank to its
 //    peer, so every link the simulated groups use is loaded exactly by them. Not generated:
 //    the symmetric copies a folded rank stands for (e.g. the DP groups of the other TP ranks,
-//    on other rails). On a rail-optimised fabric those use other NICs and leaves, so the
-//    result is exact unless copies share a link — pod uplinks (oversubscription) and
-//    cross-rail spine traffic are then under-loaded by up to the number of copies; use
-//    --fidelity full there (llama3-70b/256 GPUs: folded 7.56472 s vs full 7.56486 s).
+//    on other rails). With a NIC per GPU those use other NICs and leaves. With fewer NICs
+//    than GPUs (node.nics < node.gpus) the copies behind the simulated rank's NIC share it:
+//    each cross-node flow of a transfer then stands for them (FlowSpec::copies = the ranks
+//    the simulated rank stands for behind its NIC / the transfer's members behind it), so
+//    the NIC carries their load and folded equals full (test: random plans), but for the
+//    copies' PXN hop into the GPU that owns a shared NIC, which full fidelity puts on that
+//    GPU's NVLink port (llama3-70b on 32 nodes with one NIC per node: folded 10.357 s, full
+//    10.367 s). Still
+//    under-loaded by up to the number of copies: pod uplinks (oversubscription) and
+//    cross-rail spine traffic; use --fidelity full there (llama3-70b/256 GPUs: folded
+//    7.56472 s vs full 7.56486 s).
 //    Flow mode is never faster than analytical for the same durations (test: random
 //    programs) except: with SM interference on (the engine is then not monotone, above);
 //    via predict(), for cross-pod groups, whose analytical cost assumes the full 1:k
-//    oversubscription while flows meet the real uplink load (flow_mode.h); and in principle
+//    oversubscription while flows meet the real uplink load, and for NICs shared by GPUs,
+//    whose analytical cost assumes every GPU behind the NIC transfers at once (flow_mode.h); and in principle
 //    because max-min sharing is not monotone (a new flow can speed up another), so a
 //    multi-flow transfer could beat its lone time — not observed on the tested programs.
 #pragma once

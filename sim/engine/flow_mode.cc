@@ -17,13 +17,14 @@ namespace stepcast {
 HwProfile flow_cost_profile(const HwProfile& hw) {
   HwProfile out = hw;
   out.fabric.oversubscription = 1.0;
+  out.lone_transfers = true;
   return out;
 }
 
 Durations task_latencies(const Program& p, const HwProfile& hw) {
   const std::vector<GroupShape> shapes = group_shapes(p, hw);
   std::map<std::tuple<int, int, double>, TimeNs> coll_cache;
-  std::map<std::tuple<bool, double>, TimeNs> p2p_cache;
+  std::map<std::tuple<int, int, double>, TimeNs> p2p_cache;  // (nodes, pods, bytes)
   return rows_per_cost_class(p, shapes, [&](const RankProgram& rp, std::vector<TimeNs>& row) {
     for (size_t i = 0; i < rp.tasks.size(); ++i) {
       const Task& t = rp.tasks[i];
@@ -42,19 +43,20 @@ Durations task_latencies(const Program& p, const HwProfile& hw) {
         }
         row[i] = it->second;
       } else if (t.kind == TaskKind::kSend || t.kind == TaskKind::kRecv) {
-        const bool same_node = rp.rank / p.gpus_per_node == rp.peer_of(t) / p.gpus_per_node;
-        const auto key = std::make_tuple(same_node, t.bytes);
+        const GroupShape pair =
+            pair_shape(rp.rank, rp.peer_of(t), p.gpus_per_node, hw.fabric.pod_gpus);
+        const auto key = std::make_tuple(pair.nodes, pair.pods, t.bytes);
         auto it = p2p_cache.find(key);
         if (it == p2p_cache.end()) {
-          const double total = p2p_time_s(t.bytes, same_node, hw);
+          const double total = p2p_time_s(t.bytes, pair, hw);
           const TimeNs total_ns = task_ns(total, t);
-          const double a = std::clamp(p2p_latency_s(t.bytes, same_node, hw), 0.0, total);
+          const double a = std::clamp(p2p_latency_s(t.bytes, pair, hw), 0.0, total);
           it = p2p_cache.emplace(key, std::min(to_ns(a), total_ns)).first;
         }
         row[i] = it->second;
       }
     }
-  });
+  }, nullptr, hw.fabric.pod_gpus);
 }
 
 Topology slowed_topology(const Topology& nominal, const GpuSpeeds& speeds) {

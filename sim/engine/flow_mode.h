@@ -13,6 +13,10 @@
 // (Topology: pod_up = pod NIC bandwidth / k), so durations are costed with the fabric's
 // oversubscription set to 1 and the flows meet the real load. Consequence: a lone cross-pod
 // collective is faster in flow mode than in analytical mode when the uplink is not full.
+// NICs shared by several GPUs (node.nics < node.gpus) likewise: the analytical model gives
+// each GPU nics/gpus of a NIC (every GPU of a node transfers at once); flow mode costs a
+// transfer alone with a whole NIC (HwProfile::lone_transfers) and the flows of the GPUs
+// sharing it (or, folded, FlowSpec::copies: engine.h) share it.
 #pragma once
 
 #include "sim/cluster/profile.h"
@@ -25,7 +29,8 @@ namespace stepcast {
 // non-communication tasks; never above the task's duration.
 Durations task_latencies(const Program& p, const HwProfile& hw);
 
-// The profile whose analytical costs feed the flow mode: fabric oversubscription 1 (above).
+// The profile whose analytical costs feed the flow mode: fabric oversubscription 1, lone
+// transfers (above).
 HwProfile flow_cost_profile(const HwProfile& hw);
 
 // Runs `p` in flow mode on a topology of p.world_size GPUs built from `hw`: durations and

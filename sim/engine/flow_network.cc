@@ -48,9 +48,10 @@ int MaxMinNetwork::start(TimeNs t, const std::vector<FlowSpec>& flows, double by
   const int x = static_cast<int>(transfer_left_.size());
   int n = 0;
   for (const FlowSpec& f : flows) {
-    const double bytes = f.bytes * bytes_scale;
+    STEPCAST_CHECK(f.copies >= 1, "network: flow copies must be >= 1");
+    const double bytes = f.bytes * f.copies * bytes_scale;
     if (!(bytes > 0) || f.links.empty()) continue;
-    const int id = solver_.add_flow(f.links);
+    const int id = solver_.add_flow(f.links, f.copies);
     if (static_cast<size_t>(id) >= flows_.size()) flows_.resize(static_cast<size_t>(id) + 1);
     FlowState& s = flows_[static_cast<size_t>(id)];
     s.links = f.links;

@@ -14,7 +14,7 @@ namespace {
 void add_flow(std::vector<FlowSpec>& out, int src, int dst, double bytes, const Topology& topo,
               bool pxn) {
   if (src == dst || bytes <= 0) return;
-  out.push_back(FlowSpec{src, dst, topo.route(src, dst, pxn), bytes});
+  out.push_back(FlowSpec{src, dst, topo.route(src, dst, pxn), bytes, 1.0});
 }
 
 }  // namespace
@@ -79,9 +79,10 @@ double simulate_flows_s(const std::vector<FlowSpec>& flows, MaxMinSolver& solver
   std::vector<size_t> live;
   if (finish_s) finish_s->assign(flows.size(), 0.0);
   for (size_t i = 0; i < flows.size(); ++i) {
-    left[i] = flows[i].bytes;
+    STEPCAST_CHECK(flows[i].copies >= 1, "flow copies must be >= 1");
+    left[i] = flows[i].bytes * flows[i].copies;
     if (left[i] <= 0) continue;
-    id[i] = solver.add_flow(flows[i].links);
+    id[i] = solver.add_flow(flows[i].links, flows[i].copies);
     live.push_back(i);
   }
   double now = 0;
@@ -100,7 +101,7 @@ double simulate_flows_s(const std::vector<FlowSpec>& flows, MaxMinSolver& solver
       const double rate = solver.rate(id[i]);
       left[i] -= std::isfinite(rate) ? rate * dt : left[i];
       // A flow within 1e-9 relative of done finishes now (floating-point slack).
-      if (left[i] <= 1e-9 * flows[i].bytes) {
+      if (left[i] <= 1e-9 * flows[i].bytes * flows[i].copies) {
         solver.remove_flow(id[i]);
         if (finish_s) (*finish_s)[i] = now;
       } else {

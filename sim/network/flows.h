@@ -15,6 +15,11 @@ struct FlowSpec {
   int src = 0, dst = 0;    // global GPU ids
   std::vector<int> links;  // Topology link ids (route(src, dst))
   double bytes = 0;        // bytes this flow moves
+  // Identical flows it stands for (>= 1), moving `bytes` each over the same links at the
+  // same time: simulated as one flow of copies x bytes with max-min weight `copies`, which
+  // gets exactly the copies' summed share of every link they share. The engine sets it for
+  // the symmetric copies of a folded rank that share its NIC (engine.h); 1 otherwise.
+  double copies = 1;
 };
 
 // The steady-state flows of a ring collective (allreduce, reduce-scatter, allgather,

@@ -165,7 +165,11 @@ void expect_collectives_reproduced(const Fitted& f) {
       if (c.op == "all_to_all") op = CollOp::kAllToAll;
       if (c.op == "broadcast") op = CollOp::kBroadcast;
       const GroupShape g{c.ranks, c.nodes, c.ranks / c.nodes, 1};
-      const CollectiveChoice ch = collective_time(op, s, g, f.profile);
+      // An entry answers where the model runs its algorithm: Ring sweeps (NCCL_ALGO=ring)
+      // where NVLS is off.
+      HwProfile hw = f.profile;
+      if (c.algo == "ring") hw.node.nvls = false;
+      const CollectiveChoice ch = collective_time(op, s, g, hw);
       EXPECT_TRUE(ch.calibrated) << c.op << " n=" << c.ranks << " S=" << s;
       EXPECT_NEAR(ch.time_s / c.times_s[i], 1.0, 0.05)
           << c.op << " n=" << c.ranks << " S=" << s << " measured " << c.times_s[i] * 1e6
@@ -293,12 +297,23 @@ TEST(FitRoundTrip, KeepsEveryBaseKeyAndRecordsProvenance) {
   // No GEMM measured: compute values unchanged.
   EXPECT_EQ(got.compute.gemm_max_eff, base.compute.gemm_max_eff);
   EXPECT_EQ(got.compute.attn_fwd_eff, base.compute.attn_fwd_eff);
-  // Calibrated entries: the base's allreduce 8/1 entry replaced by the fitted ones.
-  std::size_t fitted_entries = 0;
+  // Calibrated entries: the base's Ring entries (allgather, reduce_scatter 8/1) replaced by
+  // the fitted ones, written with their algorithm; its NVLS allreduce entries kept (a Ring
+  // sweep says nothing of NVLS), and the fitted Ring allreduce beside them.
+  std::size_t fitted_entries = 0, base_nvls = 0;
   for (const CollectiveFit& c : rep.collectives) fitted_entries += c.segments.size();
-  EXPECT_EQ(got.collectives.calibrated.size(), fitted_entries);
-  for (const CollectiveCalib& c : got.collectives.calibrated)
-    EXPECT_NE(c.source.find("h100_together_nccl_ring.json"), std::string::npos);
+  for (const CollectiveCalib& c : base.collectives.calibrated)
+    base_nvls += c.algo == CollAlgo::kNvls ? 1 : 0;
+  EXPECT_EQ(base_nvls, 3u);
+  EXPECT_EQ(got.collectives.calibrated.size(), fitted_entries + base_nvls);
+  for (const CollectiveCalib& c : got.collectives.calibrated) {
+    const bool fitted = c.source.find("h100_together_nccl_ring.json") != std::string::npos;
+    EXPECT_EQ(fitted, c.algo == CollAlgo::kRing) << c.op << " " << c.source;
+  }
+  // With NVLS on the model runs NVLS for the 8-GPU allreduce: the base's NVLS entries answer.
+  EXPECT_TRUE(collective_time(CollOp::kAllReduce, 1e8, GroupShape{8, 1, 8, 1}, got).calibrated);
+  EXPECT_EQ(collective_time(CollOp::kAllReduce, 1e8, GroupShape{8, 1, 8, 1}, got).algo,
+            CollAlgo::kNvls);
   // Comments record the measurements file, the GPU and the residuals.
   std::ifstream f(out);
   std::stringstream ss;
@@ -307,6 +322,7 @@ TEST(FitRoundTrip, KeepsEveryBaseKeyAndRecordsProvenance) {
   EXPECT_NE(text.find("# stepcast fit: "), std::string::npos);
   EXPECT_NE(text.find("NVIDIA H100 80GB HBM3"), std::string::npos);
   EXPECT_NE(text.find("max error"), std::string::npos);
+  EXPECT_NE(text.find("algorithm: ring"), std::string::npos);
   EXPECT_NE(rep.text().find("busbw"), std::string::npos);
 }
 

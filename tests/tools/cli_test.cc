@@ -113,6 +113,36 @@ TEST(Cli, BadScenarioExitsTwoWithFileLineAndKey) {
   EXPECT_NE(r.err.find("training"), std::string::npos) << "suggests the closest key: " << r.err;
 }
 
+// Profile keys that would be silent what-ifs are refused with file:line and key (exit 2):
+// GPUs without an NVSwitch (not modelled), and a calibrated entry that does not say which
+// algorithm it measured (it could not be set aside when that algorithm is off).
+TEST(Cli, UnmodelledOrAmbiguousProfileKeysExitTwo) {
+  fs::path d = tmpdir();
+  std::string text = kSmall;
+  text.replace(text.find("nodes: 1}"), 9, "nodes: 1, overrides: {node.nvswitch: false}}");
+  write(d / "nvswitch.yaml", text);
+  CliRun r = stepcast("run " + (d / "nvswitch.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("nvswitch.yaml:3:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cluster.overrides.node.nvswitch: nvswitch: false is not modelled"),
+            std::string::npos) << r.err;
+
+  write(d / "old.yaml", "name: old\n"
+                        "gpu: {memory: 80 GiB, hbm_bandwidth: 3 TB/s, sms: 132, peak: {bf16: 989 TFLOP/s}}\n"
+                        "node: {gpus: 8, nvlink: 450 GB/s, nics: 8, nic: 400 Gb/s}\n"
+                        "collectives:\n"
+                        "  calibrated:\n"
+                        "    - {op: allreduce, ranks: 8, nodes: 1, latency: 30 us, busbw: 400 GB/s}\n");
+  text = kSmall;
+  text.replace(text.find("h100-sxm"), 8, (d / "old.yaml").string());
+  write(d / "uses_old.yaml", text);
+  r = stepcast("run " + (d / "uses_old.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("old.yaml:6:7: collectives.calibrated[0].algorithm: missing key: name the "
+                       "algorithm the entry was measured with"),
+            std::string::npos) << r.err;
+}
+
 TEST(Cli, MissingFileAndBadFlagsExitTwo) {
   EXPECT_EQ(stepcast("run /nonexistent/x.yaml").code, 2);
   EXPECT_EQ(stepcast("run " + kDefault + " --fidelity sometimes").code, 2);

@@ -126,10 +126,12 @@ TEST(Profiles, BadProfileReportsEveryProblem) {
     ASSERT_NE(mem, nullptr);
     EXPECT_EQ(mem->line, 5);
     EXPECT_NE(mem->message.find("got the bare number \"80\""), std::string::npos) << mem->message;
-    const InputIssue* nvls = find(v, "node.nvls");
-    ASSERT_NE(nvls, nullptr);
-    EXPECT_EQ(nvls->line, 13);
-    EXPECT_NE(nvls->message.find("nvls: true requires nvswitch: true"), std::string::npos);
+    // Only parsed keys would be silent what-ifs: GPUs without an NVSwitch are refused.
+    const InputIssue* nvsw = find(v, "node.nvswitch");
+    ASSERT_NE(nvsw, nullptr);
+    EXPECT_EQ(nvsw->line, 12);
+    EXPECT_NE(nvsw->message.find("nvswitch: false is not modelled"), std::string::npos)
+        << nvsw->message;
     const InputIssue* topo = find(v, "fabric.topolgy");
     ASSERT_NE(topo, nullptr);
     EXPECT_EQ(topo->line, 17);
@@ -168,8 +170,25 @@ TEST(Profiles, SectionsOfTheCostModelAreStrict) {
   one("collectives: {nic_busbw: 48 Gb}", "collectives.nic_busbw", "unknown unit \"Gb\"");
   one("collectives: {intra_ring_busbw: 0 GB/s}", "collectives.intra_ring_busbw",
       "expected a positive bandwidth");
-  one("collectives: {calibrated: [{op: allreduse, ranks: 8, nodes: 1, latency: 2 us, busbw: 1 GB/s}]}",
+  one("collectives: {calibrated: [{op: allreduse, algorithm: ring, ranks: 8, nodes: 1, latency: 2 us, busbw: 1 GB/s}]}",
       "collectives.calibrated[0].op", "did you mean 'allreduce'?");
+  // Calibrated entries name their algorithm, one the model runs for that op and shape.
+  const std::string entry = "collectives: {calibrated: [{op: allreduce, ranks: 8, nodes: 1, "
+                            "latency: 2 us, busbw: 1 GB/s";
+  EXPECT_TRUE(issues(entry + ", algorithm: nvls}]}").empty());
+  one(entry + "}]}", "collectives.calibrated[0].algorithm",
+      "missing key: name the algorithm the entry was measured with (ring | tree | nvls | "
+      "nvls_tree | pat | direct");
+  one(entry + ", algorithm: nvsl}]}", "collectives.calibrated[0].algorithm",
+      "did you mean 'nvls'?");
+  one(entry + ", algorithm: nvls_tree}]}", "collectives.calibrated[0].algorithm",
+      "the model never runs allreduce as nvls_tree on 1 node(s)");
+  one("collectives: {calibrated: [{op: allgather, algorithm: nvls, ranks: 8, nodes: 1, "
+      "latency: 2 us, busbw: 1 GB/s}]}",
+      "collectives.calibrated[0].algorithm", "the model never runs allgather as nvls");
+  one("collectives: {calibrated: [{op: send_recv, algorithm: ring, ranks: 2, nodes: 2, "
+      "latency: 2 us, busbw: 1 GB/s}]}",
+      "collectives.calibrated[0].algorithm", "direct: all_to_all, send_recv");
   one("compute: {gemm_table: [{m: 8192, n: 8192, k: 8192, throughput: 780}]}",
       "compute.gemm_table[0].throughput", "bare number");
   // A valid table entry is read in SI units.
@@ -261,10 +280,11 @@ TEST(ProfileOverrides, BadOverridesPointAtTheScenario) {
   EXPECT_EQ(v[0].line, 3);
   EXPECT_NE(v[0].message.find("got the bare number \"100\""), std::string::npos);
 
-  v = issues_of("h100-sxm", "{node.nvswitch: false}");  // breaks nvls (still true in the file)
+  v = issues_of("h100-sxm", "{node.nvswitch: false}");  // GPUs without NVSwitch: not modelled
   ASSERT_EQ(v.size(), 1u);
-  EXPECT_EQ(v[0].file, kProfiles + "/h100-sxm.yaml");
-  EXPECT_EQ(v[0].key, "node.nvls");
+  EXPECT_EQ(v[0].file, "s.yaml");
+  EXPECT_EQ(v[0].key, "cluster.overrides.node.nvswitch");
+  EXPECT_NE(v[0].message.find("nvswitch: false is not modelled"), std::string::npos);
 
   v = issues_of("h100-sxm", "{node..nics: 4}");
   ASSERT_EQ(v.size(), 1u);

@@ -373,7 +373,7 @@ TEST(CollectiveBandwidth, OversubscriptionAbovePodDividesInterNodeBandwidth) {
 
 TEST(CollectiveCalibration, OverridesMatchingEntriesOnly) {
   HwProfile hw = h100_profile();
-  hw.collectives.calibrated = {{"allreduce", 8, 1, 1e6, 1e9, 20e-6, 300e9, "test"}};
+  hw.collectives.calibrated = {{"allreduce", CollAlgo::kNvls, 8, 1, 1e6, 1e9, 20e-6, 300e9, "test"}};
   const GroupShape g = shape(8, 1, 8);
   const CollectiveChoice c = collective_time(CollOp::kAllReduce, 1e8, g, hw);
   EXPECT_TRUE(c.calibrated);
@@ -381,6 +381,117 @@ TEST(CollectiveCalibration, OverridesMatchingEntriesOnly) {
   EXPECT_FALSE(collective_time(CollOp::kAllReduce, 2e9, g, hw).calibrated);       // size
   EXPECT_FALSE(collective_time(CollOp::kAllGather, 1e8, g, hw).calibrated);       // op
   EXPECT_FALSE(collective_time(CollOp::kAllReduce, 1e8, shape(4, 1, 4), hw).calibrated);  // ranks
+}
+
+// An entry applies only where the model runs its algorithm (bandwidth_algorithm: highest
+// busbw, ties to the lowest latency). 8 H100s, one node: NVLS 480 GB/s > Ring 370 > Tree
+// 370 x 0.92, so NVLS; without NVLS, or with NVLS at 100 GB/s, Ring, and the NVLS entry gives
+// way to the next matching one (Ring) or to the model.
+TEST(CollectiveCalibration, EntriesApplyOnlyToTheAlgorithmTheModelRuns) {
+  HwProfile hw = h100_profile();
+  const GroupShape g = shape(8, 1, 8);
+  EXPECT_EQ(bandwidth_algorithm(CollOp::kAllReduce, g, hw), CollAlgo::kNvls);
+  EXPECT_EQ(bandwidth_algorithm(CollOp::kAllGather, g, hw), CollAlgo::kRing);
+  EXPECT_EQ(bandwidth_algorithm(CollOp::kAllReduce, shape(4, 4, 1), hw), CollAlgo::kRing);
+  // RS over one rank per node, NCCL >= 2.23: PAT and Ring share busbw, PAT has less latency.
+  HwProfile pat = hw;
+  pat.collectives.nccl_version = "2.23";
+  EXPECT_EQ(bandwidth_algorithm(CollOp::kReduceScatter, shape(4, 4, 1), pat), CollAlgo::kPat);
+  EXPECT_EQ(bandwidth_algorithm(CollOp::kAllToAll, shape(16, 2, 8), hw), CollAlgo::kDirect);
+
+  const CollectiveCalib nvls{"allreduce", CollAlgo::kNvls, 8, 1, 0, 1e12, 30e-6, 400e9, "nvls"};
+  const CollectiveCalib ring{"allreduce", CollAlgo::kRing, 8, 1, 0, 1e12, 40e-6, 300e9, "ring"};
+  hw.collectives.calibrated = {nvls, ring};
+  const double s = 1e8, f = 1.75;  // 2(n-1)/n, n = 8
+  CollectiveChoice c = collective_time(CollOp::kAllReduce, s, g, hw);
+  EXPECT_TRUE(c.calibrated);
+  EXPECT_EQ(c.algo, CollAlgo::kNvls);
+  EXPECT_DOUBLE_EQ(c.time_s, 30e-6 + s * f / 400e9);
+  HwProfile off = hw;
+  off.node.nvls = false;  // NVLS entry skipped, the Ring one answers
+  c = collective_time(CollOp::kAllReduce, s, g, off);
+  EXPECT_TRUE(c.calibrated);
+  EXPECT_EQ(c.algo, CollAlgo::kRing);
+  EXPECT_DOUBLE_EQ(c.time_s, 40e-6 + s * f / 300e9);
+  HwProfile slow = hw;
+  slow.collectives.nvls_busbw = 100e9;  // NVLS now slower than Ring: the model runs Ring
+  EXPECT_EQ(collective_time(CollOp::kAllReduce, s, g, slow).algo, CollAlgo::kRing);
+  EXPECT_TRUE(collective_time(CollOp::kAllReduce, s, g, slow).calibrated);
+  off.collectives.calibrated = {nvls};  // nothing for Ring: the model (Ring Simple, 370 GB/s)
+  c = collective_time(CollOp::kAllReduce, s, g, off);
+  EXPECT_FALSE(c.calibrated);
+  EXPECT_EQ(c.algo, CollAlgo::kRing);
+  EXPECT_NEAR(c.time_s, 56e-6 + s * f / 370e9, 1e-12);  // 8.4 + 14 x 3.4 us
+}
+
+// NICs shared by GPUs (node.nics < node.gpus): every GPU of a node runs its collective at
+// once in a symmetric plan, so a group gets ppn x nics/gpus NICs (at most all of them), and a
+// GPU's own cross-node traffic (all-to-all, send/recv) nics/gpus of one. H100: 48 GB/s busbw
+// per NIC; a one-rank-per-node ring at large sizes has busbw = NIC share:
+//   8 NICs: 48; 2 NICs: 48 x 2/8 = 12; 1 NIC: 6. A full-node group (ppn 8) with 1 NIC: 48 x
+//   min(1, 8/8) = 48; 16 NICs: ppn 1 gets 2 NICs, 96.
+TEST(CollectiveBandwidth, SharedNicsDivideAmongTheGpusOfANode) {
+  const GroupShape dp = shape(4, 4, 1);
+  for (const auto& [nics, expect] : {std::pair{8, 48.0}, {2, 12.0}, {1, 6.0}, {16, 96.0}}) {
+    HwProfile hw = h100_profile();
+    hw.node.nics = nics;
+    EXPECT_NEAR(busbw(CollOp::kAllReduce, 1e12, dp, hw) / 1e9, expect, 1e-3 * expect) << nics;
+  }
+  HwProfile one = h100_profile();
+  one.node.nics = 1;
+  EXPECT_NEAR(busbw(CollOp::kAllReduce, 1e12, shape(16, 2, 8), one) / 1e9, 48, 0.05);
+  // Send/recv across nodes, 1 GB: Simple 8.4 + 14 us + S / (48 GB/s x 2/8 = 12 GB/s).
+  HwProfile two = h100_profile();
+  two.node.nics = 2;
+  EXPECT_NEAR(p2p_time_s(1e9, false, two), 22.4e-6 + 1e9 / 12e9, 1e-12);
+  // All-to-all, 2 nodes x 8: t = lat + S (n - g)/n / (48 GB/s / 8) at large S (the NVLink
+  // part, S 7/16 / 370 GB/s, is smaller).
+  const double s = 1e10;
+  const double a2a = collective_time(CollOp::kAllToAll, s, shape(16, 2, 8), one).time_s;
+  EXPECT_NEAR(a2a, (8.4 + 14) * 1e-6 + s * 0.5 / 6e9, 1e-9);
+  // Flow mode costs a transfer alone (its flows share the NIC): a whole NIC per GPU.
+  one.lone_transfers = true;
+  EXPECT_NEAR(busbw(CollOp::kAllReduce, 1e12, dp, one) / 1e9, 48, 0.05);
+  EXPECT_NEAR(p2p_time_s(1e9, false, one), 22.4e-6 + 1e9 / 48e9, 1e-12);
+}
+
+// Pipeline sends across pods pay the oversubscription as collectives do: ranks 0 and 64 with
+// pods of 64 GPUs, 1:4 -> 48 / 4 = 12 GB/s; inside a pod (0 -> 8) 48 GB/s.
+TEST(P2p, CrossPodSendsPayTheOversubscription) {
+  HwProfile hw = h100_profile();
+  hw.fabric.pod_gpus = 64;
+  hw.fabric.oversubscription = 4;
+  const GroupShape far = pair_shape(0, 64, 8, 64), near = pair_shape(0, 8, 8, 64);
+  EXPECT_EQ(far.pods, 2);
+  EXPECT_EQ(near.pods, 1);
+  EXPECT_NEAR(p2p_time_s(1e9, far, hw), 22.4e-6 + 1e9 / 12e9, 1e-12);
+  EXPECT_NEAR(p2p_time_s(1e9, near, hw), 22.4e-6 + 1e9 / 48e9, 1e-12);
+  EXPECT_EQ(pair_shape(0, 3, 8, 64), pair_shape(true));
+}
+
+// fabric.latency per switch: an inter-node step crosses 1 (the rail's leaf) inside a pod, 5
+// across pods (leaf, spine, core, spine, leaf). 4 nodes, ppn 1, L = 10 us: ring allreduce
+// adds interSteps 2(N-1) = 6 steps x L; tree 2 log2(4) = 4 x L; across pods 5x that;
+// send/recv 1 x L (5 across pods); nothing inside a node.
+TEST(CollectiveLatency, FabricLatencyPerSwitchHop) {
+  HwProfile base = h100_profile();
+  HwProfile hw = base;
+  hw.fabric.latency_s = 10e-6;
+  auto delta_us = [&](CollAlgo a, const GroupShape& g) {
+    return candidate_us(CollOp::kAllReduce, g, hw, a, CollProto::kSimple) -
+           candidate_us(CollOp::kAllReduce, g, base, a, CollProto::kSimple);
+  };
+  EXPECT_NEAR(delta_us(CollAlgo::kRing, shape(4, 4, 1)), 60, 1e-6);
+  EXPECT_NEAR(delta_us(CollAlgo::kTree, shape(4, 4, 1)), 40, 1e-6);
+  EXPECT_NEAR(delta_us(CollAlgo::kRing, shape(4, 4, 1, 2)), 300, 1e-6);
+  EXPECT_NEAR(delta_us(CollAlgo::kRing, shape(8, 1, 8)), 0, 1e-9);
+  EXPECT_NEAR(delta_us(CollAlgo::kNvls, shape(8, 1, 8)), 0, 1e-9);
+  EXPECT_NEAR(delta_us(CollAlgo::kNvlsTree, shape(16, 2, 8)), 20, 1e-6);  // 2 log2(2) x L
+  EXPECT_NEAR((p2p_time_s(0, false, hw) - p2p_time_s(0, false, base)) * 1e6, 10, 1e-6);
+  EXPECT_NEAR((p2p_time_s(0, pair_shape(0, 64, 8, 64), hw) -
+               p2p_time_s(0, pair_shape(0, 64, 8, 64), base)) * 1e6,
+              50, 1e-6);
+  EXPECT_EQ(p2p_time_s(0, true, hw), p2p_time_s(0, true, base));
 }
 
 TEST(Collective, OneRankCostsNothing) {

@@ -169,6 +169,31 @@ TEST(TaskDurations, SharedListsReuseDurationsOnlyForEqualShapes) {
   EXPECT_LT(d[3][1], d[0][1]);  // send within the node: NVLink
 }
 
+// Pipeline sends that cross pods pay the oversubscription (collective.cc): pods of 16 GPUs,
+// 1:4. Rank 0 sends to 8 (same pod: 48 GB/s), rank 1, sharing its task list, to 17 (next
+// pod: 48 / 4 = 12 GB/s), so they are costed apart, each as p2p_time_s of its pair's shape.
+TEST(TaskDurations, CrossPodSendsAreCostedWithTheirPods) {
+  HwProfile hw = h100_profile();
+  hw.fabric.pod_gpus = 16;
+  hw.fabric.oversubscription = 4;
+  Program p;
+  p.world_size = 32;
+  p.gpus_per_node = 8;
+  RankProgram r0;
+  r0.rank = 0;
+  add_task(r0, p2p(TaskKind::kSend, 8, 64e6));
+  RankProgram r1 = r0;
+  r1.rank = 1;
+  r1.peer_remap = {{8, 17}};
+  p.ranks = {r0, r1};
+  EXPECT_EQ(same_cost_ranks(p, {}, nullptr, 16), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(same_cost_ranks(p, {}, nullptr, 0), (std::vector<size_t>{0, 0}));  // one pod
+  const Durations d = task_durations(p, hw);
+  EXPECT_EQ(d[0][0], to_ns(p2p_time_s(64e6, pair_shape(0, 8, 8, 16), hw)));
+  EXPECT_EQ(d[1][0], to_ns(p2p_time_s(64e6, pair_shape(1, 17, 8, 16), hw)));
+  EXPECT_NEAR(to_s(d[1][0]), 22.4e-6 + 64e6 / 12e9, 1e-9);  // Simple: 8.4 + 14 us
+}
+
 // Slow GPUs (cluster.stragglers): the same 16-GPU program as above with rank 0 slowed.
 // Expected values from the cost functions themselves (coster.h):
 //   compute:   t / compute;
