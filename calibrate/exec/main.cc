@@ -88,11 +88,16 @@ int run(int argc, char** argv) {
   Plan plan = make_plan(program);
   if (args.dry_run) {
     place_single_process(plan, args.gpus > 0 ? args.gpus : program.world_size);
+#ifdef STEPCAST_EXEC_WITH_MPI
+    int me = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (me != 0) return 0;  // under mpirun: one description, from process 0
+#endif
     std::cout << describe(plan);
     return 0;
   }
 #ifndef STEPCAST_EXEC_GPU
-  std::cerr << "stepcast-exec: built without CUDA (the toolkit was not found): only --dry-run works\n";
+  std::cerr << "stepcast-exec: built without CUDA (no toolkit found, or STEPCAST_CUDA=OFF): only --dry-run works\n";
   return 1;
 #else
   GpuOptions opt;
