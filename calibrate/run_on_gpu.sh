@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Builds stepcast-bench on a GPU box that has only the CUDA toolkit (with NCCL), CMake and a
 # C++ compiler (standalone build of calibrate/bench), runs a short sweep (a few minutes on
-# one 8-GPU node) and writes OUTDIR/measurements.json (plus OUTDIR/bench.log).
+# one 8-GPU node) and writes OUTDIR/measurements.json (plus OUTDIR/bench.log). Then builds
+# the reference executor (calibrate/exec) the same way and runs the validation loop on the
+# small scenarios of tests/data/exec: lower (full fidelity), predict, execute, validate —
+# the 1-GPU one always, the 8-GPU one with 8+ GPUs — into OUTDIR/exec/.
 # Usage: calibrate/run_on_gpu.sh OUTDIR [extra stepcast-bench options...]
 # Environment: BUILD_DIR (default OUTDIR/build), CUDA_ARCH (default: native GPUs),
-#              PROGRAM (a Program JSON whose GEMM shapes to time too).
+#              PROGRAM (a Program JSON whose GEMM shapes to time too),
+#              STEPCAST (the stepcast binary for lower/run/validate; default build/stepcast,
+#              else tools/stepcast, which builds it), BENCH=0 / EXEC=0 (skip a part).
 set -euo pipefail
 if [[ $# -lt 1 ]]; then
   echo "usage: $0 OUTDIR [stepcast-bench options...]" >&2
@@ -13,6 +18,7 @@ fi
 outdir=$1
 shift
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
 mkdir -p "$outdir"
 outdir=$(cd "$outdir" && pwd)
 build=${BUILD_DIR:-$outdir/build}
@@ -21,20 +27,52 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
 jobs=$(nproc 2>/dev/null || echo 4)
-cmake -S "$here/bench" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$outdir/cmake.log" 2>&1 ||
-  { tail -n 30 "$outdir/cmake.log" >&2; exit 1; }
-cmake --build "$build" -j "$jobs" >>"$outdir/cmake.log" 2>&1 ||
-  { tail -n 30 "$outdir/cmake.log" >&2; exit 1; }
-
-extra=()
-if [[ -n "${PROGRAM:-}" ]]; then extra+=(--program "$PROGRAM"); fi
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-subs=(gemm memory)
-if [[ $ngpu -ge 2 ]]; then subs+=(nccl overlap); fi
-# Quick sweep: GEMM grid 512/2048/8192 (x3 dtypes), memory 1 MiB..1 GiB, collectives
-# 1 KiB..1 GiB in x4 steps over 2/4/8 GPUs.
-"$build/stepcast-bench" "${subs[@]}" --quick --repeats 10 --max-bytes 1073741824 \
-  --source "calibrate/run_on_gpu.sh on $(hostname)" "${extra[@]}" "$@" \
-  -o "$outdir/measurements.json" 2>&1 | tee "$outdir/bench.log"
-echo "wrote $outdir/measurements.json"
+
+# build_standalone SRC DIR: configure and build a calibrate/ program on its own.
+build_standalone() {
+  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    >>"$outdir/cmake.log" 2>&1 || { tail -n 30 "$outdir/cmake.log" >&2; exit 1; }
+  cmake --build "$2" -j "$jobs" >>"$outdir/cmake.log" 2>&1 ||
+    { tail -n 30 "$outdir/cmake.log" >&2; exit 1; }
+}
+
+if [[ ${BENCH:-1} != 0 ]]; then
+  build_standalone "$here/bench" "$build"
+  extra=()
+  if [[ -n "${PROGRAM:-}" ]]; then extra+=(--program "$PROGRAM"); fi
+  subs=(gemm memory)
+  if [[ $ngpu -ge 2 ]]; then subs+=(nccl overlap); fi
+  # Quick sweep: GEMM grid 512/2048/8192 (x3 dtypes), memory 1 MiB..1 GiB, collectives
+  # 1 KiB..1 GiB in x4 steps over 2/4/8 GPUs.
+  "$build/stepcast-bench" "${subs[@]}" --quick --repeats 10 --max-bytes 1073741824 \
+    --source "calibrate/run_on_gpu.sh on $(hostname)" "${extra[@]}" "$@" \
+    -o "$outdir/measurements.json" 2>&1 | tee "$outdir/bench.log"
+  echo "wrote $outdir/measurements.json"
+fi
+
+[[ ${EXEC:-1} != 0 ]] || exit 0
+# The validation loop (DESIGN.md step 3-4): needs the stepcast CLI for lower/run/validate.
+stepcast=${STEPCAST:-}
+if [[ -z $stepcast && -x $root/build/stepcast ]]; then stepcast=$root/build/stepcast; fi
+if [[ -z $stepcast ]] && "$root/tools/stepcast" --help >/dev/null 2>&1; then
+  stepcast=$root/tools/stepcast
+fi
+if [[ -z $stepcast ]]; then
+  echo "stepcast CLI not available (set STEPCAST=...): executor loop skipped" >&2
+  exit 0
+fi
+export STEPCAST_PROFILES=${STEPCAST_PROFILES:-$root/hw_profiles}
+build_standalone "$here/exec" "$build-exec"
+mkdir -p "$outdir/exec"
+cases=(tiny_1gpu)
+if [[ $ngpu -ge 8 ]]; then cases+=(tiny_8gpu); fi
+for c in "${cases[@]}"; do
+  o=$outdir/exec/$c
+  "$stepcast" lower "$root/tests/data/exec/$c.yaml" --fidelity full -o "$o.program.json"
+  "$stepcast" run "$root/tests/data/exec/$c.yaml" --json "$o.predicted.json" >/dev/null
+  "$build-exec/stepcast-exec" "$o.program.json" --warmup 2 --timeline -o "$o.measured.json" 2>&1 |
+    tee "$o.exec.log"
+  "$stepcast" validate "$o.predicted.json" "$o.measured.json" | tee "$o.validate.txt"
+done
+echo "wrote $outdir/exec/"

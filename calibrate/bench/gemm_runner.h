@@ -2,6 +2,7 @@
 // timed repeatedly; shared by the GEMM sweep and the overlap benchmark.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,10 @@
 #include "bench.h"
 
 namespace stepcast::bench {
+
+// Pseudo-random values in [-1, 1) of `dtype` (bf16, fp16, fp8, fp32) in `elems` elements.
+void fill_values(void* p, std::size_t elems, const std::string& dtype, unsigned seed,
+                 cudaStream_t s);
 
 // bf16/fp16 always; fp8 needs compute capability 8.9+ (Ada, Hopper and newer).
 bool dtype_supported(const std::string& dtype, int device);

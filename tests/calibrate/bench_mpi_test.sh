@@ -9,23 +9,13 @@
 set -euo pipefail
 src=$1
 fit_test=$2
-for tool in mpicxx mpirun; do
-  command -v "$tool" >/dev/null || { echo "$tool not found: skipped"; exit 77; }
-done
-nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-[[ -x "$nvcc" ]] || { echo "nvcc not found: skipped"; exit 77; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-cmake -S "$src/calibrate/bench" -B "$out/build" -DSTEPCAST_BENCH_MPI=ON \
-  -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-  >"$out/configure.log" 2>&1 || { cat "$out/configure.log"; exit 1; }
-grep -q "Found MPI" "$out/configure.log" || { echo "configure did not find MPI"; exit 1; }
-cmake --build "$out/build" -j"$(nproc)" >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_build.sh"
+mpi_standalone_build "$src" bench "$out"
 bench="$out/build/stepcast-bench"
 args=(nccl --quick --repeats 3 --max-bytes 16777216 --source tests/calibrate/bench_mpi_test.sh
       -o "$out/measurements.json")
-mpi=(mpirun --oversubscribe -np 2)
-[[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root)
 set +e
 timeout 300 "${mpi[@]}" "$bench" "${args[@]}" >"$out/run.log" 2>&1
 rc=$?

@@ -1,0 +1,171 @@
+// GemmRunner (gemm_runner.h): one cuBLASLt GEMM with its own buffers, filled with
+// pseudo-random values (zeros would draw less power and run faster than real data).
+// Shared by the GEMM sweep, the overlap benchmark and the executor (calibrate/exec).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "bench.h"
+#include "check.h"
+#include "gemm_runner.h"
+
+namespace stepcast::bench {
+
+namespace {
+
+// Deterministic pseudo-random values in [-1, 1) (a hash of the index), converted to T.
+template <typename T>
+__global__ void fill_kernel(T* p, std::size_t n, unsigned seed) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const float v = (h & 0xFFFF) / 32768.0f - 1.0f;
+    p[i] = T(v);
+  }
+}
+
+template <typename T>
+void fill(void* p, std::size_t n, unsigned seed, cudaStream_t s) {
+  fill_kernel<T><<<1024, 256, 0, s>>>(static_cast<T*>(p), n, seed);
+  STEPCAST_CUDA_CHECK_LAUNCH();
+}
+
+struct DtypeInfo {
+  cudaDataType_t ab;   // inputs
+  cudaDataType_t cd;   // output
+  int ab_bytes;
+  int cd_bytes;
+  bool transpose_a;    // fp8 on Hopper/Ada requires A transposed ("TN")
+};
+
+DtypeInfo dtype_info(const std::string& d) {
+  if (d == "bf16") return {CUDA_R_16BF, CUDA_R_16BF, 2, 2, false};
+  if (d == "fp16") return {CUDA_R_16F, CUDA_R_16F, 2, 2, false};
+  if (d == "fp8") return {CUDA_R_8F_E4M3, CUDA_R_16BF, 1, 2, true};
+  throw BenchError("unknown GEMM dtype \"" + d + "\" (bf16, fp16, fp8)");
+}
+
+}  // namespace
+
+void fill_values(void* p, std::size_t elems, const std::string& dtype, unsigned seed,
+                 cudaStream_t s) {
+  if (dtype == "fp8")
+    fill<__nv_fp8_e4m3>(p, elems, seed, s);
+  else if (dtype == "fp16")
+    fill<__half>(p, elems, seed, s);
+  else if (dtype == "fp32")
+    fill<float>(p, elems, seed, s);
+  else
+    fill<__nv_bfloat16>(p, elems, seed, s);
+}
+
+bool dtype_supported(const std::string& dtype, int device) {
+  if (dtype != "fp8") return true;
+  int major = 0, minor = 0;
+  STEPCAST_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  STEPCAST_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major * 10 + minor >= 89;
+}
+
+GemmRunner::GemmRunner(const GemmShapeSpec& s, cudaStream_t stream) : shape_(s), stream_(stream) {
+  const DtypeInfo info = dtype_info(s.dtype);
+  layout_ = info.transpose_a ? "TN" : "NN";
+  const std::size_t a_elems = static_cast<std::size_t>(s.m) * s.k * s.batch;
+  const std::size_t b_elems = static_cast<std::size_t>(s.k) * s.n * s.batch;
+  const std::size_t d_elems = static_cast<std::size_t>(s.m) * s.n * s.batch;
+  STEPCAST_CUDA_CHECK(cudaMalloc(&a_, a_elems * info.ab_bytes));
+  STEPCAST_CUDA_CHECK(cudaMalloc(&b_, b_elems * info.ab_bytes));
+  STEPCAST_CUDA_CHECK(cudaMalloc(&d_, d_elems * info.cd_bytes));
+  STEPCAST_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  fill_values(a_, a_elems, s.dtype, 1, stream_);
+  fill_values(b_, b_elems, s.dtype, 2, stream_);
+
+  STEPCAST_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  STEPCAST_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = info.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = CUBLAS_OP_N;
+  STEPCAST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  STEPCAST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+
+  // Column-major cuBLAS view: D[m,n] = op(A)[m,k] * B[k,n]. A stored k x m when transposed.
+  const std::uint64_t a_rows = info.transpose_a ? s.k : s.m;
+  const std::uint64_t a_cols = info.transpose_a ? s.m : s.k;
+  STEPCAST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la_, info.ab, a_rows, a_cols, a_rows));
+  STEPCAST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb_, info.ab, s.k, s.n, s.k));
+  STEPCAST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld_, info.cd, s.m, s.n, s.m));
+  if (s.batch > 1) {
+    const int batch = static_cast<int>(s.batch);
+    const std::int64_t sa = s.m * s.k, sb = s.k * s.n, sd = s.m * s.n;
+    for (auto [layout, stride] : {std::pair{la_, sa}, std::pair{lb_, sb}, std::pair{ld_, sd}}) {
+      STEPCAST_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
+      STEPCAST_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+    }
+  }
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  STEPCAST_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const std::size_t ws = kWorkspaceBytes;
+  STEPCAST_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+  STEPCAST_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, desc_, la_, lb_, ld_, ld_, pref, 1,
+                                                       &heur, &found));
+  STEPCAST_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  if (found == 0) {
+    throw BenchError("cuBLASLt has no algorithm for " + s.dtype + " " + std::to_string(s.m) +
+                     "x" + std::to_string(s.n) + "x" + std::to_string(s.k));
+  }
+  algo_ = heur.algo;
+}
+
+GemmRunner::~GemmRunner() {
+  // Destructors must not throw: errors here are ignored (the run already reported its own).
+  if (la_) cublasLtMatrixLayoutDestroy(la_);
+  if (lb_) cublasLtMatrixLayoutDestroy(lb_);
+  if (ld_) cublasLtMatrixLayoutDestroy(ld_);
+  if (desc_) cublasLtMatmulDescDestroy(desc_);
+  if (lt_) cublasLtDestroy(lt_);
+  cudaFree(a_);
+  cudaFree(b_);
+  cudaFree(d_);
+  cudaFree(workspace_);
+}
+
+void GemmRunner::launch() {
+  const float alpha = 1.0f, beta = 0.0f;
+  STEPCAST_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_, &alpha, a_, la_, b_, lb_, &beta, d_, ld_, d_,
+                                       ld_, &algo_, workspace_, kWorkspaceBytes, stream_));
+}
+
+double GemmRunner::flops() const {
+  return 2.0 * static_cast<double>(shape_.m) * static_cast<double>(shape_.n) *
+         static_cast<double>(shape_.k) * static_cast<double>(shape_.batch);
+}
+
+std::vector<double> GemmRunner::time_us(int warmup, int repeats) {
+  for (int i = 0; i < warmup; ++i) launch();
+  std::vector<cudaEvent_t> ev(2 * repeats);
+  for (auto& e : ev) STEPCAST_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < repeats; ++i) {
+    STEPCAST_CUDA_CHECK(cudaEventRecord(ev[2 * i], stream_));
+    launch();
+    STEPCAST_CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], stream_));
+  }
+  STEPCAST_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<double> t(repeats);
+  for (int i = 0; i < repeats; ++i) {
+    float ms = 0;
+    STEPCAST_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+    t[i] = ms * 1e3;
+  }
+  for (auto& e : ev) STEPCAST_CUDA_CHECK(cudaEventDestroy(e));
+  return t;
+}
+
+}  // namespace stepcast::bench

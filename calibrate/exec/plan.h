@@ -1,0 +1,88 @@
+// What the executor runs, worked out on the host before any GPU is touched (no CUDA here):
+//  - expansion: a folded Program's simulated rank R runs for every global rank a it
+//    stands for, with R's tasks. a's collective on R's group g uses g itself when a is a
+//    member (e.g. tp ranks folded together), else the listed group of g's kind that
+//    contains a; a send/recv of R to peer P (simulated by Q, P at R's position in Q's stands_for) goes
+//    to the rank at a's position in Q's stands_for (the lowering lists stands_for in the
+//    same order on every stage). A folded Program lists only the groups of its simulated
+//    ranks, so a rank whose group is not listed (e.g. the dp group of tp rank 1 when tp and
+//    dp are folded together) cannot be expanded: ProgramError, lower it with
+//    --fidelity full (the symmetry that folding assumes is not in the Program);
+//  - matching, on the expanded world (the simulator's rules, sim/program/matching.h): the
+//    k-th collective naming group g on each member meet, with equal op and bytes; the k-th
+//    send a->b with tag t meets the k-th recv b<-a with tag t, with equal bytes;
+//  - issue order: one global order in which the host enqueues every task so that nothing
+//    can wait for something enqueued later — a task goes when it heads its stream and its
+//    deps are enqueued; a collective or send/recv pair goes when every member heads its
+//    stream, all members in one NCCL group call. If tasks remain and none can go, the
+//    Program would deadlock on the GPUs: ProgramError naming each stuck stream head and what
+//    it waits for;
+//  - placement: global rank -> (process, CUDA device); a Program with more ranks than GPUs
+//    is refused.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "program.h"
+
+namespace stepcast::exec {
+
+struct RankTask {
+  int rank = 0;  // global rank
+  int task = 0;  // task id (of the simulated rank's list)
+};
+
+struct ExecRank {
+  int rank = 0;      // global rank
+  int sim = 0;       // index into Program::ranks whose tasks it runs
+  int pp_stage = 0;
+  int process = 0;   // MPI process (0 without MPI)
+  int device = -1;   // CUDA device within its process (-1: not placed)
+  std::vector<int> group;  // per task: the group its collective uses here (-1: none)
+  std::vector<int> peer;   // per task: the peer its send/recv names here (-1: none)
+};
+
+struct Rendezvous {
+  int group = -1;                  // collectives: the group; send/recv: -1
+  std::vector<RankTask> members;   // send/recv: {send, recv}
+};
+
+struct IssueStep {
+  int rendezvous = -1;           // -1: one local task
+  std::vector<RankTask> tasks;   // enqueued together (one NCCL group call when a rendezvous)
+};
+
+struct Plan {
+  const Program* program = nullptr;
+  std::vector<ExecRank> ranks;  // indexed by global rank
+  std::vector<Rendezvous> rendezvous;
+  std::vector<std::vector<int>> instance;  // [global rank][task]: rendezvous index or -1
+  std::vector<IssueStep> steps;            // the issue order
+  std::vector<int> collectives_per_group;  // per group: collectives each member issues
+
+  const Task& task(const RankTask& rt) const {
+    return program->ranks[static_cast<size_t>(ranks[static_cast<size_t>(rt.rank)].sim)]
+        .tasks[static_cast<size_t>(rt.task)];
+  }
+  const std::vector<Task>& tasks_of(int rank) const {
+    return program->ranks[static_cast<size_t>(ranks[static_cast<size_t>(rank)].sim)].tasks;
+  }
+  int world_size() const { return static_cast<int>(ranks.size()); }
+};
+
+// Expands, matches and orders (header). `p` must outlive the plan. Throws ProgramError.
+Plan make_plan(const Program& p);
+
+// One process drives `gpus` local GPUs (the ncclCommInitAll path): rank r on device r.
+// ProgramError when world_size > gpus.
+void place_single_process(Plan& plan, int gpus);
+// One process per GPU (MPI): rank r in process r on device `local_device_of(r)`, given for
+// the calling process only (others stay -1). ProgramError when processes != world_size.
+void place_one_per_process(Plan& plan, int processes, int this_process, int this_device);
+
+// What would run (--dry-run): ranks and their devices, streams and task counts, tasks per
+// kind, communicators, rendezvous and issue steps.
+std::string describe(const Plan& plan);
+
+}  // namespace stepcast::exec

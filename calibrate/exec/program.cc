@@ -1,0 +1,447 @@
+// Strict reader of "stepcast.program/1" for the executor (program.h).
+#include "program.h"
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "json_io.h"
+
+namespace stepcast::exec {
+
+using bench::JsonValue;
+
+const std::vector<std::string> kStreams = {"compute", "tp",      "cp", "ep",
+                                           "pp_send", "pp_recv", "dp"};
+const std::vector<std::string> kCategories = {"compute", "recompute", "tp_comm", "cp_comm",
+                                              "ep_comm", "pp_comm",   "dp_comm", "optimizer"};
+const std::vector<std::string> kPhases = {"fwd",       "bwd_input", "bwd_weight",
+                                          "recompute", "optimizer", "other"};
+const std::vector<std::string> kCollOps = {"allreduce", "reduce_scatter", "allgather",
+                                           "all_to_all", "broadcast"};
+
+namespace {
+
+const std::vector<std::string> kKinds = {"gemm", "attention", "memory_bound", "collective",
+                                         "send", "recv",      "alloc",        "free"};
+const std::vector<std::string> kDtypes = {"bf16", "fp16", "fp8", "fp32"};
+const std::vector<std::string> kLayouts = {"NN", "NT", "TN", "TT"};
+const std::vector<std::string> kGroupKinds = {"tp", "cp", "ep", "pp", "dp", "dp_cp", "edp", "world"};
+
+std::string quoted_list(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "\"" : ", \"") + x + "\"";
+  return s;
+}
+
+// Walks the document; every problem becomes one line "PATH: message".
+class Reader {
+ public:
+  std::vector<std::string> issues;
+
+  void error(const std::string& path, const std::string& msg) {
+    issues.push_back((path.empty() ? "/" : path) + ": " + msg);
+  }
+
+  static std::string join(const std::string& path, const std::string& key) {
+    return path + "/" + key;
+  }
+
+  // An object whose keys are all in `keys`.
+  bool object(const JsonValue& v, const std::string& path, const std::vector<std::string>& keys) {
+    if (v.type != JsonValue::Type::kObject) {
+      error(path, "expected an object");
+      return false;
+    }
+    for (const auto& [k, child] : v.object) {
+      bool known = false;
+      for (const auto& want : keys) known = known || want == k;
+      if (!known) error(join(path, k), "unknown key (known: " + quoted_list(keys) + ")");
+    }
+    return true;
+  }
+
+  const JsonValue* find(const JsonValue& v, const std::string& path, const std::string& key,
+                        bool required) {
+    const JsonValue* c = v.find(key);
+    if (!c && required) error(join(path, key), "missing");
+    return c;
+  }
+
+  template <typename Int>
+  void integer(const JsonValue& v, const std::string& path, const std::string& key, Int& out,
+               bool required, double min) {
+    const JsonValue* c = find(v, path, key, required);
+    if (!c) return;
+    if (c->type != JsonValue::Type::kNumber || c->number != std::floor(c->number) ||
+        std::fabs(c->number) > 9.0e15) {
+      error(join(path, key), "expected an integer");
+    } else if (c->number < min) {
+      error(join(path, key), "expected an integer >= " + std::to_string(static_cast<long long>(min)));
+    } else {
+      out = static_cast<Int>(c->number);
+    }
+  }
+
+  // A finite number >= 0 (bytes, FLOPs).
+  void amount(const JsonValue& v, const std::string& path, const std::string& key, double& out,
+              bool required) {
+    const JsonValue* c = find(v, path, key, required);
+    if (!c) return;
+    if (c->type != JsonValue::Type::kNumber || !std::isfinite(c->number) || c->number < 0)
+      error(join(path, key), "expected a finite number >= 0");
+    else
+      out = c->number;
+  }
+
+  void string(const JsonValue& v, const std::string& path, const std::string& key,
+              std::string& out, bool required) {
+    const JsonValue* c = find(v, path, key, required);
+    if (!c) return;
+    if (c->type != JsonValue::Type::kString)
+      error(join(path, key), "expected a string");
+    else
+      out = c->str;
+  }
+
+  void boolean(const JsonValue& v, const std::string& path, const std::string& key, bool& out,
+               bool required) {
+    const JsonValue* c = find(v, path, key, required);
+    if (!c) return;
+    if (c->type != JsonValue::Type::kBool)
+      error(join(path, key), "expected true or false");
+    else
+      out = c->b;
+  }
+
+  // Index of the value in `options`, -1 when missing or not one of them.
+  int choice(const JsonValue& v, const std::string& path, const std::string& key,
+             const std::vector<std::string>& options, bool required) {
+    const JsonValue* c = find(v, path, key, required);
+    if (!c) return -1;
+    if (c->type == JsonValue::Type::kString)
+      for (size_t i = 0; i < options.size(); ++i)
+        if (options[i] == c->str) return static_cast<int>(i);
+    error(join(path, key), "expected one of " + quoted_list(options));
+    return -1;
+  }
+
+  void int_list(const JsonValue& v, const std::string& path, const std::string& key,
+                std::vector<int>& out, bool required) {
+    const JsonValue* c = find(v, path, key, required);
+    if (!c) return;
+    if (c->type != JsonValue::Type::kArray) {
+      error(join(path, key), "expected a list of integers");
+      return;
+    }
+    for (size_t i = 0; i < c->array.size(); ++i) {
+      const JsonValue& e = c->array[i];
+      if (e.type != JsonValue::Type::kNumber || e.number != std::floor(e.number) ||
+          std::fabs(e.number) > 2.0e9) {
+        error(join(path, key) + "/" + std::to_string(i), "expected an integer");
+        continue;
+      }
+      out.push_back(static_cast<int>(e.number));
+    }
+  }
+};
+
+std::vector<std::string> task_keys() {
+  std::vector<std::string> k = {"id",    "kind",       "stream", "phase", "category", "label",
+                                "layer", "microbatch", "chunk",  "deps",  "flops"};
+  for (const auto& n : kKinds) k.push_back(n);
+  return k;
+}
+
+void read_args(Reader& rd, const JsonValue& a, const std::string& ap, Task& t) {
+  auto dtype = [&](bool required) {
+    int d = rd.choice(a, ap, "dtype", kDtypes, required);
+    if (d >= 0) t.dtype = kDtypes[static_cast<size_t>(d)];
+  };
+  switch (t.kind) {
+    case Kind::kGemm: {
+      if (!rd.object(a, ap, {"m", "n", "k", "batch", "dtype", "layout", "bytes_read", "bytes_written"}))
+        return;
+      rd.integer(a, ap, "m", t.m, true, 1);
+      rd.integer(a, ap, "n", t.n, true, 1);
+      rd.integer(a, ap, "k", t.k, true, 1);
+      rd.integer(a, ap, "batch", t.batch, false, 1);
+      dtype(true);
+      int l = rd.choice(a, ap, "layout", kLayouts, false);
+      if (l >= 0) t.layout = kLayouts[static_cast<size_t>(l)];
+      rd.amount(a, ap, "bytes_read", t.bytes_read, false);
+      rd.amount(a, ap, "bytes_written", t.bytes_written, false);
+      return;
+    }
+    case Kind::kAttention: {
+      if (!rd.object(a, ap, {"batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "causal",
+                             "pass", "dtype", "bytes_read", "bytes_written"}))
+        return;
+      rd.integer(a, ap, "batch", t.batch, true, 1);
+      rd.integer(a, ap, "heads", t.heads, true, 1);
+      rd.integer(a, ap, "kv_heads", t.kv_heads, true, 1);
+      rd.integer(a, ap, "seq_q", t.seq_q, true, 1);
+      rd.integer(a, ap, "seq_kv", t.seq_kv, true, 1);
+      rd.integer(a, ap, "head_dim", t.head_dim, true, 1);
+      rd.boolean(a, ap, "causal", t.causal, true);
+      t.backward = rd.choice(a, ap, "pass", {"fwd", "bwd"}, true) == 1;
+      dtype(true);
+      rd.amount(a, ap, "bytes_read", t.bytes_read, false);
+      rd.amount(a, ap, "bytes_written", t.bytes_written, false);
+      if (t.heads > 0 && t.kv_heads > 0 && t.heads % t.kv_heads != 0)
+        rd.error(Reader::join(ap, "kv_heads"), "must divide heads");
+      return;
+    }
+    case Kind::kMemoryBound:
+      if (!rd.object(a, ap, {"bytes_read", "bytes_written", "what"})) return;
+      rd.amount(a, ap, "bytes_read", t.bytes_read, true);
+      rd.amount(a, ap, "bytes_written", t.bytes_written, true);
+      rd.string(a, ap, "what", t.what, false);
+      return;
+    case Kind::kCollective:
+      if (!rd.object(a, ap, {"op", "group", "bytes", "dtype"})) return;
+      t.op = rd.choice(a, ap, "op", kCollOps, true);
+      rd.integer(a, ap, "group", t.group, true, 0);
+      rd.amount(a, ap, "bytes", t.bytes, true);
+      dtype(false);
+      return;
+    case Kind::kSend:
+    case Kind::kRecv:
+      if (!rd.object(a, ap, {"peer", "bytes", "tag"})) return;
+      rd.integer(a, ap, "peer", t.peer, true, 0);
+      rd.amount(a, ap, "bytes", t.bytes, true);
+      rd.integer(a, ap, "tag", t.tag, true, -9.0e15);
+      return;
+    case Kind::kAlloc:
+    case Kind::kFree:
+      if (!rd.object(a, ap, {"bytes", "what"})) return;
+      rd.amount(a, ap, "bytes", t.bytes, true);
+      rd.string(a, ap, "what", t.what, true);
+      return;
+  }
+}
+
+void read_task(Reader& rd, const JsonValue& j, const std::string& path, Task& t) {
+  static const std::vector<std::string> keys = task_keys();
+  if (!rd.object(j, path, keys)) return;
+  rd.integer(j, path, "id", t.id, true, 0);
+  const int kind = rd.choice(j, path, "kind", kKinds, true);
+  t.stream = std::max(0, rd.choice(j, path, "stream", kStreams, true));
+  t.phase = std::max(0, rd.choice(j, path, "phase", kPhases, true));
+  t.category = std::max(0, rd.choice(j, path, "category", kCategories, true));
+  rd.string(j, path, "label", t.label, false);
+  int ignored = 0;
+  rd.integer(j, path, "layer", ignored, false, -1);
+  rd.integer(j, path, "microbatch", ignored, false, -1);
+  rd.integer(j, path, "chunk", ignored, false, -1);
+  rd.int_list(j, path, "deps", t.deps, false);
+  double flops = 0;
+  rd.amount(j, path, "flops", flops, false);
+  if (kind < 0) return;
+  t.kind = static_cast<Kind>(kind);
+  const std::string kn = kKinds[static_cast<size_t>(kind)];
+  for (const auto& other : kKinds)
+    if (other != kn && j.find(other))
+      rd.error(Reader::join(path, other), "arguments of a " + other + " task given to a " + kn + " task");
+  if (const JsonValue* a = rd.find(j, path, kn, true)) read_args(rd, *a, Reader::join(path, kn), t);
+}
+
+// Rules across a rank's tasks (after they parsed): dense ids, deps, stream lists, groups,
+// peers, alloc/free pairing.
+void check_rank(Reader& rd, const Program& p, const SimRank& sr, const JsonValue* streams,
+                const std::string& path) {
+  const int n = static_cast<int>(sr.tasks.size());
+  auto where = [&](int i) {
+    const Task& t = sr.tasks[static_cast<size_t>(i)];
+    return path + "/tasks/" + std::to_string(i) + " ('" + t.label + "')";
+  };
+  std::map<std::string, std::vector<double>> live;  // alloc/free: bytes allocated per `what`
+  for (int i = 0; i < n; ++i) {
+    const Task& t = sr.tasks[static_cast<size_t>(i)];
+    if (t.id != i) rd.error(where(i) + "/id", "task ids must be dense: expected " + std::to_string(i) +
+                                                  ", got " + std::to_string(t.id));
+    for (int d : t.deps) {
+      if (d < 0 || d >= n)
+        rd.error(where(i) + "/deps", "task " + std::to_string(d) + " does not exist on this rank (" +
+                                         std::to_string(n) + " tasks)");
+      else if (d == i)
+        rd.error(where(i) + "/deps", "a task cannot wait for itself");
+    }
+    if (t.kind == Kind::kCollective && t.group >= 0) {
+      if (t.group >= static_cast<int>(p.groups.size())) {
+        rd.error(where(i) + "/collective/group", "group " + std::to_string(t.group) +
+                                                     " does not exist (" +
+                                                     std::to_string(p.groups.size()) + " groups)");
+      } else {
+        bool member = false;
+        for (int r : p.groups[static_cast<size_t>(t.group)].ranks) member = member || r == sr.rank;
+        if (!member)
+          rd.error(where(i) + "/collective/group", "rank " + std::to_string(sr.rank) +
+                                                       " is not a member of group " +
+                                                       std::to_string(t.group));
+      }
+    }
+    if ((t.kind == Kind::kSend || t.kind == Kind::kRecv) && t.peer >= p.world_size)
+      rd.error(where(i) + "/" + kind_name(t.kind) + "/peer",
+               "rank " + std::to_string(t.peer) + " is outside the world (world_size " +
+                   std::to_string(p.world_size) + ")");
+    if (t.kind == Kind::kAlloc) live[t.what].push_back(t.bytes);
+    if (t.kind == Kind::kFree) {
+      auto it = live.find(t.what);
+      if (it == live.end() || it->second.empty())
+        rd.error(where(i) + "/free/what", "frees \"" + t.what + "\" with no alloc of it before");
+      else
+        it->second.pop_back();
+    }
+  }
+  // "streams": each list must be the ids of that stream's tasks, ascending.
+  if (!streams) return;
+  const std::string sp = path + "/streams";
+  if (!rd.object(*streams, sp, kStreams)) return;
+  std::vector<std::vector<int>> want(kStreams.size());
+  for (int i = 0; i < n; ++i) want[static_cast<size_t>(sr.tasks[static_cast<size_t>(i)].stream)].push_back(i);
+  for (size_t s = 0; s < kStreams.size(); ++s) {
+    std::vector<int> got;
+    if (streams->find(kStreams[s])) rd.int_list(*streams, sp, kStreams[s], got, false);
+    if (got != want[s])
+      rd.error(sp + "/" + kStreams[s],
+               "must list the ids of the " + std::to_string(want[s].size()) + " tasks on stream " +
+                   kStreams[s] + " in ascending order (issue order is task order); lists " +
+                   std::to_string(got.size()));
+  }
+}
+
+}  // namespace
+
+const char* kind_name(Kind k) { return kKinds[static_cast<size_t>(k)].c_str(); }
+
+std::string task_where(const Program& p, int sim_rank_index, int task_id) {
+  const SimRank& sr = p.ranks[static_cast<size_t>(sim_rank_index)];
+  return "/ranks/" + std::to_string(sim_rank_index) + "/tasks/" + std::to_string(task_id) +
+         " ('" + sr.tasks[static_cast<size_t>(task_id)].label + "', rank " +
+         std::to_string(sr.rank) + ")";
+}
+
+Program parse_program(const std::string& text, const std::string& name) {
+  JsonValue doc;
+  try {
+    doc = bench::parse_json(text, name);
+  } catch (const std::exception& e) {
+    throw ProgramError(e.what());
+  }
+  Reader rd;
+  Program p;
+  p.file = name;
+  if (!rd.object(doc, "", {"schema", "world_size", "folded", "scenario_name", "gpus_per_node",
+                           "groups", "ranks"}))
+    throw ProgramError(name + ": expected a JSON object (a stepcast.program/1 document)");
+  std::string schema;
+  rd.string(doc, "", "schema", schema, true);
+  if (!schema.empty() && schema != "stepcast.program/1")
+    rd.error("/schema", "expected \"stepcast.program/1\", got \"" + schema + "\"");
+  rd.integer(doc, "", "world_size", p.world_size, true, 1);
+  rd.boolean(doc, "", "folded", p.folded, true);
+  rd.string(doc, "", "scenario_name", p.scenario_name, false);
+  rd.integer(doc, "", "gpus_per_node", p.gpus_per_node, false, 1);
+
+  if (const JsonValue* gs = rd.find(doc, "", "groups", true)) {
+    if (gs->type != JsonValue::Type::kArray) rd.error("/groups", "expected a list");
+    for (size_t i = 0; gs->type == JsonValue::Type::kArray && i < gs->array.size(); ++i) {
+      const std::string gp = "/groups/" + std::to_string(i);
+      Group g;
+      if (!rd.object(gs->array[i], gp, {"id", "kind", "ranks"})) continue;
+      rd.integer(gs->array[i], gp, "id", g.id, true, 0);
+      int k = rd.choice(gs->array[i], gp, "kind", kGroupKinds, true);
+      if (k >= 0) g.kind = kGroupKinds[static_cast<size_t>(k)];
+      rd.int_list(gs->array[i], gp, "ranks", g.ranks, true);
+      if (g.id != static_cast<int>(i))
+        rd.error(gp + "/id", "group ids must be dense: expected " + std::to_string(i));
+      if (g.ranks.empty()) rd.error(gp + "/ranks", "a group needs at least one rank");
+      std::set<int> seen;
+      for (int r : g.ranks) {
+        if (r < 0 || r >= p.world_size)
+          rd.error(gp + "/ranks", "rank " + std::to_string(r) + " is outside the world (world_size " +
+                                      std::to_string(p.world_size) + ")");
+        if (!seen.insert(r).second) rd.error(gp + "/ranks", "rank " + std::to_string(r) + " listed twice");
+      }
+      p.groups.push_back(std::move(g));
+    }
+  }
+
+  std::vector<const JsonValue*> streams;
+  if (const JsonValue* rs = rd.find(doc, "", "ranks", true)) {
+    if (rs->type != JsonValue::Type::kArray || rs->array.empty())
+      rd.error("/ranks", "expected a non-empty list");
+    for (size_t i = 0; rs->type == JsonValue::Type::kArray && i < rs->array.size(); ++i) {
+      const std::string rp = "/ranks/" + std::to_string(i);
+      const JsonValue& rj = rs->array[i];
+      SimRank sr;
+      streams.push_back(nullptr);
+      if (!rd.object(rj, rp, {"rank", "pp_stage", "stands_for", "streams", "tasks"})) continue;
+      rd.integer(rj, rp, "rank", sr.rank, true, 0);
+      rd.integer(rj, rp, "pp_stage", sr.pp_stage, false, 0);
+      rd.int_list(rj, rp, "stands_for", sr.stands_for, false);
+      if (sr.stands_for.empty()) sr.stands_for = {sr.rank};
+      streams.back() = rd.find(rj, rp, "streams", false);
+      if (const JsonValue* ts = rd.find(rj, rp, "tasks", true)) {
+        if (ts->type != JsonValue::Type::kArray) rd.error(rp + "/tasks", "expected a list");
+        for (size_t t = 0; ts->type == JsonValue::Type::kArray && t < ts->array.size(); ++t) {
+          Task task;
+          read_task(rd, ts->array[t], rp + "/tasks/" + std::to_string(t), task);
+          sr.tasks.push_back(std::move(task));
+        }
+      }
+      p.ranks.push_back(std::move(sr));
+    }
+  }
+  // Every global rank simulated exactly once; each simulated rank stands for itself.
+  if (rd.issues.empty()) {
+    std::vector<int> owner(static_cast<size_t>(p.world_size), -1);
+    for (size_t i = 0; i < p.ranks.size(); ++i) {
+      const SimRank& sr = p.ranks[i];
+      const std::string rp = "/ranks/" + std::to_string(i);
+      bool self = false;
+      for (int g : sr.stands_for) {
+        self = self || g == sr.rank;
+        if (g < 0 || g >= p.world_size) {
+          rd.error(rp + "/stands_for", "rank " + std::to_string(g) + " is outside the world (world_size " +
+                                           std::to_string(p.world_size) + ")");
+        } else if (owner[static_cast<size_t>(g)] >= 0) {
+          rd.error(rp + "/stands_for", "rank " + std::to_string(g) + " is already simulated by /ranks/" +
+                                           std::to_string(owner[static_cast<size_t>(g)]));
+        } else {
+          owner[static_cast<size_t>(g)] = static_cast<int>(i);
+        }
+      }
+      if (!self) rd.error(rp + "/stands_for", "must include the rank itself (" + std::to_string(sr.rank) + ")");
+    }
+    for (int g = 0; g < p.world_size; ++g)
+      if (owner[static_cast<size_t>(g)] < 0 && rd.issues.size() < 50)
+        rd.error("/ranks", "global rank " + std::to_string(g) + " is simulated by no rank (stands_for)");
+    if (!p.folded && p.ranks.size() != static_cast<size_t>(p.world_size))
+      rd.error("/folded", "false, but " + std::to_string(p.ranks.size()) + " ranks for world_size " +
+                              std::to_string(p.world_size));
+  }
+  if (rd.issues.empty())
+    for (size_t i = 0; i < p.ranks.size(); ++i)
+      check_rank(rd, p, p.ranks[i], streams[i], "/ranks/" + std::to_string(i));
+  if (!rd.issues.empty()) {
+    std::string msg = name + ": not a valid Program (" + std::to_string(rd.issues.size()) + " problem" +
+                      (rd.issues.size() > 1 ? "s" : "") + "):";
+    for (size_t i = 0; i < rd.issues.size() && i < 20; ++i) msg += "\n  " + rd.issues[i];
+    if (rd.issues.size() > 20) msg += "\n  ... and " + std::to_string(rd.issues.size() - 20) + " more";
+    throw ProgramError(msg);
+  }
+  return p;
+}
+
+Program load_program(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw ProgramError(path + ": cannot open the Program file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_program(ss.str(), path);
+}
+
+}  // namespace stepcast::exec
