@@ -13,7 +13,7 @@ namespace stepcast::exec {
 using bench::JsonValue;
 
 const std::vector<std::string> kStreams = {"compute", "tp",      "cp", "ep",
-                                           "pp_send", "pp_recv", "dp"};
+                                           "pp_send", "pp_recv", "dp", "cp_recv"};
 const std::vector<std::string> kCategories = {"compute", "recompute", "tp_comm", "cp_comm",
                                               "ep_comm", "pp_comm",   "dp_comm", "optimizer"};
 const std::vector<std::string> kPhases = {"fwd",       "bwd_input", "bwd_weight",

@@ -815,9 +815,13 @@ void Engine::breakdown(Timeline& tl) const {
   });
   std::array<int, kStreamCount> active;
   active.fill(-1);
+  // Compute stream first, then the comm streams: tp, cp (sends, receives), ep, pp_send,
+  // pp_recv, dp.
+  static constexpr std::array<StreamKind, kStreamCount> kOrder = {
+      StreamKind::kCompute, StreamKind::kTp,     StreamKind::kCp,     StreamKind::kCpRecv,
+      StreamKind::kEp,      StreamKind::kPpSend, StreamKind::kPpRecv, StreamKind::kDp};
   auto attribute = [&]() -> size_t {
-    // Compute stream first, then comm streams in enum order: tp, cp, ep, pp_send, pp_recv, dp.
-    for (int s = 0; s < kStreamCount; ++s)
+    for (const StreamKind s : kOrder)
       if (active[static_cast<size_t>(s)] >= 0) return static_cast<size_t>(active[static_cast<size_t>(s)]);
     return kCategoryCount;  // bubble
   };

@@ -175,7 +175,8 @@ struct Timeline {
                                     // compute stream was busiest, then the lowest
   // Exposed time on the critical rank per category, plus bubble (index kCategoryCount):
   // sums exactly to step_ns. Attribution per instant: compute stream busy -> its task's
-  // category; else the comm stream category busy first in the order tp, cp, ep, pp, dp;
+  // category; else the comm stream category busy first in the order tp, cp (sends, then
+  // receives), ep, pp, dp;
   // else bubble.
   std::array<TimeNs, kCategoryCount + 1> breakdown_ns{};
   std::uint64_t events = 0;         // task starts + ends processed
