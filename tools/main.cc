@@ -212,6 +212,7 @@ int main(int argc, char** argv) {
             "simulated; leave out --fidelity folded (or give --fidelity full)"});
       }
       opt.progress = terminal_progress("lower, simulate, report");
+      opt.critical_path = true;
       sc::Prediction p = sc::predict(s, opt);
       std::cout << sc::render_text(p.result);
       if (!json_out.empty()) write_file(json_out, sc::result_to_json(p.result).dump(2) + "\n");

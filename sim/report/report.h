@@ -29,6 +29,9 @@ struct RunOptions {
   // exceed memory (memory_floor_bytes, program.h: state plus the activations the schedule
   // holds) it is likewise not costed or simulated, its memory fields that bound.
   bool skip_when_state_exceeds_memory = false;
+  // Summarise the step's critical path into Result::critical_path (one backward walk over
+  // the tasks, O(tasks + deps); off for search and sweeps, which show no path).
+  bool critical_path = false;
 };
 
 struct Prediction {
@@ -46,6 +49,11 @@ Prediction predict(const Scenario& sc, const RunOptions& opt = {});
 double model_flops_per_step(const ModelArch& arch, std::int64_t seq_len, std::int64_t global_batch);
 
 Result make_result(const Scenario& sc, const Program& p, const Timeline& t);
+
+// The critical path (critical_path()) summarised per category, kind and phase, the ranks it
+// crosses and its `longest` longest tasks (ties: the earlier first). Deterministic.
+CriticalPathSummary summarize_critical_path(const Program& p, const Timeline& t,
+                                            size_t longest = 5);
 
 std::string render_text(const Result& r);
 nlohmann::json result_to_json(const Result& r);
