@@ -98,6 +98,7 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
     }
   }
   EngineOptions eo;
+  eo.keep_matching = opt.critical_path;  // summarize_critical_path reuses it
   eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
   eo.comm_hbm_share = [&p = out.program, &hw = sc.profile](const RankProgram& rp, const Task& t,
                                                           TimeNs d) {
