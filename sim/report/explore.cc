@@ -210,9 +210,13 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
                   for (int zero : {0, 1, 2, 3}) {
                     if (zero > 0 && dp == 1) continue;  // nothing to shard over
                     for (const char* rc : {"none", "selective", "full"})
-                      for (bool ov : tp_overlaps)
+                      for (bool ov : tp_overlaps) {
                         cands.push_back(plan_candidate(base, {tp, pp, cp, dp, ep, mb, vpp, zero,
                                                               rc, split, sched, ov, ck}));
+                        cands.back().first_pass = sched == schedules.front() &&
+                                                  ck == cp_kinds.front() && ov == (tp > 1) &&
+                                                  zero == (dp > 1 ? 2 : 0);
+                      }
                   }
             }
           }
@@ -238,6 +242,8 @@ SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top) {
   for (auto& p : pts) {
     if (!p.valid) {
       ++out.invalid;
+    } else if (p.result.pruned) {
+      ++out.pruned;
     } else if (!p.result.fits_memory) {
       ++out.not_fitting;
     } else {
@@ -255,10 +261,54 @@ SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top) {
   return out;
 }
 
+SearchOutcome search_in_two_passes(
+    const std::vector<PlanCandidate>& cands, const RunOptions& run, int top,
+    const std::function<std::vector<ExplorePoint>(const std::vector<PlanCandidate>&,
+                                                  const RunOptions&)>& evaluate,
+    const std::function<double(double)>& share) {
+  std::vector<PlanCandidate> pass[2];
+  std::vector<size_t> index[2];
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const int k = cands[i].first_pass ? 0 : 1;
+    pass[k].push_back(cands[i]);
+    index[k].push_back(i);
+  }
+  std::vector<ExplorePoint> first = evaluate(pass[0], run);
+  // The top-th best fitting step time of the first pass (every process that holds the
+  // points computes the same; `share` hands rank 0's to the others).
+  std::vector<double> times;
+  for (const auto& p : first)
+    if (p.valid && p.result.simulated && p.result.fits_memory) times.push_back(p.result.step_time_s);
+  double threshold = std::numeric_limits<double>::infinity();
+  if (top >= 1 && times.size() >= static_cast<size_t>(top)) {
+    std::nth_element(times.begin(), times.begin() + (top - 1), times.end());
+    threshold = times[static_cast<size_t>(top - 1)];
+  }
+  if (share) threshold = share(threshold);
+  RunOptions bounded = run;
+  bounded.skip_when_compute_exceeds_s = threshold;
+  std::vector<ExplorePoint> second = evaluate(pass[1], bounded);
+  std::vector<ExplorePoint> all;
+  if (!first.empty() || !second.empty()) {  // MPI ranks other than 0 hold no points
+    all.resize(cands.size());
+    for (size_t k = 0; k < first.size(); ++k) all[index[0][k]] = std::move(first[k]);
+    for (size_t k = 0; k < second.size(); ++k) all[index[1][k]] = std::move(second[k]);
+  }
+  SearchOutcome out = summarize_search(std::move(all), top);
+  out.prune_threshold_s = threshold;
+  return out;
+}
+
 SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
-  return summarize_search(evaluate_candidates(search_candidates(base), base.file,
-                                              search_run_options(opt), opt.threads, opt.progress),
-                          opt.top);
+  if (!opt.skip_plans_that_cannot_be_best)
+    return summarize_search(evaluate_candidates(search_candidates(base), base.file,
+                                                search_run_options(opt), opt.threads, opt.progress),
+                            opt.top);
+  return search_in_two_passes(
+      search_candidates(base), search_run_options(opt), opt.top,
+      [&](const std::vector<PlanCandidate>& c, const RunOptions& run) {
+        return evaluate_candidates(c, base.file, run, opt.threads, opt.progress);
+      });
 }
 
 std::vector<std::uint8_t> points_to_cbor(const std::vector<const ExplorePoint*>& pts) {
@@ -272,6 +322,7 @@ std::vector<std::uint8_t> points_to_cbor(const std::vector<const ExplorePoint*>&
     nlohmann::json r = result_to_json(p->result);
     r["scenario_file"] = p->result.scenario_file;
     r["simulated"] = p->result.simulated;
+    r["pruned"] = p->result.pruned;
     j["result"] = std::move(r);
     arr.push_back(std::move(j));
   }
@@ -304,8 +355,11 @@ std::string own_plan_line(const SearchOutcome& out, const Result& own) {
   std::string best;
   if (!t.empty() && t.front() < own.step_time_s)
     best = fmt::format("; the best is {:.1f}% faster", 100 * (1 - t.front() / own.step_time_s));
-  return fmt::format("scenario's plan ({}): {}; {} of the {} fitting plans are faster{}\n",
-                     own.layout, format_time(own.step_time_s), faster, t.size(), best);
+  // A pruned plan takes longer than the threshold: faster than `own` only when own is slower.
+  const bool at_least = out.pruned > 0 && own.step_time_s > out.prune_threshold_s;
+  return fmt::format("scenario's plan ({}): {}; {}{} of the {} fitting plans are faster{}\n",
+                     own.layout, format_time(own.step_time_s), at_least ? "at least " : "",
+                     faster, t.size(), best);
 }
 
 std::string render_points(const std::vector<ExplorePoint>& pts) {

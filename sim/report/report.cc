@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -104,10 +105,33 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
                                                           TimeNs d) {
     return comm_hbm_share(p, rp, t, d, hw);
   };
-  if (sc.network == NetworkMode::kFlow)  // communication as flows sharing links (flow_mode.h)
+  if (sc.network == NetworkMode::kFlow) {  // communication as flows sharing links (flow_mode.h)
     out.timeline = simulate_flow_mode(out.program, sc.profile, eo, speeds);
-  else
-    out.timeline = simulate(out.program, task_durations(out.program, sc.profile, speeds), eo);
+  } else {
+    const Durations d = task_durations(out.program, sc.profile, speeds);
+    if (opt.skip_when_compute_exceeds_s < std::numeric_limits<double>::infinity()) {
+      // The busiest compute stream bounds the step from below (RunOptions).
+      TimeNs floor_ns = 0;
+      for (size_t r = 0; r < out.program.ranks.size(); ++r) {
+        TimeNs sum = 0;
+        const auto& tasks = out.program.ranks[r].tasks;
+        for (size_t i = 0; i < tasks.size(); ++i)
+          if (tasks[i].stream == StreamKind::kCompute) sum += d[r][i];
+        floor_ns = std::max(floor_ns, sum);
+      }
+      if (to_s(floor_ns) > opt.skip_when_compute_exceeds_s) {
+        out.result = result_header(sc);
+        out.result.step_time_s = to_s(floor_ns);
+        out.result.memory_capacity_gib = sc.profile.gpu.memory_bytes / kGiB;
+        out.result.simulated = false;
+        out.result.pruned = true;
+        out.result.folded = out.program.folded;
+        out.result.simulated_ranks = static_cast<int>(out.program.ranks.size());
+        return out;
+      }
+    }
+    out.timeline = simulate(out.program, d, eo);
+  }
   if (opt.progress) opt.progress(2, 3);
   out.result = make_result(sc, out.program, out.timeline);
   if (opt.critical_path) {
@@ -345,6 +369,7 @@ Result result_from_json(const nlohmann::json& j) {
   j.at("events").get_to(r.events);
   if (j.contains("scenario_file")) j["scenario_file"].get_to(r.scenario_file);
   if (j.contains("simulated")) j["simulated"].get_to(r.simulated);
+  if (j.contains("pruned")) j["pruned"].get_to(r.pruned);
   if (j.contains("stragglers")) j["stragglers"].get_to(r.stragglers);
   if (j.contains("critical_path")) {
     const nlohmann::json& c = j["critical_path"];

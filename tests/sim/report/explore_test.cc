@@ -50,6 +50,7 @@ TEST(Search, SkippingPlansThatCannotFitChangesNothing) {
   SearchOptions fast;
   fast.top = 1000;
   fast.threads = 2;
+  fast.skip_plans_that_cannot_be_best = false;  // one pass: the memory bounds alone
   SearchOptions full = fast;
   full.skip_plans_that_cannot_fit = false;
   const SearchOutcome a = run_search(sc, fast), b = run_search(sc, full);
@@ -62,6 +63,45 @@ TEST(Search, SkippingPlansThatCannotFitChangesNothing) {
     EXPECT_EQ(a.best[i].settings, b.best[i].settings) << i;
     EXPECT_EQ(a.best[i].result.step_time_s, b.best[i].result.step_time_s) << i;
     EXPECT_EQ(a.best[i].result.memory_peak_gib, b.best[i].result.memory_peak_gib) << i;
+  }
+}
+
+// Skipping the plans whose compute lower bound exceeds the first pass's top-th best step
+// time changes neither the best plans nor their order or numbers, on three scenarios (8B on
+// 8 GPUs; the same with 16k-token sequences, so cp and its kinds are searched; 8B on 16 GPUs
+// with a global batch of 32), and it does skip plans. Each pruned plan's bound is above
+// the threshold, and the threshold is at least the top-th best step time.
+TEST(Search, SkippingPlansThatCannotBeBestKeepsTheBest) {
+  std::vector<Scenario> scenarios = {small_llama3_8b()};
+  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
+                                  "/scenarios/llama3-8b-1node-h100.yaml");
+  doc["training"]["global_batch"] = 16;
+  doc["training"]["seq_len"] = 16384;
+  scenarios.push_back(load_scenario_node(YAML::Clone(doc), "long.yaml"));  // source kept
+  doc["training"]["seq_len"] = 8192;
+  doc["training"]["global_batch"] = 32;
+  doc["cluster"]["nodes"] = 2;
+  scenarios.push_back(load_scenario_node(doc, "two-nodes.yaml"));
+  for (const Scenario& sc : scenarios) {
+    SearchOptions pruned;
+    pruned.top = 10;
+    pruned.threads = 2;
+    SearchOptions all = pruned;
+    all.skip_plans_that_cannot_be_best = false;
+    const SearchOutcome a = run_search(sc, pruned), b = run_search(sc, all);
+    EXPECT_EQ(a.considered, b.considered) << sc.file;
+    EXPECT_EQ(a.invalid, b.invalid) << sc.file;
+    EXPECT_GT(a.pruned, 0) << sc.file;
+    EXPECT_EQ(b.pruned, 0) << sc.file;
+    ASSERT_EQ(a.best.size(), b.best.size()) << sc.file;
+    ASSERT_EQ(a.best.size(), 10u) << sc.file;
+    for (size_t i = 0; i < a.best.size(); ++i) {
+      EXPECT_EQ(a.best[i].settings, b.best[i].settings) << sc.file << " " << i;
+      EXPECT_EQ(a.best[i].result.step_time_s, b.best[i].result.step_time_s) << i;
+      EXPECT_EQ(a.best[i].result.memory_peak_gib, b.best[i].result.memory_peak_gib) << i;
+    }
+    EXPECT_GE(a.prune_threshold_s, b.best.back().result.step_time_s) << sc.file;
+    EXPECT_EQ(render_points(a.best), render_points(b.best)) << sc.file;
   }
 }
 
@@ -330,7 +370,8 @@ TEST(Search, OwnPlanLineCountsTheFasterPlans) {
   const SearchOutcome out = run_search(sc, opt);
   ASSERT_FALSE(out.fitting_step_times.empty());
   ASSERT_TRUE(std::is_sorted(out.fitting_step_times.begin(), out.fitting_step_times.end()));
-  EXPECT_EQ(out.fitting_step_times.size() + static_cast<size_t>(out.not_fitting + out.invalid),
+  EXPECT_EQ(out.fitting_step_times.size() +
+                static_cast<size_t>(out.not_fitting + out.invalid + out.pruned),
             static_cast<size_t>(out.considered));
   EXPECT_EQ(out.fitting_step_times.front(), out.best.front().result.step_time_s);
   Result own = predict(sc).result;
