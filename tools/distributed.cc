@@ -102,6 +102,12 @@ std::vector<ExplorePoint> gather_points(const Distributed& d, std::vector<Explor
   return out;
 }
 
+double broadcast_from_rank0(const Distributed& d, double value) {
+  if (d.size <= 1) return value;
+  check(MPI_Bcast(&value, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  return value;
+}
+
 void abort_distributed(const Distributed& d, int code) {
   if (d.started) MPI_Abort(MPI_COMM_WORLD, code);
   std::exit(code);
@@ -127,6 +133,8 @@ void stop_distributed(Distributed&) {}
 std::vector<ExplorePoint> gather_points(const Distributed&, std::vector<ExplorePoint> local) {
   return local;
 }
+
+double broadcast_from_rank0(const Distributed&, double value) { return value; }
 
 void abort_distributed(const Distributed&, int code) { std::exit(code); }
 

@@ -33,6 +33,10 @@ void stop_distributed(Distributed& d);
 // nothing.
 std::vector<ExplorePoint> gather_points(const Distributed& d, std::vector<ExplorePoint> local);
 
+// Rank 0's `value` on every rank (search's pruning threshold, computed from the points
+// only rank 0 holds). `value` itself with one process.
+double broadcast_from_rank0(const Distributed& d, double value);
+
 // Ends every rank with `code` (one failing rank must not leave the others waiting).
 [[noreturn]] void abort_distributed(const Distributed& d, int code);
 

@@ -212,6 +212,7 @@ int main(int argc, char** argv) {
             "simulated; leave out --fidelity folded (or give --fidelity full)"});
       }
       opt.progress = terminal_progress("lower, simulate, report");
+      opt.critical_path = true;
       sc::Prediction p = sc::predict(s, opt);
       std::cout << sc::render_text(p.result);
       if (!json_out.empty()) write_file(json_out, sc::result_to_json(p.result).dump(2) + "\n");
@@ -258,11 +259,17 @@ int main(int argc, char** argv) {
       sc::SearchOptions so;
       so.top = top;
       so.threads = threads;
-      auto out = sc::summarize_search(
-          evaluate_split(sc::search_candidates(s), s, sc::search_run_options(so), "search"), top);
+      auto out = sc::search_in_two_passes(
+          sc::search_candidates(s), sc::search_run_options(so), top,
+          [&](const std::vector<sc::PlanCandidate>& c, const sc::RunOptions& run_opt) {
+            return evaluate_split(c, s, run_opt, "search");
+          },
+          [&](double threshold) { return sc::broadcast_from_rank0(dist, threshold); });
       if (dist.rank != 0) return kExitOk;
-      std::cout << fmt::format("search: {} plans considered, {} invalid, {} do not fit; best {}:\n",
-                               out.considered, out.invalid, out.not_fitting, out.best.size());
+      std::cout << fmt::format("search: {} plans considered, {} invalid, {} do not fit, {} cannot "
+                               "be among the best {} (not simulated); best {}:\n",
+                               out.considered, out.invalid, out.not_fitting, out.pruned, top,
+                               out.best.size());
       std::cout << sc::render_points(out.best);
       try {
         std::cout << sc::own_plan_line(out, sc::predict(s).result);

@@ -15,24 +15,34 @@ std::vector<std::pair<int, int>> critical_path(const Program& program, const Tim
   const size_t nranks = program.ranks.size();
   STEPCAST_CHECK(timeline.ranks.size() == nranks, "timeline does not belong to this program");
   if (nranks == 0 || timeline.step_ns == 0) return path;
-  const RendezvousMatching m = match_rendezvous(program);
+  // The engine's own matching when it kept it (EngineOptions::keep_matching), else matched
+  // here.
+  RendezvousMatching own;
+  if (!timeline.matching) own = match_rendezvous(program);
+  const RendezvousMatching& m = timeline.matching ? *timeline.matching : own;
   STEPCAST_CHECK(m.problems.empty(), "program has unmatched collectives or send/recv");
-
-  // Previous task on the same stream, per rank.
-  std::vector<std::vector<int>> stream_prev(nranks);
-  for (size_t r = 0; r < nranks; ++r) {
-    const auto& tasks = program.ranks[r].tasks;
-    STEPCAST_CHECK(timeline.ranks[r].tasks.size() == tasks.size(),
+  for (size_t r = 0; r < nranks; ++r)
+    STEPCAST_CHECK(timeline.ranks[r].tasks.size() == program.ranks[r].tasks.size(),
                    "timeline does not belong to this program");
-    std::array<int, kStreamCount> last{};
-    last.fill(-1);
-    stream_prev[r].resize(tasks.size());
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      auto& l = last[static_cast<size_t>(tasks[i].stream)];
-      stream_prev[r][i] = l;
-      l = static_cast<int>(i);
+
+  // Previous task on the same stream, built for a rank when the walk first reaches it (a
+  // full-fidelity path crosses few of the ranks).
+  std::vector<std::vector<int>> stream_prev(nranks);
+  auto prev_on_stream = [&](int r, int i) {
+    auto& sp = stream_prev[static_cast<size_t>(r)];
+    if (sp.empty()) {
+      const auto& tasks = program.ranks[static_cast<size_t>(r)].tasks;
+      std::array<int, kStreamCount> last{};
+      last.fill(-1);
+      sp.resize(tasks.size());
+      for (size_t k = 0; k < tasks.size(); ++k) {
+        auto& l = last[static_cast<size_t>(tasks[k].stream)];
+        sp[k] = l;
+        l = static_cast<int>(k);
+      }
     }
-  }
+    return sp[static_cast<size_t>(i)];
+  };
   auto end_of = [&](int r, int i) {
     return timeline.ranks[static_cast<size_t>(r)].tasks[static_cast<size_t>(i)].end;
   };
@@ -74,7 +84,7 @@ std::vector<std::pair<int, int>> critical_path(const Program& program, const Tim
           next_t = d;
         }
       };
-      consider(stream_prev[static_cast<size_t>(r)][static_cast<size_t>(i)]);
+      consider(prev_on_stream(r, i));
       for (int d : t.deps) consider(d);
       if (next_t >= 0) break;
     }

@@ -152,6 +152,12 @@ class Engine {
   }
 
   Timeline run();
+  // The last run's matching, moved out (the next build() matches afresh).
+  std::shared_ptr<const RendezvousMatching> take_matching() {
+    auto m = std::make_shared<const RendezvousMatching>(std::move(match_));
+    match_ = RendezvousMatching{};
+    return m;
+  }
 
  private:
   void build(const Durations& d);
@@ -842,7 +848,9 @@ Timeline simulate(const Program& program, const Durations& durations,
                   const EngineOptions& options) {
   static thread_local Engine engine;
   engine.reset(program, durations, options);
-  return engine.run();
+  Timeline tl = engine.run();
+  if (options.keep_matching) tl.matching = engine.take_matching();
+  return tl;
 }
 
 }  // namespace stepcast

@@ -117,6 +117,7 @@ class Durations {
 };
 
 class Topology;  // sim/network/topology.h
+struct RendezvousMatching;  // sim/program/matching.h
 
 // Flow network mode (engine.h header comment; sim/engine/flow_mode.h builds it from a profile).
 struct FlowMode {
@@ -146,6 +147,9 @@ struct EngineOptions {
   bool record_memory_curve = true;
   // Set: network: flow (communication as flows sharing links); null: analytical durations.
   const FlowMode* flow = nullptr;
+  // Hand the rendezvous matching the run computed to Timeline::matching (for critical_path,
+  // which then need not match again); off, the engine keeps it to reuse its memory.
+  bool keep_matching = false;
 };
 
 struct TaskTiming {
@@ -182,6 +186,8 @@ struct Timeline {
   std::uint64_t events = 0;         // task starts + ends processed
   std::vector<LinkUtilSample> link_utilization;  // flow mode only
   std::uint64_t flow_transfers = 0; // flow mode: rendezvous run as flows over links
+  // The program's rendezvous matching, with EngineOptions::keep_matching; else null.
+  std::shared_ptr<const RendezvousMatching> matching;
 };
 
 Timeline simulate(const Program& program, const Durations& durations,

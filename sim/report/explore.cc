@@ -82,11 +82,18 @@ std::vector<ExplorePoint> evaluate_candidates(const std::vector<PlanCandidate>& 
 
 namespace {
 
+// Context parallelism is searched for sequences this long or longer (shorter ones split
+// too little work per rank for cp to pay off; the same threshold as before cp_kind).
+constexpr std::int64_t kCpMinSeqLen = 16384;
+
 // One plan of the search space (run_search): the scenario with these parallel settings.
 struct PlanAxes {
   int tp, pp, cp, dp, ep, mb, vpp, zero;
   const char* recompute;
   std::vector<int> stage_layers;  // pipeline_layers when the layers do not split evenly
+  const char* schedule;           // "1f1b", "zb-h1" or "interleaved" (vpp > 1)
+  bool tp_overlap;                // parallel.overlap.tp_comm (needs tp > 1 and sp)
+  const char* cp_kind;            // "ring" or "allgather"
 };
 
 PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
@@ -100,10 +107,15 @@ PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
   par["ep"] = a.ep;
   par["vpp"] = a.vpp;
   par["microbatch"] = a.mb;
-  par["schedule"] = a.vpp > 1 ? "interleaved" : "1f1b";
+  par["schedule"] = a.schedule;
   par["zero"] = a.zero;
   par["sequence_parallel"] = a.tp > 1;
   par["recompute"] = a.recompute;
+  par["cp_kind"] = a.cp_kind;
+  // The scenario's other overlap keys (grad_reduce, param_gather) are kept.
+  YAML::Node ov = par["overlap"] ? par["overlap"] : YAML::Node(YAML::NodeType::Map);
+  ov["tp_comm"] = a.tp_overlap;
+  par["overlap"] = ov;
   par.remove("pipeline_layers");
   par.remove("expert_tp");  // each plan's default expert layout (expert_tp_of)
   if (!a.stage_layers.empty()) {
@@ -120,10 +132,13 @@ PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
   c.settings = {{"tp", text(a.tp)}, {"pp", text(a.pp)}, {"layers", layers},
                 {"dp", text(a.dp)}, {"cp", text(a.cp)}};
   if (base.model.moe) c.settings.emplace_back("ep", text(a.ep));
+  if (base.training.seq_len >= kCpMinSeqLen) c.settings.emplace_back("cp_kind", a.cp_kind);
   c.settings.insert(c.settings.end(), {{"vpp", text(a.vpp)},
                                        {"mb", text(a.mb)},
+                                       {"sched", a.schedule},
                                        {"zero", text(a.zero)},
-                                       {"recompute", a.recompute}});
+                                       {"recompute", a.recompute},
+                                       {"tp_overlap", a.tp_overlap ? "1" : "0"}});
   return c;
 }
 
@@ -157,7 +172,7 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
     if (tp > node || m.heads % tp != 0 || m.kv_heads % tp != 0) continue;
     for (int pp = 1; pp <= m.layers && pp <= gpus; ++pp) {
       for (int cp : {1, 2, 4}) {
-        if (cp > 1 && base.training.seq_len < 16384) continue;
+        if (cp > 1 && base.training.seq_len < kCpMinSeqLen) continue;
         if (gpus % (tp * pp * cp) != 0) continue;
         const int dp = gpus / (tp * pp * cp);
         for (int ep : eps) {
@@ -172,12 +187,37 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
                 split = balanced_stage_layers(m.layers, pp * vpp);
                 if (split.empty()) continue;
               }
-              for (int zero : {0, 1, 3}) {
-                if ((zero == 3 && pp > 1) || (zero > 0 && dp == 1)) continue;
-                for (const char* rc : {"none", "selective", "full"})
-                  cands.push_back(
-                      plan_candidate(base, {tp, pp, cp, dp, ep, mb, vpp, zero, rc, split}));
-              }
+              // Schedules: interleaved with vpp 2; with one model chunk per rank 1F1B, ZB-H1
+              // (zero-bubble, same activation memory as 1F1B: Qi et al. 2024, Sec. 3), which
+              // fills 1F1B's bubble with weight-gradient passes but splits each backward in
+              // two, and GPipe. GPipe holds all m microbatches' activations where 1F1B holds
+              // at most pp, so it never needs less memory, but it is not dominated in time:
+              // it can end a step slightly earlier (explore_test's GpipeMemoryNeverBelow1f1b
+              // found tp1 pp4 dp2 zero3 recompute=full 80 us faster), so it stays. One
+              // schedule with pp = 1.
+              std::vector<const char*> schedules;
+              if (vpp > 1) schedules = {"interleaved"};
+              else if (pp > 1) schedules = {"1f1b", "zb-h1", "gpipe"};
+              else schedules = {"1f1b"};
+              // Ring attention needs seq_len % (2 cp) == 0 (causal load balancing); the
+              // all-gather kind only seq_len % cp.
+              std::vector<const char*> cp_kinds = {"ring"};
+              if (cp > 1) cp_kinds.push_back("allgather");
+              std::vector<bool> tp_overlaps = {false};
+              if (tp > 1) tp_overlaps.push_back(true);  // sequence parallel is on with tp > 1
+              for (const char* sched : schedules)
+                for (const char* ck : cp_kinds)
+                  for (int zero : {0, 1, 2, 3}) {
+                    if (zero > 0 && dp == 1) continue;  // nothing to shard over
+                    for (const char* rc : {"none", "selective", "full"})
+                      for (bool ov : tp_overlaps) {
+                        cands.push_back(plan_candidate(base, {tp, pp, cp, dp, ep, mb, vpp, zero,
+                                                              rc, split, sched, ov, ck}));
+                        cands.back().first_pass = sched == schedules.front() &&
+                                                  ck == cp_kinds.front() && ov == (tp > 1) &&
+                                                  zero == (dp > 1 ? 2 : 0);
+                      }
+                  }
             }
           }
         }
@@ -202,6 +242,8 @@ SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top) {
   for (auto& p : pts) {
     if (!p.valid) {
       ++out.invalid;
+    } else if (p.result.pruned) {
+      ++out.pruned;
     } else if (!p.result.fits_memory) {
       ++out.not_fitting;
     } else {
@@ -219,10 +261,54 @@ SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top) {
   return out;
 }
 
+SearchOutcome search_in_two_passes(
+    const std::vector<PlanCandidate>& cands, const RunOptions& run, int top,
+    const std::function<std::vector<ExplorePoint>(const std::vector<PlanCandidate>&,
+                                                  const RunOptions&)>& evaluate,
+    const std::function<double(double)>& share) {
+  std::vector<PlanCandidate> pass[2];
+  std::vector<size_t> index[2];
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const int k = cands[i].first_pass ? 0 : 1;
+    pass[k].push_back(cands[i]);
+    index[k].push_back(i);
+  }
+  std::vector<ExplorePoint> first = evaluate(pass[0], run);
+  // The top-th best fitting step time of the first pass (every process that holds the
+  // points computes the same; `share` hands rank 0's to the others).
+  std::vector<double> times;
+  for (const auto& p : first)
+    if (p.valid && p.result.simulated && p.result.fits_memory) times.push_back(p.result.step_time_s);
+  double threshold = std::numeric_limits<double>::infinity();
+  if (top >= 1 && times.size() >= static_cast<size_t>(top)) {
+    std::nth_element(times.begin(), times.begin() + (top - 1), times.end());
+    threshold = times[static_cast<size_t>(top - 1)];
+  }
+  if (share) threshold = share(threshold);
+  RunOptions bounded = run;
+  bounded.skip_when_compute_exceeds_s = threshold;
+  std::vector<ExplorePoint> second = evaluate(pass[1], bounded);
+  std::vector<ExplorePoint> all;
+  if (!first.empty() || !second.empty()) {  // MPI ranks other than 0 hold no points
+    all.resize(cands.size());
+    for (size_t k = 0; k < first.size(); ++k) all[index[0][k]] = std::move(first[k]);
+    for (size_t k = 0; k < second.size(); ++k) all[index[1][k]] = std::move(second[k]);
+  }
+  SearchOutcome out = summarize_search(std::move(all), top);
+  out.prune_threshold_s = threshold;
+  return out;
+}
+
 SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
-  return summarize_search(evaluate_candidates(search_candidates(base), base.file,
-                                              search_run_options(opt), opt.threads, opt.progress),
-                          opt.top);
+  if (!opt.skip_plans_that_cannot_be_best)
+    return summarize_search(evaluate_candidates(search_candidates(base), base.file,
+                                                search_run_options(opt), opt.threads, opt.progress),
+                            opt.top);
+  return search_in_two_passes(
+      search_candidates(base), search_run_options(opt), opt.top,
+      [&](const std::vector<PlanCandidate>& c, const RunOptions& run) {
+        return evaluate_candidates(c, base.file, run, opt.threads, opt.progress);
+      });
 }
 
 std::vector<std::uint8_t> points_to_cbor(const std::vector<const ExplorePoint*>& pts) {
@@ -236,6 +322,7 @@ std::vector<std::uint8_t> points_to_cbor(const std::vector<const ExplorePoint*>&
     nlohmann::json r = result_to_json(p->result);
     r["scenario_file"] = p->result.scenario_file;
     r["simulated"] = p->result.simulated;
+    r["pruned"] = p->result.pruned;
     j["result"] = std::move(r);
     arr.push_back(std::move(j));
   }
@@ -268,8 +355,11 @@ std::string own_plan_line(const SearchOutcome& out, const Result& own) {
   std::string best;
   if (!t.empty() && t.front() < own.step_time_s)
     best = fmt::format("; the best is {:.1f}% faster", 100 * (1 - t.front() / own.step_time_s));
-  return fmt::format("scenario's plan ({}): {}; {} of the {} fitting plans are faster{}\n",
-                     own.layout, format_time(own.step_time_s), faster, t.size(), best);
+  // A pruned plan takes longer than the threshold: faster than `own` only when own is slower.
+  const bool at_least = out.pruned > 0 && own.step_time_s > out.prune_threshold_s;
+  return fmt::format("scenario's plan ({}): {}; {}{} of the {} fitting plans are faster{}\n",
+                     own.layout, format_time(own.step_time_s), at_least ? "at least " : "",
+                     faster, t.size(), best);
 }
 
 std::string render_points(const std::vector<ExplorePoint>& pts) {

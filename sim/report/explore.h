@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,9 @@ struct ExplorePoint {
 struct PlanCandidate {
   YAML::Node doc;
   std::vector<std::pair<std::string, std::string>> settings;
+  // Search: evaluated in the first pass, whose `top`-th best step time bounds the second
+  // (search_in_two_passes). Sweeps ignore it.
+  bool first_pass = true;
 };
 
 // The points of the scenario's sweep: block, every combination of the axes (in the order
@@ -46,22 +51,34 @@ struct SearchOptions {
   // Skip costing and simulating plans whose weights, gradients and optimizer state alone
   // exceed a GPU's memory (they cannot fit; the outcome is the same, only faster).
   bool skip_plans_that_cannot_fit = true;
+  // Evaluate in two passes and skip simulating plans whose compute lower bound cannot be
+  // among the best `top` (search_in_two_passes; the best `top` are the same, only faster).
+  bool skip_plans_that_cannot_be_best = true;
 };
 
 // Enumerates plans for the scenario's model, cluster and batch: tp in {1,2,4,8} (within a
 // node), pp up to the layers (split by balanced_stage_layers when uneven), cp in {1,2,4}
 // for long sequences, ep dividing the experts and dp for MoE models, microbatch in
-// {1,2,4,8} dividing the batch per replica, schedule 1f1b / interleaved (vpp 2), zero 0/1
-// (3 when pp == 1), recompute none / selective / full, sequence parallel when tp > 1;
-// keeps the valid ones that fit in memory, sorted by step time (ties by layout).
-// Deterministic for any thread count.
+// {1,2,4,8} dividing the batch per replica, schedule 1f1b / zb-h1 / gpipe (pp > 1) /
+// interleaved (vpp 2), cp_kind ring / allgather (cp > 1),
+// zero 0..3 (1..3 when dp > 1), recompute none / selective / full, sequence parallel when
+// tp > 1 with overlap.tp_comm off / on; every other key (overlap.grad_reduce, bucket_mb,
+// ...) as the scenario sets it. Keeps the valid ones that fit in memory, sorted by step
+// time (ties by layout). Deterministic for any thread count.
 struct SearchOutcome {
   std::vector<ExplorePoint> best;  // at most `top`
   int considered = 0;
   int invalid = 0;
   int not_fitting = 0;
-  std::vector<double> fitting_step_times;  // of every plan that fits, ascending
+  // Not simulated: their compute lower bound exceeds the `top`-th best step time of the
+  // first pass, so they cannot be among the best (search_in_two_passes). Fit unknown.
+  int pruned = 0;
+  double prune_threshold_s = std::numeric_limits<double>::infinity();
+  std::vector<double> fitting_step_times;  // of every simulated plan that fits, ascending
 };
+// Every plan of the space; for each layout (tp, pp, cp, dp, ep, mb, vpp, recompute) the
+// variant most likely to fit and be fast (1f1b or interleaved, ring attention, TP overlap
+// on with tp > 1, zero 2 with dp > 1) is marked first_pass.
 std::vector<PlanCandidate> search_candidates(const Scenario& base);
 // Layers per stage for `layers` over `stages` (virtual) pipeline stages, as even as
 // possible, the stages with one layer fewer at both ends (first, last, second, ...), where
@@ -73,10 +90,24 @@ std::vector<int> balanced_stage_layers(int layers, int stages);
 RunOptions search_run_options(const SearchOptions& opt);
 // Counts the invalid and non-fitting points and keeps the best `top` fitting ones.
 SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top);
-// summarize_search(evaluate_candidates(search_candidates(...))).
+// Evaluates the first-pass candidates with `run`, then the others with
+// run.skip_when_compute_exceeds_s = the `top`-th best fitting step time of the first pass
+// (none when fewer fit), and summarises them all in candidate order. A plan is skipped only
+// when its compute lower bound is above that time: it cannot be among the best `top`, so
+// `best` is what evaluating every plan fully gives. `evaluate` runs a list of candidates
+// (evaluate_candidates, or split over MPI ranks); `share` makes the threshold the same
+// everywhere (MPI: rank 0's; identity for one process).
+SearchOutcome search_in_two_passes(
+    const std::vector<PlanCandidate>& cands, const RunOptions& run, int top,
+    const std::function<std::vector<ExplorePoint>(const std::vector<PlanCandidate>&,
+                                                  const RunOptions&)>& evaluate,
+    const std::function<double(double)>& share = nullptr);
+// search_in_two_passes(search_candidates(base)) on opt.threads threads (one pass over every
+// candidate without opt.skip_plans_that_cannot_be_best).
 SearchOutcome run_search(const Scenario& base, const SearchOptions& opt);
 // One line placing the scenario's own plan (`own`, its prediction) among the searched
-// ones: its step time and how many fitting plans are faster, or that it does not fit.
+// ones: its step time and how many fitting plans are faster ("at least" when plans were
+// pruned and it is slower than the threshold), or that it does not fit.
 std::string own_plan_line(const SearchOutcome& out, const Result& own);
 
 // Every field of a point in CBOR (doubles bit for bit, NaN and infinities included), and

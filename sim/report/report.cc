@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "model/params.h"
 #include "sim/cost/coster.h"
+#include "sim/engine/critical_path.h"
 #include "sim/engine/flow_mode.h"
 #include "sim/lower/lower.h"
 
@@ -97,17 +99,45 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
     }
   }
   EngineOptions eo;
+  eo.keep_matching = opt.critical_path;  // summarize_critical_path reuses it
   eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
   eo.comm_hbm_share = [&p = out.program, &hw = sc.profile](const RankProgram& rp, const Task& t,
                                                           TimeNs d) {
     return comm_hbm_share(p, rp, t, d, hw);
   };
-  if (sc.network == NetworkMode::kFlow)  // communication as flows sharing links (flow_mode.h)
+  if (sc.network == NetworkMode::kFlow) {  // communication as flows sharing links (flow_mode.h)
     out.timeline = simulate_flow_mode(out.program, sc.profile, eo, speeds);
-  else
-    out.timeline = simulate(out.program, task_durations(out.program, sc.profile, speeds), eo);
+  } else {
+    const Durations d = task_durations(out.program, sc.profile, speeds);
+    if (opt.skip_when_compute_exceeds_s < std::numeric_limits<double>::infinity()) {
+      // The busiest compute stream bounds the step from below (RunOptions).
+      TimeNs floor_ns = 0;
+      for (size_t r = 0; r < out.program.ranks.size(); ++r) {
+        TimeNs sum = 0;
+        const auto& tasks = out.program.ranks[r].tasks;
+        for (size_t i = 0; i < tasks.size(); ++i)
+          if (tasks[i].stream == StreamKind::kCompute) sum += d[r][i];
+        floor_ns = std::max(floor_ns, sum);
+      }
+      if (to_s(floor_ns) > opt.skip_when_compute_exceeds_s) {
+        out.result = result_header(sc);
+        out.result.step_time_s = to_s(floor_ns);
+        out.result.memory_capacity_gib = sc.profile.gpu.memory_bytes / kGiB;
+        out.result.simulated = false;
+        out.result.pruned = true;
+        out.result.folded = out.program.folded;
+        out.result.simulated_ranks = static_cast<int>(out.program.ranks.size());
+        return out;
+      }
+    }
+    out.timeline = simulate(out.program, d, eo);
+  }
   if (opt.progress) opt.progress(2, 3);
   out.result = make_result(sc, out.program, out.timeline);
+  if (opt.critical_path) {
+    out.result.critical_path = summarize_critical_path(out.program, out.timeline);
+    out.result.has_critical_path = true;
+  }
   if (opt.progress) opt.progress(3, 3);
   return out;
 }
@@ -161,6 +191,64 @@ Result make_result(const Scenario& sc, const Program& p, const Timeline& t) {
   return r;
 }
 
+CriticalPathSummary summarize_critical_path(const Program& p, const Timeline& t,
+                                            size_t longest) {
+  CriticalPathSummary out;
+  const auto path = critical_path(p, t);
+  std::vector<CriticalPathSegment> segs;
+  int prev_rank = -1;
+  for (const auto& [ri, id] : path) {
+    const RankProgram& rp = p.ranks[static_cast<size_t>(ri)];
+    const Task& task = rp.tasks[static_cast<size_t>(id)];
+    const TaskTiming& tt = t.ranks[static_cast<size_t>(ri)].tasks[static_cast<size_t>(id)];
+    if (prev_rank >= 0 && rp.rank != prev_rank) ++out.rank_changes;
+    prev_rank = rp.rank;
+    out.ranks.push_back(rp.rank);
+    if (tt.end == tt.start) continue;  // allocations, frees, empty tasks
+    const double sec = to_s(tt.end - tt.start);
+    ++out.tasks;
+    out.total_s += sec;
+    out.by_category_s[category_name(task.category)] += sec;
+    out.by_kind_s[task_kind_name(task.kind)] += sec;
+    out.by_phase_s[phase_name(task.phase)] += sec;
+    segs.push_back({task.label, task_kind_name(task.kind), category_name(task.category), rp.rank,
+                    to_s(tt.start), sec});
+  }
+  std::sort(out.ranks.begin(), out.ranks.end());
+  out.ranks.erase(std::unique(out.ranks.begin(), out.ranks.end()), out.ranks.end());
+  // The longest first; equal ones in time order (segments are in time order already).
+  const size_t keep = std::min(longest, segs.size());
+  std::partial_sort(segs.begin(), segs.begin() + static_cast<std::ptrdiff_t>(keep), segs.end(),
+                    [](const CriticalPathSegment& a, const CriticalPathSegment& b) {
+                      if (a.duration_s != b.duration_s) return a.duration_s > b.duration_s;
+                      return a.start_s < b.start_s;
+                    });
+  segs.resize(keep);
+  out.longest = std::move(segs);
+  return out;
+}
+
+// "0-7" for consecutive ranks, else "0, 8, 16" (at most 6 shown, then "... (N ranks)").
+static std::string ranks_text(const std::vector<int>& ranks) {
+  if (ranks.empty()) return "-";
+  if (ranks.size() > 1 && ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size()))
+    return fmt::format("{}-{}", ranks.front(), ranks.back());
+  std::string o;
+  for (size_t i = 0; i < ranks.size() && i < 6; ++i) o += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 6) o += fmt::format(", ... ({} ranks)", ranks.size());
+  return o;
+}
+
+// The map's entries, largest first (ties by name), as "compute 12.460 s, tp_comm 1.149 s".
+static std::string largest_first(const std::map<std::string, double>& m, size_t max_items) {
+  std::vector<std::pair<std::string, double>> v(m.begin(), m.end());
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string o;
+  for (size_t i = 0; i < v.size() && i < max_items; ++i)
+    o += fmt::format("{}{} {}", i ? ", " : "", v[i].first, format_time(v[i].second));
+  return o;
+}
+
 std::string render_text(const Result& r) {
   std::string o;
   o += fmt::format("stepcast: {}\n", r.scenario_name);
@@ -193,6 +281,15 @@ std::string render_text(const Result& r) {
     double pct = r.step_time_s > 0 ? 100.0 * v / r.step_time_s : 0.0;
     o += fmt::format("    {:<10} {:>12}  {:5.1f} %\n", breakdown_name(i), format_time(v), pct);
   }
+  if (r.has_critical_path) {
+    const CriticalPathSummary& cp = r.critical_path;
+    o += fmt::format("\n  Critical path: {} tasks on rank{} {}\n", cp.tasks,
+                     cp.ranks.size() == 1 ? "" : "s", ranks_text(cp.ranks));
+    o += fmt::format("    {}\n", largest_first(cp.by_category_s, 4));
+    if (!cp.longest.empty())
+      o += fmt::format("    longest: {} {} ({})\n", cp.longest.front().label,
+                       format_time(cp.longest.front().duration_s), cp.longest.front().kind);
+  }
   return o;
 }
 
@@ -224,6 +321,23 @@ nlohmann::json result_to_json(const Result& r) {
   j["folded"] = r.folded;
   j["events"] = r.events;
   if (!r.stragglers.empty()) j["stragglers"] = r.stragglers;
+  if (r.has_critical_path) {
+    const CriticalPathSummary& cp = r.critical_path;
+    nlohmann::json c;
+    c["total_s"] = cp.total_s;
+    c["tasks"] = cp.tasks;
+    c["by_category_s"] = cp.by_category_s;
+    c["by_kind_s"] = cp.by_kind_s;
+    c["by_phase_s"] = cp.by_phase_s;
+    c["ranks"] = cp.ranks;
+    c["rank_changes"] = cp.rank_changes;
+    nlohmann::json segs = nlohmann::json::array();
+    for (const CriticalPathSegment& s : cp.longest)
+      segs.push_back({{"label", s.label}, {"kind", s.kind}, {"category", s.category},
+                      {"rank", s.rank}, {"start_s", s.start_s}, {"duration_s", s.duration_s}});
+    c["longest"] = std::move(segs);
+    j["critical_path"] = std::move(c);
+  }
   return j;
 }
 
@@ -255,7 +369,24 @@ Result result_from_json(const nlohmann::json& j) {
   j.at("events").get_to(r.events);
   if (j.contains("scenario_file")) j["scenario_file"].get_to(r.scenario_file);
   if (j.contains("simulated")) j["simulated"].get_to(r.simulated);
+  if (j.contains("pruned")) j["pruned"].get_to(r.pruned);
   if (j.contains("stragglers")) j["stragglers"].get_to(r.stragglers);
+  if (j.contains("critical_path")) {
+    const nlohmann::json& c = j["critical_path"];
+    CriticalPathSummary& cp = r.critical_path;
+    c.at("total_s").get_to(cp.total_s);
+    c.at("tasks").get_to(cp.tasks);
+    c.at("by_category_s").get_to(cp.by_category_s);
+    c.at("by_kind_s").get_to(cp.by_kind_s);
+    c.at("by_phase_s").get_to(cp.by_phase_s);
+    c.at("ranks").get_to(cp.ranks);
+    c.at("rank_changes").get_to(cp.rank_changes);
+    for (const auto& s : c.at("longest"))
+      cp.longest.push_back({s.at("label").get<std::string>(), s.at("kind").get<std::string>(),
+                            s.at("category").get<std::string>(), s.at("rank").get<int>(),
+                            s.at("start_s").get<double>(), s.at("duration_s").get<double>()});
+    r.has_critical_path = true;
+  }
   return r;
 }
 

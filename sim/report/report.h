@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,15 @@ struct RunOptions {
   // exceed memory (memory_floor_bytes, program.h: state plus the activations the schedule
   // holds) it is likewise not costed or simulated, its memory fields that bound.
   bool skip_when_state_exceeds_memory = false;
+  // Summarise the step's critical path into Result::critical_path (one backward walk over
+  // the tasks, O(tasks + deps); off for search and sweeps, which show no path).
+  bool critical_path = false;
+  // For search: a plan whose busiest compute stream alone takes longer than this many
+  // seconds is costed but not simulated (Result::pruned). A compute stream runs one task at
+  // a time and the engine only ever stretches a compute task (SM interference, HBM
+  // contention: engine.cc), so the sum of a rank's compute-stream durations bounds the step
+  // from below. Not applied with network: flow.
+  double skip_when_compute_exceeds_s = std::numeric_limits<double>::infinity();
 };
 
 struct Prediction {
@@ -46,6 +56,11 @@ Prediction predict(const Scenario& sc, const RunOptions& opt = {});
 double model_flops_per_step(const ModelArch& arch, std::int64_t seq_len, std::int64_t global_batch);
 
 Result make_result(const Scenario& sc, const Program& p, const Timeline& t);
+
+// The critical path (critical_path()) summarised per category, kind and phase, the ranks it
+// crosses and its `longest` longest tasks (ties: the earlier first). Deterministic.
+CriticalPathSummary summarize_critical_path(const Program& p, const Timeline& t,
+                                            size_t longest = 5);
 
 std::string render_text(const Result& r);
 nlohmann::json result_to_json(const Result& r);

@@ -15,6 +15,31 @@ namespace stepcast {
 
 struct Scenario;
 
+// One task on the critical path: when it ran and what it was.
+struct CriticalPathSegment {
+  std::string label;     // the task's label, "bwd.L12.mlp.fc1.mb3"
+  std::string kind;      // task_kind_name: "gemm", "collective", ...
+  std::string category;  // category_name: "compute", "tp_comm", ...
+  int rank = 0;          // global rank it ran on
+  double start_s = 0;
+  double duration_s = 0;
+};
+
+// The critical path of the step (sim/engine/critical_path.h) summarised: the chain of tasks,
+// possibly across ranks, whose durations set the step time. It covers [0, step] without
+// gaps, so each of the maps below sums to total_s == step_time_s; a communication task's
+// time on it includes waiting for its slowest peer (rendezvous start).
+struct CriticalPathSummary {
+  double total_s = 0;
+  int tasks = 0;                                 // tasks on the path with a duration
+  std::map<std::string, double> by_category_s;   // "compute", "tp_comm", ... (no bubble)
+  std::map<std::string, double> by_kind_s;       // "gemm", "attention", "collective", ...
+  std::map<std::string, double> by_phase_s;      // "fwd", "bwd_input", ...
+  std::vector<int> ranks;                        // global ranks it crosses, ascending
+  int rank_changes = 0;                          // hops from one rank to another along it
+  std::vector<CriticalPathSegment> longest;      // the longest few, longest first
+};
+
 inline constexpr const char* kResultSchema = "stepcast.result/1";
 
 struct Result {
@@ -51,6 +76,12 @@ struct Result {
   // false: not simulated because the resident training state alone exceeds memory
   // (RunOptions::skip_when_state_exceeds_memory); only fits_memory and the memory fields hold.
   bool simulated = true;
+  // true: not simulated because its compute lower bound (step_time_s holds it) exceeds
+  // RunOptions::skip_when_compute_exceeds_s; fits_memory is then unknown.
+  bool pruned = false;
+  // The critical path, when asked for (RunOptions::critical_path; `run` asks).
+  bool has_critical_path = false;
+  CriticalPathSummary critical_path;
 };
 
 const char* breakdown_name(int index);  // category names, then "bubble"

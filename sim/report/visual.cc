@@ -374,7 +374,35 @@ std::string html_report(const Scenario& sc, const Prediction& pred) {
                      kColours[i % 9], breakdown_name(i), breakdown_name(i), v,
                      r.step_time_s > 0 ? 100 * v / r.step_time_s : 0.0);
   }
-  o += "</table>\n<h2>Pipeline schedule</h2>\n";
+  o += "</table>\n";
+  if (r.has_critical_path) {
+    // The chain of tasks that sets the step time (Result::critical_path).
+    const CriticalPathSummary& cp = r.critical_path;
+    o += fmt::format("<h2>Critical path</h2>\n<p id=\"critical-path\">{} tasks, {:.6f} s, across "
+                     "{} rank(s) ({} hops between ranks).</p>\n",
+                     cp.tasks, cp.total_s, cp.ranks.size(), cp.rank_changes);
+    auto table = [&](const char* id, const char* what, const std::map<std::string, double>& m) {
+      o += fmt::format("<table id=\"{}\"><tr><th>{}</th><th>time on the path</th><th></th></tr>\n",
+                       id, what);
+      for (const auto& [k, v] : m)
+        o += fmt::format("<tr><td>{}</td><td class=\"num\">{:.6f} s</td><td class=\"num\">{:.1f} %</td></tr>\n",
+                         xml_escape(k), v, cp.total_s > 0 ? 100 * v / cp.total_s : 0.0);
+      o += "</table>\n";
+    };
+    table("critical-path-category", "category", cp.by_category_s);
+    table("critical-path-kind", "task kind", cp.by_kind_s);
+    table("critical-path-phase", "phase", cp.by_phase_s);
+    o += "<table id=\"critical-path-longest\"><tr><th>longest tasks</th><th>kind</th><th>rank</th>"
+         "<th>start</th><th>duration</th></tr>\n";
+    for (const CriticalPathSegment& sg : cp.longest)
+      o += fmt::format("<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{:.6f} s</td>"
+                       "<td class=\"num\">{:.6f} s</td></tr>\n",
+                       xml_escape(sg.label), xml_escape(sg.kind), sg.rank, sg.start_s, sg.duration_s);
+    std::string ranks;
+    for (size_t i = 0; i < cp.ranks.size(); ++i) ranks += (i ? ", " : "") + std::to_string(cp.ranks[i]);
+    o += fmt::format("</table>\n<p id=\"critical-path-ranks\">Ranks on the path: {}</p>\n", ranks);
+  }
+  o += "<h2>Pipeline schedule</h2>\n";
   o += pipeline_svg(pred.program, pred.timeline);
   o += "<h2>Memory per stage</h2>\n<table id=\"memory\"><tr><th>stage</th><th>peak</th><th>capacity</th><th></th></tr>\n";
   for (size_t s = 0; s < r.memory_peak_gib_per_stage.size(); ++s) {

@@ -92,6 +92,16 @@ TEST(Cli, RunPrintsSummaryAndJsonBreakdownSumsToStepTime) {
   // the sum equals the step time to within 9 ns of rounding.
   EXPECT_NEAR(sum, j["step_time_s"].get<double>(), 1e-8);
   EXPECT_TRUE(j["fits_memory"].get<bool>());
+  // The critical path (an added key of stepcast.result/1): its time per category sums to
+  // the step time (it covers [0, step] without gaps; each term summed from integer ns).
+  ASSERT_TRUE(j.contains("critical_path"));
+  const auto& cp = j["critical_path"];
+  double on_path = 0;
+  for (const auto& [k, v] : cp["by_category_s"].items()) on_path += v.get<double>();
+  EXPECT_NEAR(on_path, j["step_time_s"].get<double>(), 1e-6);
+  EXPECT_NEAR(cp["total_s"].get<double>(), j["step_time_s"].get<double>(), 1e-6);
+  EXPECT_EQ(cp["longest"].size(), 5u);
+  EXPECT_NE(r.out.find("Critical path: "), std::string::npos);
 }
 
 TEST(Cli, SameInputGivesBitIdenticalJson) {
@@ -475,6 +485,7 @@ TEST(Cli, TraceSvgAndHtmlAreWritten) {
   EXPECT_GT(complete, 0);
   EXPECT_NE(slurp(d / "p.svg").find("<svg"), std::string::npos);
   EXPECT_NE(slurp(d / "r.html").find("id=\"step-time\""), std::string::npos);
+  EXPECT_NE(slurp(d / "r.html").find("id=\"critical-path-longest\""), std::string::npos);
 }
 
 // On a terminal (a pseudo-terminal from util-linux `script`), long commands show a progress

@@ -1,7 +1,8 @@
 // Plan search and sweeps (sim/report/explore.h): skipping plans whose resident training
 // state alone exceeds memory changes no outcome; slices rebuilt from CBOR (MPI) equal one
 // process; the search space (ep for MoE, uneven pipeline stages) holds only valid plans;
-// the line placing the scenario's own plan.
+// the line placing the scenario's own plan; the schedules, ZeRO stages, TP overlap and cp
+// kinds the search tries; GPipe dominated by 1F1B; the same outcome for any thread count.
 #include "sim/report/explore.h"
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <random>
 #include <set>
 
 #include "model/error.h"
@@ -48,6 +50,7 @@ TEST(Search, SkippingPlansThatCannotFitChangesNothing) {
   SearchOptions fast;
   fast.top = 1000;
   fast.threads = 2;
+  fast.skip_plans_that_cannot_be_best = false;  // one pass: the memory bounds alone
   SearchOptions full = fast;
   full.skip_plans_that_cannot_fit = false;
   const SearchOutcome a = run_search(sc, fast), b = run_search(sc, full);
@@ -60,6 +63,45 @@ TEST(Search, SkippingPlansThatCannotFitChangesNothing) {
     EXPECT_EQ(a.best[i].settings, b.best[i].settings) << i;
     EXPECT_EQ(a.best[i].result.step_time_s, b.best[i].result.step_time_s) << i;
     EXPECT_EQ(a.best[i].result.memory_peak_gib, b.best[i].result.memory_peak_gib) << i;
+  }
+}
+
+// Skipping the plans whose compute lower bound exceeds the first pass's top-th best step
+// time changes neither the best plans nor their order or numbers, on three scenarios (8B on
+// 8 GPUs; the same with 16k-token sequences, so cp and its kinds are searched; 8B on 16 GPUs
+// with a global batch of 32), and it does skip plans. Each pruned plan's bound is above
+// the threshold, and the threshold is at least the top-th best step time.
+TEST(Search, SkippingPlansThatCannotBeBestKeepsTheBest) {
+  std::vector<Scenario> scenarios = {small_llama3_8b()};
+  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
+                                  "/scenarios/llama3-8b-1node-h100.yaml");
+  doc["training"]["global_batch"] = 16;
+  doc["training"]["seq_len"] = 16384;
+  scenarios.push_back(load_scenario_node(YAML::Clone(doc), "long.yaml"));  // source kept
+  doc["training"]["seq_len"] = 8192;
+  doc["training"]["global_batch"] = 32;
+  doc["cluster"]["nodes"] = 2;
+  scenarios.push_back(load_scenario_node(doc, "two-nodes.yaml"));
+  for (const Scenario& sc : scenarios) {
+    SearchOptions pruned;
+    pruned.top = 10;
+    pruned.threads = 2;
+    SearchOptions all = pruned;
+    all.skip_plans_that_cannot_be_best = false;
+    const SearchOutcome a = run_search(sc, pruned), b = run_search(sc, all);
+    EXPECT_EQ(a.considered, b.considered) << sc.file;
+    EXPECT_EQ(a.invalid, b.invalid) << sc.file;
+    EXPECT_GT(a.pruned, 0) << sc.file;
+    EXPECT_EQ(b.pruned, 0) << sc.file;
+    ASSERT_EQ(a.best.size(), b.best.size()) << sc.file;
+    ASSERT_EQ(a.best.size(), 10u) << sc.file;
+    for (size_t i = 0; i < a.best.size(); ++i) {
+      EXPECT_EQ(a.best[i].settings, b.best[i].settings) << sc.file << " " << i;
+      EXPECT_EQ(a.best[i].result.step_time_s, b.best[i].result.step_time_s) << i;
+      EXPECT_EQ(a.best[i].result.memory_peak_gib, b.best[i].result.memory_peak_gib) << i;
+    }
+    EXPECT_GE(a.prune_threshold_s, b.best.back().result.step_time_s) << sc.file;
+    EXPECT_EQ(render_points(a.best), render_points(b.best)) << sc.file;
   }
 }
 
@@ -328,7 +370,8 @@ TEST(Search, OwnPlanLineCountsTheFasterPlans) {
   const SearchOutcome out = run_search(sc, opt);
   ASSERT_FALSE(out.fitting_step_times.empty());
   ASSERT_TRUE(std::is_sorted(out.fitting_step_times.begin(), out.fitting_step_times.end()));
-  EXPECT_EQ(out.fitting_step_times.size() + static_cast<size_t>(out.not_fitting + out.invalid),
+  EXPECT_EQ(out.fitting_step_times.size() +
+                static_cast<size_t>(out.not_fitting + out.invalid + out.pruned),
             static_cast<size_t>(out.considered));
   EXPECT_EQ(out.fitting_step_times.front(), out.best.front().result.step_time_s);
   Result own = predict(sc).result;
@@ -351,6 +394,194 @@ TEST(Search, OwnPlanLineCountsTheFasterPlans) {
   own.memory_capacity_gib = 80;
   EXPECT_NE(own_plan_line(out, own).find("does not fit: peak 90.00 GiB of 80.00 GiB"),
             std::string::npos);
+}
+
+// A narrow model (2 heads: tp <= 2) with a global batch of one sequence on 8 GPUs: dp = 1,
+// so every plan is tp x pp = 8 with pp 4 or 8, one microbatch, no interleaving (1 % pp != 0)
+// and no ZeRO. 27 plans: (tp 1, pp 8) x 3 schedules (1f1b, zb-h1, gpipe) x 3 recompute,
+// (tp 2, pp 4) x 3 schedules x 3 recompute x 2 tp_overlap.
+Scenario one_sequence_pipeline() {
+  YAML::Node doc = YAML::Load(R"(
+name: one-sequence pipeline
+model: {layers: 8, hidden: 1024, ffn_hidden: 4096, heads: 2, kv_heads: 2,
+        vocab: 32000, activation: swiglu, norm: rmsnorm, tied_embeddings: false}
+cluster: {profile: h100-sxm, nodes: 1}
+training: {seq_len: 4096, global_batch: 1, dtype: bf16, optimizer: adam}
+parallel: {tp: 2, pp: 4, microbatch: 1, schedule: 1f1b, zero: 0, sequence_parallel: true}
+)");
+  return load_scenario_node(doc, "one-sequence.yaml");
+}
+
+std::map<std::string, std::string> settings_map(const ExplorePoint& p) {
+  return {p.settings.begin(), p.settings.end()};
+}
+
+// With one microbatch, 1F1B runs F on stages 0..p-1, then B (input and weight gradient
+// together) back from p-1 to 0: p (T_F + T_B + T_W) with every other stage idle. ZB-H1
+// (sim/lower/schedule.cc) runs only the input gradient B on that chain and each stage's W
+// after its B, off the chain (stage s > 0 drains it at the end, while stages below run
+// their B): p (T_F + T_B) + T_W, (p - 1) T_W less, with the same memory. Every plan here has
+// pp >= 4, so each 1F1B plan has a ZB-H1 twin that is faster by about 3 T_W; GPipe with one
+// microbatch runs 1F1B's order (F, then B). So the best plan of the search is ZB-H1.
+TEST(Search, ZbH1WinsWhenThePipelineIsMostlyBubble) {
+  const Scenario sc = one_sequence_pipeline();
+  EXPECT_EQ(search_candidates(sc).size(), 27u);
+  SearchOptions opt;
+  opt.top = 100;
+  opt.threads = 2;
+  const SearchOutcome out = run_search(sc, opt);
+  EXPECT_EQ(out.invalid, 0);
+  ASSERT_FALSE(out.best.empty());
+  EXPECT_EQ(settings_map(out.best.front())["sched"], "zb-h1");
+  EXPECT_NE(out.best.front().result.layout.find("zb-h1"), std::string::npos);
+  // Each ZB-H1 plan beats its 1F1B twin (same settings but the schedule).
+  std::map<std::vector<std::pair<std::string, std::string>>, std::map<std::string, double>> twins;
+  for (const auto& p : out.best) {
+    auto key = p.settings;
+    std::string sched;
+    for (auto it = key.begin(); it != key.end(); ++it)
+      if (it->first == "sched") {
+        sched = it->second;
+        key.erase(it);
+        break;
+      }
+    twins[key][sched] = p.result.step_time_s;
+  }
+  int compared = 0;
+  for (const auto& [k, t] : twins) {
+    if (!t.count("zb-h1") || !t.count("1f1b") || !t.count("gpipe")) continue;
+    EXPECT_LT(t.at("zb-h1"), t.at("1f1b"));
+    EXPECT_LT(t.at("zb-h1"), t.at("gpipe"));
+    ++compared;
+  }
+  EXPECT_GT(compared, 3);
+}
+
+// The search space covers the schedules, ZeRO stages, TP overlap and (for long sequences)
+// the cp kinds; every candidate names its settings, and those are what its scenario says.
+TEST(Search, SpaceCoversSchedulesZeroOverlapAndCpKinds) {
+  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
+                                  "/scenarios/llama3-8b-1node-h100.yaml");
+  doc["training"]["global_batch"] = 16;
+  doc["training"]["seq_len"] = 32768;  // long enough for cp
+  const Scenario sc = load_scenario_node(doc, "long.yaml");
+  std::map<std::string, std::set<std::string>> seen;
+  int invalid = 0;
+  for (const auto& c : search_candidates(sc)) {
+    const std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
+    for (const auto& [k, v] : kv) seen[k].insert(v);
+    const YAML::Node par = c.doc["parallel"];
+    EXPECT_EQ(par["schedule"].as<std::string>(), kv.at("sched"));
+    EXPECT_EQ(par["zero"].as<std::string>(), kv.at("zero"));
+    EXPECT_EQ(par["cp_kind"].as<std::string>(), kv.at("cp_kind"));
+    EXPECT_EQ(par["overlap"]["tp_comm"].as<bool>(), kv.at("tp_overlap") == "1");
+    // The scenario's own overlap keys are kept.
+    EXPECT_TRUE(par["overlap"]["grad_reduce"].as<bool>());
+    EXPECT_TRUE(par["overlap"]["param_gather"].as<bool>());
+    if (kv.at("sched") == "zb-h1") {
+      EXPECT_NE(kv.at("pp"), "1");
+    }
+    if (kv.at("tp_overlap") == "1") {
+      EXPECT_NE(kv.at("tp"), "1");
+    }
+    if (kv.at("cp_kind") == "allgather") {
+      EXPECT_NE(kv.at("cp"), "1");
+    }
+    try {
+      load_scenario_node(c.doc, "candidate.yaml");
+    } catch (const InputError&) {
+      ++invalid;
+    }
+  }
+  EXPECT_EQ(seen["sched"], (std::set<std::string>{"1f1b", "zb-h1", "gpipe", "interleaved"}));
+  EXPECT_EQ(seen["zero"], (std::set<std::string>{"0", "1", "2", "3"}));
+  EXPECT_EQ(seen["tp_overlap"], (std::set<std::string>{"0", "1"}));
+  EXPECT_EQ(seen["cp_kind"], (std::set<std::string>{"ring", "allgather"}));
+  EXPECT_EQ(invalid, 0);
+}
+
+// GPipe runs the same tasks with the same dependencies as 1F1B but every forward before
+// every backward, so it holds all m microbatches' activations where 1F1B holds at most pp:
+// on random plans its peak memory is never below 1F1B's. Its step time is not always above
+// (seed below: tp1 pp4 dp2 zero3 recompute=full, 3.07878 s against 3.07886 s), so the
+// search keeps it (explore.cc).
+TEST(Search, GpipeMemoryNeverBelow1f1b) {
+  const Scenario sc = small_llama3_8b();
+  const auto cands = search_candidates(sc);
+  std::vector<const PlanCandidate*> pick;
+  for (const auto& c : cands) {
+    const std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
+    if (kv.at("sched") == "1f1b" && kv.at("pp") != "1") pick.push_back(&c);
+    if (kv.at("sched") == "gpipe") {
+      EXPECT_NE(kv.at("pp"), "1");
+    }
+  }
+  ASSERT_GT(pick.size(), 50u);
+  std::mt19937_64 rng(20261203);
+  std::shuffle(pick.begin(), pick.end(), rng);
+  int compared = 0;
+  for (size_t i = 0; i < pick.size() && compared < 40; ++i) {
+    YAML::Node gdoc = YAML::Clone(pick[i]->doc);
+    gdoc["parallel"]["schedule"] = "gpipe";
+    Scenario one, gp;
+    try {
+      one = load_scenario_node(pick[i]->doc, "1f1b.yaml");
+      gp = load_scenario_node(gdoc, "gpipe.yaml");
+    } catch (const InputError&) {
+      continue;
+    }
+    const Result a = predict(one).result, b = predict(gp).result;
+    EXPECT_GE(b.memory_peak_gib, a.memory_peak_gib) << a.layout;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 40);
+}
+
+// The same outcome, in the same order, with 1 and 3 threads, and twice.
+TEST(Search, DeterministicForAnyThreadCount) {
+  const Scenario sc = one_sequence_pipeline();
+  SearchOptions one;
+  one.top = 1000;
+  one.threads = 1;
+  SearchOptions three = one;
+  three.threads = 3;
+  const SearchOutcome a = run_search(sc, one), b = run_search(sc, three), c = run_search(sc, three);
+  for (const SearchOutcome* x : {&b, &c}) {
+    EXPECT_EQ(a.considered, x->considered);
+    EXPECT_EQ(a.fitting_step_times, x->fitting_step_times);
+    ASSERT_EQ(a.best.size(), x->best.size());
+    for (size_t i = 0; i < a.best.size(); ++i) {
+      EXPECT_EQ(a.best[i].settings, x->best[i].settings) << i;
+      EXPECT_EQ(a.best[i].result.step_time_s, x->best[i].result.step_time_s) << i;
+    }
+    EXPECT_EQ(render_points(a.best), render_points(x->best));
+  }
+}
+
+// Every plan the search reports is a valid scenario whose layout is the one its settings
+// name, and it fits.
+TEST(Search, EveryReportedPlanIsValidAndFits) {
+  const Scenario sc = small_llama3_8b();
+  SearchOptions opt;
+  opt.top = 60;
+  opt.threads = 2;
+  const auto cands = search_candidates(sc);
+  const SearchOutcome out = run_search(sc, opt);
+  ASSERT_EQ(out.best.size(), 60u);
+  for (const auto& p : out.best) {
+    EXPECT_TRUE(p.valid);
+    EXPECT_TRUE(p.result.fits_memory);
+    EXPECT_TRUE(p.result.simulated);
+    const auto it = std::find_if(cands.begin(), cands.end(),
+                                 [&](const PlanCandidate& c) { return c.settings == p.settings; });
+    ASSERT_NE(it, cands.end());
+    const Scenario plan = load_scenario_node(it->doc, "reported.yaml");  // throws if invalid
+    const auto kv = settings_map(p);
+    EXPECT_EQ(plan.parallel.tp, std::stoi(kv.at("tp")));
+    EXPECT_EQ(plan.parallel.zero, std::stoi(kv.at("zero")));
+    EXPECT_EQ(schedule_name(plan.parallel.schedule), kv.at("sched"));
+    EXPECT_EQ(plan.parallel.overlap_tp_comm, kv.at("tp_overlap") == "1");
+  }
 }
 
 TEST(Search, StateBeyondMemoryIsALowerBoundOfTheSimulatedPeak) {
