@@ -1067,13 +1067,13 @@ class Lowerer {
     e.pending.insert(e.pending.end(), stash.begin(), stash.end());
   }
 
-  // A unit's weight gradients are done: sync them (ZeRO-3 every microbatch, else buckets in
+  // A unit's weight gradients are done: sync them (ZeRO-2/3 every microbatch, else buckets in
   // the last one) and free its saved activations (in the order the lowering always had). `first`: the chunk's first unit, whose
   // backward ends the chunk's.
   void finish_unit_grads(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool first,
                          bool last_mb) {
-    if (par_.zero == 3) {
-      zero3_grads_ready(e, b, u, mb, c, first);
+    if (par_.zero >= 2) {
+      sharded_grads_ready(e, b, u, mb, c, first);
       free_unit_activations(e, u, mb, c);
     } else {
       free_unit_activations(e, u, mb, c);
@@ -1081,17 +1081,20 @@ class Lowerer {
     }
   }
 
-  // ZeRO-3 / FSDP reduce-scatters gradients every microbatch (the gradients are sharded, so
-  // they cannot accumulate unreduced). By default each unit's gradients go as soon as its
-  // backward ends (one FSDP unit per layer: PyTorch FSDP's post-backward hook). With
-  // parallel.bucket_mb they are bucketed in backward order as DeepSpeed ZeRO-3 does
-  // (reduce_bucket_size): a reduce-scatter when a bucket fills, the rest at the chunk's first
-  // unit (`flush`). Without overlap.grad_reduce the reduce-scatter runs synchronously: the
-  // next compute waits for it (DeepSpeed overlap_comm false).
-  void zero3_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool flush) {
+  // ZeRO-2 and ZeRO-3 / FSDP hold only their shard of the gradients, so they cannot
+  // accumulate whole gradients over microbatches: they reduce-scatter every microbatch,
+  // adding the reduced shard to the accumulated one (DeepSpeed ZeRO-2/3 reduce in every
+  // micro-step's backward; PyTorch FSDP's post-backward hook). ZeRO-2 buckets as the DP
+  // gradients do (grad_bucket_bytes: bucket_mb, or Megatron-Core's default; one bucket at
+  // the end of the backward without grad_reduce overlap). ZeRO-3 by default sends each unit's
+  // gradients as soon as its backward ends (one FSDP unit per layer), or buckets of
+  // bucket_mb when given (DeepSpeed reduce_bucket_size). A bucket goes when it fills, the rest
+  // at the chunk's first unit (`flush`). Without overlap.grad_reduce the reduce-scatter runs
+  // synchronously: the next compute waits for it (DeepSpeed overlap_comm false).
+  void sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool flush) {
     b.dense += u.dense_grad_bytes;
     b.expert += u.expert_grad_bytes;
-    const bool per_unit = par_.bucket_bytes <= 0;
+    const bool per_unit = par_.zero == 3 && par_.bucket_bytes <= 0;
     const double cap = per_unit ? 0.0 : grad_bucket_bytes();
     auto issue = [&](double bytes, bool expert) {
       if ((expert ? expert_dp_size() : dense_dp_size()) <= 1) return;

@@ -437,6 +437,42 @@ TEST(Lower, Zero3ReduceScattersPerUnitOrInBucketsAndSyncWithoutOverlap) {
   EXPECT_GE(run(lower(make_scenario(tiny_gpt(), p))).step_ns, t_overlap);
 }
 
+TEST(Lower, Zero2ReduceScattersEveryMicrobatchZero1Once) {
+  // ZeRO-2 holds 1/dp of the gradients, so each microbatch's gradients are reduce-scattered
+  // and added to the shard (DeepSpeed ZeRO-2); ZeRO-1 accumulates them whole and
+  // reduce-scatters once, in the last microbatch (Megatron's distributed optimizer). tiny_gpt
+  // at dp 4 with 3 microbatches: ZeRO-2 moves 3x ZeRO-1's gradient bytes, in buckets of the
+  // same size; the parameter all-gather stays once per step.
+  Plan p;
+  p.dp = 4;
+  p.microbatches = 3;
+  p.bucket_bytes = 4e6;
+  const auto rs_bytes = [](const Program& prog, int* count) {
+    double b = 0;
+    *count = 0;
+    for (const Task& t : prog.ranks[0].tasks)
+      if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter) {
+        b += t.bytes;
+        ++*count;
+      }
+    return b;
+  };
+  int n1 = 0, n2 = 0;
+  p.zero = 1;
+  const double z1 = rs_bytes(lower(make_scenario(tiny_gpt(), p)), &n1);
+  p.zero = 2;
+  const Program prog2 = lower(make_scenario(tiny_gpt(), p));
+  const double z2 = rs_bytes(prog2, &n2);
+  ASSERT_GT(z1, 0);
+  EXPECT_DOUBLE_EQ(z2, 3 * z1);
+  EXPECT_EQ(n2, 3 * n1);
+  int gathers = 0;
+  for (const Task& t : prog2.ranks[0].tasks)
+    gathers += t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather;
+  EXPECT_EQ(gathers, static_cast<int>(std::ceil(z1 / 4e6)));  // one per bucket, once
+  run(prog2);
+}
+
 TEST(Lower, StreamsAndKernelNamesAnExecutorCanUse) {
   // DESIGN.md, the Program: one stream per communication kind, and memory-bound kernels that
   // say what they are. tiny_gpt at cp 2 (ring attention), tp 2 with sp, 2 microbatches:
