@@ -187,24 +187,27 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
                 split = balanced_stage_layers(m.layers, pp * vpp);
                 if (split.empty()) continue;
               }
-              // Schedules: interleaved with vpp 2; with one model chunk per rank 1F1B, ZB-H1
+              // Schedules: interleaved with vpp 2; with one model chunk per rank 1F1B and ZB-H1
               // (zero-bubble, same activation memory as 1F1B: Qi et al. 2024, Sec. 3), which
               // fills 1F1B's bubble with weight-gradient passes but splits each backward in
-              // two, and GPipe. GPipe holds all m microbatches' activations where 1F1B holds
-              // at most pp, so it never needs less memory, but it is not dominated in time:
-              // it can end a step slightly earlier (explore_test's GpipeMemoryNeverBelow1f1b
-              // found tp1 pp4 dp2 zero3 recompute=full 80 us faster), so it stays. One
-              // schedule with pp = 1.
+              // two. One schedule with pp = 1. GPipe is not searched: it holds all m
+              // microbatches' activations where 1F1B holds at most pp (explore_test's
+              // GpipeMemoryNeverBelow1f1b), has 1F1B's bubble, and differs from it in time
+              // only by the order of the last passes (80 us of 3.08 s on the one random plan
+              // of 40 where it was faster); Megatron-LM does not offer it with pp > 1. `run`
+              // and `sweep` cost it when asked.
               std::vector<const char*> schedules;
               if (vpp > 1) schedules = {"interleaved"};
-              else if (pp > 1) schedules = {"1f1b", "zb-h1", "gpipe"};
+              else if (pp > 1) schedules = {"1f1b", "zb-h1"};
               else schedules = {"1f1b"};
               // Ring attention needs seq_len % (2 cp) == 0 (causal load balancing); the
               // all-gather kind only seq_len % cp.
               std::vector<const char*> cp_kinds = {"ring"};
               if (cp > 1) cp_kinds.push_back("allgather");
-              std::vector<bool> tp_overlaps = {false};
-              if (tp > 1) tp_overlaps.push_back(true);  // sequence parallel is on with tp > 1
+              // TP communication overlap (Transformer Engine userbuffers) is the scenario's,
+              // like its other overlap keys: a property of the framework it runs on, not of
+              // the layout (sequence parallelism is on with tp > 1).
+              const std::vector<bool> tp_overlaps = {tp > 1 && base.parallel.overlap_tp_comm};
               for (const char* sched : schedules)
                 for (const char* ck : cp_kinds)
                   for (int zero : {0, 1, 2, 3}) {
@@ -214,7 +217,7 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
                         cands.push_back(plan_candidate(base, {tp, pp, cp, dp, ep, mb, vpp, zero,
                                                               rc, split, sched, ov, ck}));
                         cands.back().first_pass = sched == schedules.front() &&
-                                                  ck == cp_kinds.front() && ov == (tp > 1) &&
+                                                  ck == cp_kinds.front() &&
                                                   zero == (dp > 1 ? 2 : 0);
                       }
                   }

@@ -398,8 +398,8 @@ TEST(Search, OwnPlanLineCountsTheFasterPlans) {
 
 // A narrow model (2 heads: tp <= 2) with a global batch of one sequence on 8 GPUs: dp = 1,
 // so every plan is tp x pp = 8 with pp 4 or 8, one microbatch, no interleaving (1 % pp != 0)
-// and no ZeRO. 27 plans: (tp 1, pp 8) x 3 schedules (1f1b, zb-h1, gpipe) x 3 recompute,
-// (tp 2, pp 4) x 3 schedules x 3 recompute x 2 tp_overlap.
+// and no ZeRO. 12 plans: (tp 1, pp 8) and (tp 2, pp 4), each x 2 schedules (1f1b, zb-h1)
+// x 3 recompute (TP overlap stays the scenario's: off).
 Scenario one_sequence_pipeline() {
   YAML::Node doc = YAML::Load(R"(
 name: one-sequence pipeline
@@ -421,11 +421,11 @@ std::map<std::string, std::string> settings_map(const ExplorePoint& p) {
 // (sim/lower/schedule.cc) runs only the input gradient B on that chain and each stage's W
 // after its B, off the chain (stage s > 0 drains it at the end, while stages below run
 // their B): p (T_F + T_B) + T_W, (p - 1) T_W less, with the same memory. Every plan here has
-// pp >= 4, so each 1F1B plan has a ZB-H1 twin that is faster by about 3 T_W; GPipe with one
-// microbatch runs 1F1B's order (F, then B). So the best plan of the search is ZB-H1.
+// pp >= 4, so each 1F1B plan has a ZB-H1 twin that is faster by about 3 T_W. So the best
+// plan of the search is ZB-H1.
 TEST(Search, ZbH1WinsWhenThePipelineIsMostlyBubble) {
   const Scenario sc = one_sequence_pipeline();
-  EXPECT_EQ(search_candidates(sc).size(), 27u);
+  EXPECT_EQ(search_candidates(sc).size(), 12u);
   SearchOptions opt;
   opt.top = 100;
   opt.threads = 2;
@@ -449,21 +449,22 @@ TEST(Search, ZbH1WinsWhenThePipelineIsMostlyBubble) {
   }
   int compared = 0;
   for (const auto& [k, t] : twins) {
-    if (!t.count("zb-h1") || !t.count("1f1b") || !t.count("gpipe")) continue;
+    if (!t.count("zb-h1") || !t.count("1f1b")) continue;
     EXPECT_LT(t.at("zb-h1"), t.at("1f1b"));
-    EXPECT_LT(t.at("zb-h1"), t.at("gpipe"));
     ++compared;
   }
-  EXPECT_GT(compared, 3);
+  EXPECT_EQ(compared, 6);
 }
 
-// The search space covers the schedules, ZeRO stages, TP overlap and (for long sequences)
-// the cp kinds; every candidate names its settings, and those are what its scenario says.
+// The search space covers the schedules (not GPipe: explore.cc), ZeRO stages and (for long
+// sequences) the cp kinds, and keeps the scenario's TP overlap on every plan with tp > 1;
+// every candidate names its settings, and those are what its scenario says.
 TEST(Search, SpaceCoversSchedulesZeroOverlapAndCpKinds) {
   YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
                                   "/scenarios/llama3-8b-1node-h100.yaml");
   doc["training"]["global_batch"] = 16;
   doc["training"]["seq_len"] = 32768;  // long enough for cp
+  doc["parallel"]["overlap"]["tp_comm"] = true;
   const Scenario sc = load_scenario_node(doc, "long.yaml");
   std::map<std::string, std::set<std::string>> seen;
   int invalid = 0;
@@ -481,9 +482,7 @@ TEST(Search, SpaceCoversSchedulesZeroOverlapAndCpKinds) {
     if (kv.at("sched") == "zb-h1") {
       EXPECT_NE(kv.at("pp"), "1");
     }
-    if (kv.at("tp_overlap") == "1") {
-      EXPECT_NE(kv.at("tp"), "1");
-    }
+    EXPECT_EQ(kv.at("tp_overlap"), kv.at("tp") != "1" ? "1" : "0");
     if (kv.at("cp_kind") == "allgather") {
       EXPECT_NE(kv.at("cp"), "1");
     }
@@ -493,7 +492,7 @@ TEST(Search, SpaceCoversSchedulesZeroOverlapAndCpKinds) {
       ++invalid;
     }
   }
-  EXPECT_EQ(seen["sched"], (std::set<std::string>{"1f1b", "zb-h1", "gpipe", "interleaved"}));
+  EXPECT_EQ(seen["sched"], (std::set<std::string>{"1f1b", "zb-h1", "interleaved"}));
   EXPECT_EQ(seen["zero"], (std::set<std::string>{"0", "1", "2", "3"}));
   EXPECT_EQ(seen["tp_overlap"], (std::set<std::string>{"0", "1"}));
   EXPECT_EQ(seen["cp_kind"], (std::set<std::string>{"ring", "allgather"}));
@@ -503,8 +502,8 @@ TEST(Search, SpaceCoversSchedulesZeroOverlapAndCpKinds) {
 // GPipe runs the same tasks with the same dependencies as 1F1B but every forward before
 // every backward, so it holds all m microbatches' activations where 1F1B holds at most pp:
 // on random plans its peak memory is never below 1F1B's. Its step time is not always above
-// (seed below: tp1 pp4 dp2 zero3 recompute=full, 3.07878 s against 3.07886 s), so the
-// search keeps it (explore.cc).
+// (seed below: tp1 pp4 dp2 zero3 recompute=full, 3.07878 s against 3.07886 s), by the
+// order of the last passes only; the search leaves it out (explore.cc).
 TEST(Search, GpipeMemoryNeverBelow1f1b) {
   const Scenario sc = small_llama3_8b();
   const auto cands = search_candidates(sc);
@@ -512,9 +511,7 @@ TEST(Search, GpipeMemoryNeverBelow1f1b) {
   for (const auto& c : cands) {
     const std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
     if (kv.at("sched") == "1f1b" && kv.at("pp") != "1") pick.push_back(&c);
-    if (kv.at("sched") == "gpipe") {
-      EXPECT_NE(kv.at("pp"), "1");
-    }
+    EXPECT_NE(kv.at("sched"), "gpipe");
   }
   ASSERT_GT(pick.size(), 50u);
   std::mt19937_64 rng(20261203);
