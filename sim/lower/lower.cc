@@ -1084,18 +1084,22 @@ class Lowerer {
   // ZeRO-2 and ZeRO-3 / FSDP hold only their shard of the gradients, so they cannot
   // accumulate whole gradients over microbatches: they reduce-scatter every microbatch,
   // adding the reduced shard to the accumulated one (DeepSpeed ZeRO-2/3 reduce in every
-  // micro-step's backward; PyTorch FSDP's post-backward hook). ZeRO-2 buckets as the DP
-  // gradients do (grad_bucket_bytes: bucket_mb, or Megatron-Core's default; one bucket at
-  // the end of the backward without grad_reduce overlap). ZeRO-3 by default sends each unit's
-  // gradients as soon as its backward ends (one FSDP unit per layer), or buckets of
-  // bucket_mb when given (DeepSpeed reduce_bucket_size). A bucket goes when it fills, the rest
-  // at the chunk's first unit (`flush`). Without overlap.grad_reduce the reduce-scatter runs
-  // synchronously: the next compute waits for it (DeepSpeed overlap_comm false).
+  // micro-step's backward; PyTorch FSDP's post-backward hook).
+  //  - ZeRO-2 cuts its gradients into buckets as the DP gradients are (grad_bucket_bytes:
+  //    bucket_mb, or Megatron-Core's default; one bucket at the end of the backward without
+  //    grad_reduce overlap); a bucket goes when it fills, the rest at the chunk's first unit
+  //    (`flush`).
+  //  - ZeRO-3 reduce-scatters whole FSDP units: by default each unit (a layer) as soon as its
+  //    backward ends; with bucket_mb, consecutive units merged until they hold at least that
+  //    much (the size-based wrap of PyTorch FSDP, min_num_params), so a small bucket_mb never
+  //    cuts a layer.
+  // Without overlap.grad_reduce the reduce-scatter runs synchronously: the next compute
+  // waits for it (DeepSpeed overlap_comm false).
   void sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool flush) {
     b.dense += u.dense_grad_bytes;
     b.expert += u.expert_grad_bytes;
-    const bool per_unit = par_.zero == 3 && par_.bucket_bytes <= 0;
-    const double cap = per_unit ? 0.0 : grad_bucket_bytes();
+    const bool zero3 = par_.zero == 3;
+    const double cap = zero3 && par_.bucket_bytes <= 0 ? 0.0 : grad_bucket_bytes();
     auto issue = [&](double bytes, bool expert) {
       if ((expert ? expert_dp_size() : dense_dp_size()) <= 1) return;
       std::vector<int> deps;
@@ -1109,14 +1113,16 @@ class Lowerer {
     };
     for (const bool expert : {false, true}) {
       double& acc = expert ? b.expert : b.dense;
-      if (!per_unit) {
+      if (!zero3) {
         while (acc >= cap) {
           issue(cap, expert);
           acc -= cap;
         }
       }
-      if ((per_unit || flush) && acc > 0) issue(acc, expert);
-      if (per_unit || flush) acc = 0;
+      if ((flush || (zero3 && acc >= cap)) && acc > 0) {
+        issue(acc, expert);
+        acc = 0;
+      }
     }
   }
 
