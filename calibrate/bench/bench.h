@@ -90,6 +90,17 @@ void run_overlap(const Options& opt, Results& out);
 // of a "gemm" key or has "kind": "gemm"); duplicates removed. Throws BenchError.
 std::vector<GemmShapeSpec> program_gemm_shapes(const std::string& path);
 
+// The software a measurement ran on, for the provenance of stepcast-bench and stepcast-exec:
+// CUDA driver and runtime versions (12040 = 12.4), NCCL's (22602 = 2.26.2), cuBLASLt's and
+// the host name (versions.cu).
+struct SoftwareVersions {
+  int cuda_driver = 0, cuda_runtime = 0, nccl = 0;
+  std::int64_t cublaslt = 0;
+  std::string hostname;
+};
+SoftwareVersions software_versions();
+std::string utc_now();  // "2026-12-03T01:02:03Z"
+
 // Writes the measurements file with provenance (provenance.cu).
 void write_measurements(const std::string& path, const Options& opt, const Results& r,
                         const std::vector<std::string>& subcommands);

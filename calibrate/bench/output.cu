@@ -3,11 +3,7 @@
 //   {schema, source, subcommands[], provenance{...}, gemm[], memory{kernels[],
 //    launch_overhead_us}, collectives[], overlap[], notes[]}
 #include <algorithm>
-#include <chrono>
-#include <ctime>
 #include <fstream>
-
-#include <unistd.h>
 
 #include "bench.h"
 #include "check.h"
@@ -31,24 +27,12 @@ std::string version_string(int v, int major_div, int minor_div) {
          std::to_string(v % minor_div);
 }
 
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 void write_provenance(JsonWriter& w, const Results& r) {
   int devices = 0;
   STEPCAST_CUDA_CHECK(cudaGetDeviceCount(&devices));
-  int driver = 0, runtime = 0, nccl = 0;
-  STEPCAST_CUDA_CHECK(cudaDriverGetVersion(&driver));
-  STEPCAST_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-  STEPCAST_NCCL_CHECK(ncclGetVersion(&nccl));
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
+  const SoftwareVersions v = software_versions();
+  const int driver = v.cuda_driver, runtime = v.cuda_runtime, nccl = v.nccl;
 
   std::vector<cudaDeviceProp> props(devices);
   for (int d = 0; d < devices; ++d) STEPCAST_CUDA_CHECK(cudaGetDeviceProperties(&props[d], d));
@@ -63,8 +47,8 @@ void write_provenance(JsonWriter& w, const Results& r) {
   w.field("cuda_runtime_version", version_string(runtime, 1000, 0));
   w.field("nccl_version", nccl >= 10000 ? version_string(nccl, 10000, 100)
                                         : version_string(nccl, 1000, 100));
-  w.field("cublaslt_version", static_cast<std::int64_t>(cublasLtGetVersion()));
-  w.field("hostname", std::string(host));
+  w.field("cublaslt_version", v.cublaslt);
+  w.field("hostname", v.hostname);
   w.field("date_utc", utc_now());
   w.key("gpus");
   w.begin_array();

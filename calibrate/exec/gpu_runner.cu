@@ -24,10 +24,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <ctime>
 #include <memory>
 #include <tuple>
-#include <unistd.h>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -365,13 +363,6 @@ struct Runner {
   }
 };
 
-std::string now_utc() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 }  // namespace
 
 int visible_gpus() {
@@ -525,20 +516,15 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
   // Provenance: this process's first GPU and the library versions.
   cudaDeviceProp prop{};
   STEPCAST_CUDA_CHECK(cudaGetDeviceProperties(&prop, run.locals.empty() ? 0 : run.locals[0].device));
-  int driver = 0, runtime = 0, nccl = 0;
-  STEPCAST_CUDA_CHECK(cudaDriverGetVersion(&driver));
-  STEPCAST_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-  STEPCAST_NCCL_CHECK(ncclGetVersion(&nccl));
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
+  const bench::SoftwareVersions v = bench::software_versions();
   provenance["gpu"] = prop.name;
   provenance["sm_count"] = std::to_string(prop.multiProcessorCount);
-  provenance["driver"] = std::to_string(driver);
-  provenance["cuda_runtime"] = std::to_string(runtime);
-  provenance["nccl"] = std::to_string(nccl);
-  provenance["cublaslt"] = std::to_string(cublasLtGetVersion());
-  provenance["hostname"] = host;
-  provenance["date_utc"] = now_utc();
+  provenance["driver"] = std::to_string(v.cuda_driver);
+  provenance["cuda_runtime"] = std::to_string(v.cuda_runtime);
+  provenance["nccl"] = std::to_string(v.nccl);
+  provenance["cublaslt"] = std::to_string(v.cublaslt);
+  provenance["hostname"] = v.hostname;
+  provenance["date_utc"] = bench::utc_now();
   provenance["processes"] = mpi ? std::to_string(plan.world_size()) : "1";
   provenance["warmup_runs"] = std::to_string(opt.warmup);
   return rec;
