@@ -427,7 +427,7 @@ TEST(EngineFlow, ScenarioThroughPredict) {
 // folded +4.6e-4 (-8.8e-5 before ZeRO-3 merged its small layers' reduce-scatters up to
 // bucket_mb), the copies' PXN hop onto the NIC-owning GPU's NVLink port that only full
 // fidelity loads (engine.h), hence 1e-3. Without the copies (nic_copies 1) 29 of the 48
-// missed the earlier 2e-4 bound.
+// miss it (checked at this bound).
 TEST(EngineFlow, FoldedEqualsFullWithSharedNicsOnRandomPlans) {
   std::mt19937 rng(2026);
   int multi_node = 0;
