@@ -696,6 +696,14 @@ class Lowerer {
   // bytes of gradients issues ceil(G / bucket_bytes) collectives per group.
   struct Bucketer {
     double dense = 0, expert = 0;
+    // ZeRO-2/3: the allocated pieces of whole gradients (dense [0], expert [1]) in the bucket
+    // being filled, freed when its reduce-scatter ends.
+    struct Piece {
+      std::string what;
+      double bytes;
+      int layer;
+    };
+    std::vector<Piece> held[2];
   };
 
   void grads_ready(Emit& e, Bucketer& b, const Unit& u, int chunk, bool flush) {
@@ -1095,36 +1103,69 @@ class Lowerer {
   //    cuts a layer.
   // Without overlap.grad_reduce the reduce-scatter runs synchronously: the next compute
   // waits for it (DeepSpeed overlap_comm false).
+  // Memory: a unit's whole (unsharded) gradients exist from its weight-gradient pass until
+  // the reduce-scatter that carries them ends (FSDP frees the unsharded gradient once its
+  // reduce-scatter is done; DeepSpeed ZeRO-2 releases a bucket's gradients after the
+  // bucket's reduction). Only the shard is training state (state_bytes_per_param). Each
+  // unit allocates its gradients in pieces, one per bucket they go to, each freed on the DP
+  // stream behind that bucket's reduce-scatter: the memory held is the gradient bytes not
+  // yet reduced.
   void sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool flush) {
-    b.dense += u.dense_grad_bytes;
-    b.expert += u.expert_grad_bytes;
     const bool zero3 = par_.zero == 3;
     const double cap = zero3 && par_.bucket_bytes <= 0 ? 0.0 : grad_bucket_bytes();
-    auto issue = [&](double bytes, bool expert) {
-      if ((expert ? expert_dp_size() : dense_dp_size()) <= 1) return;
-      std::vector<int> deps;
-      if (e.last_compute >= 0) deps.push_back(e.last_compute);
-      const int id = emit_collective(
-          e, CollOp::kReduceScatter, expert ? GroupKind::kEdp : dense_dp_kind(), StreamKind::kDp,
-          Category::kDpComm, bytes, grad_dtype_, Phase::kBwdWeight,
-          make_label(expert ? "rsx" : "rs", u.name, "g", mb), u.layer, mb, c, std::move(deps));
-      grad_sync_.push_back(id);
-      if (!par_.overlap_grad_reduce) e.pending.push_back(id);
-    };
     for (const bool expert : {false, true}) {
+      const double bytes = expert ? u.expert_grad_bytes : u.dense_grad_bytes;
       double& acc = expert ? b.expert : b.dense;
+      std::vector<Bucketer::Piece>& held = b.held[expert];
+      if ((expert ? expert_dp_size() : dense_dp_size()) <= 1) {
+        acc += bytes;  // nothing to reduce: the gradients are the (unsharded) state
+        if (flush) acc = 0;
+        continue;
+      }
+      int pieces = 0;
+      auto hold = [&](double piece) {
+        std::string what = mem_what(expert ? "zgx" : "zg", u, mb);
+        what += ".p";
+        append_int(what, pieces++);
+        emit_mem(e, TaskKind::kAlloc, piece, what, Phase::kBwdWeight, u.layer, mb, c);
+        if (piece > 0) held.push_back(Bucketer::Piece{std::move(what), piece, u.layer});
+      };
+      auto issue = [&](double rs_bytes) {
+        std::vector<int> deps;
+        if (e.last_compute >= 0) deps.push_back(e.last_compute);
+        const int id = emit_collective(
+            e, CollOp::kReduceScatter, expert ? GroupKind::kEdp : dense_dp_kind(),
+            StreamKind::kDp, Category::kDpComm, rs_bytes, grad_dtype_, Phase::kBwdWeight,
+            make_label(expert ? "rsx" : "rs", u.name, "g", mb), u.layer, mb, c, std::move(deps));
+        grad_sync_.push_back(id);
+        if (!par_.overlap_grad_reduce) e.pending.push_back(id);
+        for (Bucketer::Piece& h : held)
+          emit_mem(e, TaskKind::kFree, h.bytes, std::move(h.what), Phase::kBwdWeight, h.layer, mb,
+                   c, StreamKind::kDp, {id});
+        held.clear();
+      };
+      // ZeRO-2 cuts the gradients into buckets of exactly `cap` bytes: this unit's piece of
+      // the open bucket fills it (cap minus what earlier units left in it), then whole
+      // buckets, and what is left stays in the next open bucket.
+      const double before = acc;
+      acc += bytes;
+      bool cut = false;
       if (!zero3) {
         while (acc >= cap) {
-          issue(cap, expert);
+          hold(cut ? cap : cap - before);
+          issue(cap);
           acc -= cap;
+          cut = true;
         }
       }
+      if (bytes > 0 && (!cut || acc > 0)) hold(cut ? acc : bytes);
       if ((flush || (zero3 && acc >= cap)) && acc > 0) {
-        issue(acc, expert);
+        issue(acc);
         acc = 0;
       }
     }
   }
+
 
   void free_unit_activations(Emit& e, const Unit& u, int mb, int c) {
     if (u.act_bytes > 0) {

@@ -192,8 +192,9 @@ bool is_training_state_alloc(const Task& t);
 // stream's own allocations hold when one of its kernels (gemm, attention, memory-bound)
 // starts. The stream runs its tasks in program order and allocs/frees take no time while a
 // kernel does, so at that kernel's start the rank holds at least its earlier compute-stream
-// allocations minus their frees; memory allocated on another stream (ZeRO-3's gathered
-// parameters) is left out with its frees, since it only adds. The search uses it to skip
+// allocations minus their frees; memory allocated or freed on another stream (ZeRO-3's
+// gathered parameters, ZeRO-2/3's unsharded gradients freed behind their reduce-scatter) is
+// left out with its frees and allocations, since it only adds while held. The search uses it to skip
 // plans that cannot fit without simulating them.
 std::vector<double> memory_floor_bytes(const Program& p);
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -417,14 +418,16 @@ TEST(Lower, Zero3ReduceScattersPerUnitOrInBucketsAndSyncWithoutOverlap) {
   EXPECT_EQ(grad_rs(lower(make_scenario(tiny_gpt(), p))).size(), units.size());
 
   // A reduce-scatter is waited for by the work that follows it (the next compute, or the
-  // next unit's parameter gather the compute waits for) only without overlap.
+  // next unit's parameter gather the compute waits for) only without overlap. (The frees of
+  // the unsharded gradients behind each reduce-scatter are bookkeeping, not work.)
   for (const bool overlap : {true, false}) {
     p.bucket_bytes = 0;
     p.overlap_grad = overlap;
     const Program prog = lower(make_scenario(tiny_gpt(), p));
     std::set<int> waited;
     for (const Task& t : prog.ranks[0].tasks)
-      if (t.phase != Phase::kOptimizer) waited.insert(t.deps.begin(), t.deps.end());
+      if (t.phase != Phase::kOptimizer && t.kind != TaskKind::kFree)
+        waited.insert(t.deps.begin(), t.deps.end());
     int n_waited = 0;
     for (const Task* t : grad_rs(prog)) n_waited += waited.count(t->id) > 0;
     // Without overlap every reduce-scatter holds back the work after it, except the last
@@ -473,6 +476,102 @@ TEST(Lower, Zero2ReduceScattersEveryMicrobatchZero1Once) {
     gathers += t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather;
   EXPECT_EQ(gathers, static_cast<int>(std::ceil(z1 / 4e6)));  // one per bucket, once
   run(prog2);
+}
+
+TEST(Lower, ShardedGradientsAreHeldWholeUntilTheirReduceScatter) {
+  // ZeRO-2/3 keep a 1/dp shard of the gradients as training state, but a unit's whole
+  // gradients exist from its weight-gradient pass until the reduce-scatter that carries them
+  // ends (FSDP frees the unsharded gradient after its reduce-scatter; DeepSpeed ZeRO-2 a
+  // bucket's gradients after the bucket's). They are allocated in pieces, one per bucket.
+  // On random plans with zero 2 or 3, per rank:
+  //  - every "zg"/"zgx" piece is allocated on the compute stream and freed exactly once, on
+  //    the dp stream, right behind (and depending on) a gradient reduce-scatter of the same
+  //    microbatch and chunk;
+  //  - none is freed early or late: the reduce-scatters of its microbatch and chunk up to and
+  //    including that one carry at least the gradient bytes allocated up to the piece, and
+  //    those before it carry less (each piece is freed by the first bucket that holds it);
+  //  - (dense models) each microbatch allocates the stage's whole gradients: m x the sharded
+  //    "grads" state x the dense dp size (dp x cp), when that is above 1, else nothing.
+  std::mt19937 rng(2026);
+  int checked = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    Plan p = testing::random_plan(rng);
+    if (p.zero < 2) p.zero = 2 + static_cast<int>(rng() % 2);
+    const bool moe = p.ep > 1;
+    const Program prog = lower(make_scenario(moe ? tiny_moe(8) : tiny_gpt(8), p));
+    for (const RankProgram& rp : prog.ranks) {
+      // (mb, chunk, expert) -> bytes allocated / reduce-scattered so far, and before the last
+      std::map<std::tuple<int, int, int>, double> alloc_cum, rs_cum, prev_rs;
+      std::map<std::string, double> need;  // what -> allocated bytes of its key up to it
+      std::map<std::string, int> frees;
+      double dense_total = 0;
+      for (const Task& t : rp.tasks) {
+        const bool zg = t.what.rfind("zg.", 0) == 0, zgx = t.what.rfind("zgx.", 0) == 0;
+        const int x = zgx ? 1 : 0;
+        if (t.kind == TaskKind::kAlloc && (zg || zgx)) {
+          EXPECT_EQ(t.stream, StreamKind::kCompute) << t.label;
+          ASSERT_EQ(need.count(t.what), 0u) << "allocated twice: " << t.what;
+          need[t.what] = alloc_cum[{t.microbatch, t.chunk, x}] += t.bytes;
+          if (zg) dense_total += t.bytes;
+        } else if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter &&
+                   t.category == Category::kDpComm) {
+          const std::tuple<int, int, int> key{t.microbatch, t.chunk,
+                                              t.label.rfind("rsx.", 0) == 0 ? 1 : 0};
+          prev_rs[key] = rs_cum[key];
+          rs_cum[key] += t.bytes;
+        } else if (t.kind == TaskKind::kFree && (zg || zgx)) {
+          ++frees[t.what];
+          EXPECT_EQ(t.stream, StreamKind::kDp) << t.label;
+          ASSERT_EQ(t.deps.size(), 1u) << t.label;
+          const Task& rs = rp.tasks[static_cast<size_t>(t.deps[0])];
+          EXPECT_EQ(rs.coll, CollOp::kReduceScatter) << t.label;
+          EXPECT_EQ(rs.microbatch, t.microbatch) << t.label;
+          EXPECT_EQ(rs.chunk, t.chunk) << t.label;
+          ASSERT_EQ(need.count(t.what), 1u) << "freed before allocated: " << t.what;
+          const std::tuple<int, int, int> key{t.microbatch, t.chunk, x};
+          EXPECT_GE(rs_cum[key], need[t.what] * (1 - 1e-12)) << t.label;
+          EXPECT_LT(prev_rs[key], need[t.what] * (1 - 1e-12)) << t.label;
+        }
+      }
+      EXPECT_EQ(frees.size(), need.size());
+      for (const auto& [what, n] : frees) EXPECT_EQ(n, 1) << what;
+      if (!moe) {
+        const int dense_dp = p.dp * p.cp;
+        EXPECT_NEAR(dense_total,
+                    dense_dp > 1 ? p.microbatches * alloc_bytes(rp, "grads") * dense_dp : 0.0,
+                    1e-6 * (1 + dense_total))
+            << "trial " << trial;
+        checked += dense_dp > 1;
+      }
+    }
+    run(prog);
+  }
+  EXPECT_GT(checked, 10);
+}
+
+TEST(Lower, ZeroTwoWithoutOverlapHoldsTheWholeGradientsAtTheEndOfTheBackward) {
+  // tiny_gpt at dp 4, ZeRO-2, one microbatch, overlap.grad_reduce off: one reduce-scatter
+  // after the backward, so just before it every unit's whole gradients are held on top of
+  // the state: peak >= weights + G/4 (shard) + optimizer + G, G the stage's whole fp32
+  // gradients (4 x the "grads" shard). With overlap and 1 MB buckets each bucket frees what
+  // it carried as it ends; with communication free the backward then never holds more than
+  // a bucket and a layer, so the peak is lower.
+  Plan p;
+  p.dp = 4;
+  p.zero = 2;
+  p.microbatches = 1;
+  p.seq_len = 64;  // activations well below the gradients
+  p.bucket_bytes = 0;  // Megatron-Core's default: no bucketing without overlap
+  p.overlap_grad = false;
+  const Program sync = lower(make_scenario(tiny_gpt(), p));
+  const RankProgram& rp = sync.ranks[0];
+  const double g = 4 * alloc_bytes(rp, "grads");
+  const double peak_sync = run(sync).ranks[0].peak_bytes;
+  EXPECT_GE(peak_sync, state_bytes(rp) + g);
+  p.overlap_grad = true;
+  p.bucket_bytes = 1e6;
+  const double peak_overlap = run(lower(make_scenario(tiny_gpt(), p))).ranks[0].peak_bytes;
+  EXPECT_LT(peak_overlap, state_bytes(rp) + g);
 }
 
 TEST(Lower, StreamsAndKernelNamesAnExecutorCanUse) {
