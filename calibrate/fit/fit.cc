@@ -1,5 +1,7 @@
 #include "calibrate/fit/fit.h"
 
+#include "calibrate/fit/yaml_patch.h"
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -635,12 +637,27 @@ void write_yaml(const HwProfile& base, const FitReport& rep, const Measurements&
   STEPCAST_CHECK(em.good(), "YAML emitter: " + em.GetLastError());
   std::ofstream f(out_yaml);
   if (!f) throw InputError(InputIssue{out_yaml, 0, 0, "", "cannot write the output profile"});
+  // The base's text with only the fitted keys rewritten, so its comments (the sources of the
+  // values not fitted) stay; the whole document when that cannot be done in place.
+  std::ifstream in(base.file);
+  std::stringstream base_text;
+  base_text << in.rdbuf();
+  const std::optional<std::string> patched =
+      patch_yaml_text(base_text.str(), load_yaml_file(base.file), doc, "fitted");
   std::istringstream header(rep.text());
   f << "# Written by `stepcast fit` on " << utc_now() << ".\n";
-  f << "# The comments of the base profile are not carried over: see " << base.file
-    << "\n# for the sources of the values not fitted here.\n#\n";
+  if (patched)
+    f << "# The text and comments of the base profile " << base.file
+      << " are kept; each key this\n# fit changed ends with `# fitted`, naming the value it "
+         "replaces (the comments above\n# such a key describe that base value).\n#\n";
+  else
+    f << "# The comments of the base profile are not carried over: see " << base.file
+      << "\n# for the sources of the values not fitted here.\n#\n";
   for (std::string line; std::getline(header, line);) f << "# " << line << "\n";
-  f << em.c_str() << "\n";
+  if (patched)
+    f << "\n" << *patched;
+  else
+    f << em.c_str() << "\n";
   if (!f) throw InputError(InputIssue{out_yaml, 0, 0, "", "error writing the output profile"});
 }
 

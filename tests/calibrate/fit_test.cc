@@ -324,6 +324,13 @@ TEST(FitRoundTrip, KeepsEveryBaseKeyAndRecordsProvenance) {
   EXPECT_NE(text.find("max error"), std::string::npos);
   EXPECT_NE(text.find("algorithm: ring"), std::string::npos);
   EXPECT_NE(rep.text().find("busbw"), std::string::npos);
+  // The base profile's text and comments are kept (the sources of the values not fitted);
+  // only the fitted keys are rewritten, marked.
+  EXPECT_NE(text.find("  # [NW] NDR 400G per NIC \"46-49 GB/s\" (nccl-tests issues 290, 267)\n"
+                      "  nic_busbw: 48 GB/s\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("  calibrated:  # fitted\n"), std::string::npos);
+  EXPECT_EQ(text.find("are not carried over"), std::string::npos);
 }
 
 TEST(FitSynthetic, MemoryLaunchAndOverlap) {
