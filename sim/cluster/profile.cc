@@ -130,6 +130,7 @@ void parse_fabric(YamlReader& r, const YAML::Node& f, FabricSpec& out) {
 HwProfile parse_profile(YamlReader& r, const YAML::Node& root) {
   HwProfile prof;
   prof.file = r.file();
+  r.set_root(root);
   if (!r.expect_map(root, "", {"name", "gpu", "node", "fabric", "compute", "collectives"}))
     return prof;
   for (const char* key : {"name", "gpu", "node"}) r.require(root, "", key);
@@ -149,6 +150,16 @@ HwProfile parse_profile(YamlReader& r, const YAML::Node& root) {
   if (root["compute"]) parse_compute_params(r, root["compute"], "compute", prof.compute);
   if (root["collectives"])
     parse_collective_params(r, root["collectives"], "collectives", prof.collectives);
+  // The SMs communication kernels hold leave the rest to compute (sim/cost/coster.cc).
+  if (prof.gpu.sms > 0 && prof.compute.comm_sms >= prof.gpu.sms) {
+    const YAML::Node compute = root["compute"];
+    const bool own = compute && compute.IsMap() && compute["comm_sms"];
+    r.error(own ? compute["comm_sms"] : root["gpu"]["sms"],
+            own ? "compute.comm_sms" : "gpu.sms",
+            fmt::format("compute.comm_sms ({}) must be below gpu.sms ({}): communication "
+                        "kernels would hold every SM",
+                        prof.compute.comm_sms, prof.gpu.sms));
+  }
   return prof;
 }
 

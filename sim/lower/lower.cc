@@ -682,8 +682,14 @@ class Lowerer {
   void check_bucket_count(double params) const {
     const double buckets = std::ceil(params * grad_bytes_per_param_ / grad_bucket_bytes());
     if (!(buckets > kMaxBucketsPerStage)) return;
+    YAML::Mark m = YAML::Mark::null_mark();
+    if (sc_.source.IsMap()) {
+      const YAML::Node par = sc_.source["parallel"];
+      const YAML::Node key = par && par.IsMap() ? par["bucket_mb"] : YAML::Node();
+      if (key) m = key.Mark();
+    }
     throw InputError(InputIssue{
-        sc_.file, 0, 0, "parallel.bucket_mb",
+        sc_.file, m.is_null() ? 0 : m.line + 1, m.is_null() ? 0 : m.column + 1, "parallel.bucket_mb",
         fmt::format("{:.3g} parameters per pipeline stage in buckets of {} make {:.3g} gradient "
                     "collectives per step, more than the {:.0f} stepcast simulates: the model "
                     "is implausibly large, or set a larger parallel.bucket_mb",

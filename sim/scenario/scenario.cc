@@ -28,7 +28,7 @@
 //  - ZeRO-3 with pp > 1 is allowed.
 //  - fp8 training needs a GPU whose profile lists an fp8 peak.
 //  - cluster.stragglers: a list; each entry names exactly one of `gpu` (0 .. gpus-1) or
-//    `node` (0 .. nodes-1) and at least one of `compute`, `nic`, `nvlink`, each in (0, 1];
+//    `node` (0 .. nodes-1) and at least one of `compute`, `nic`, `nvlink`, each in [0.01, 1];
 //    a GPU or node named twice is an error (its node and itself once each is allowed).
 #include "sim/scenario/scenario.h"
 
@@ -146,7 +146,9 @@ class Loader {
  public:
   // `cross_checks` false: only each key's own value is checked (sweep values).
   Loader(const YAML::Node& root, const std::string& file, bool cross_checks = true)
-      : root_(root), file_(file), r_(file, issues_), cross_(cross_checks) {}
+      : root_(root), file_(file), r_(file, issues_), cross_(cross_checks) {
+    r_.set_root(root_);
+  }
 
   Scenario run() {
     Scenario sc;
@@ -364,6 +366,7 @@ class Loader {
   }
 
   // cluster.stragglers (scenario.h Straggler): [{gpu: 5, compute: 0.8}, {node: 1, nic: 0.5}]
+  static constexpr double kMinStragglerSpeed = 0.01;
   bool parse_stragglers(const YAML::Node& list, Scenario& sc) {
     const std::string p = "cluster.stragglers";
     if (!list.IsSequence()) {
@@ -396,16 +399,23 @@ class Loader {
         any = true;
         auto v = r_.get_double(e, ep, key, -std::numeric_limits<double>::max(),
                                std::numeric_limits<double>::max());
-        if (v && !(*v > 0 && *v <= 1))
+        // Below 1% of its speed a GPU or link is down, not slow: a failed rank, which
+        // stepcast does not model (and whose tasks would run for years of simulated time).
+        if (v && !(*v >= kMinStragglerSpeed && *v <= 1))
           r_.error(e[key], join_path(ep, key),
-                   fmt::format("expected a fraction of nominal speed in (0, 1], got {}", *v));
+                   fmt::format("expected a fraction of nominal speed in [{}, 1], got {}{}",
+                               kMinStragglerSpeed, *v,
+                               *v > 0 && *v < kMinStragglerSpeed
+                                   ? " (below that the GPU or link is down, not slow: a failed "
+                                     "rank is not modelled)"
+                                   : ""));
         else if (v)
           *field = *v;
       }
       if (!any)
         r_.error(e, ep + ".compute",
                  "missing: give at least one of compute, nic, nvlink (fractions of nominal "
-                 "speed in (0, 1])");
+                 "speed in [0.01, 1])");
       if (!gpu && !node) continue;  // out of range: reported
       const bool is_node = node.has_value();
       const int index = static_cast<int>(is_node ? *node : *gpu);

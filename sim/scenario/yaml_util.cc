@@ -121,7 +121,41 @@ void YamlReader::error(const YAML::Node& at, const std::string& path,
       }
     }
   }
-  issues_.add(issue_at(file_, mark, path, message));
+  issues_.add(issue_at(file_, mark.is_null() ? nearest_mark(path) : mark, path, message));
+}
+
+YAML::Mark YamlReader::nearest_mark(const std::string& path) const {
+  if (!root_ || !root_.IsDefined()) return YAML::Mark::null_mark();
+  YAML::Mark best = root_.Mark();
+  YAML::Node n = root_;
+  std::string token;
+  // "a.b[2].c" -> a, b, 2, c
+  auto step = [&](const std::string& t) {
+    if (t.empty() || !n.IsDefined()) return;
+    const YAML::Node& cur = n;  // const access: a missing key yields nothing, not a zombie
+    YAML::Node next;
+    if (cur.IsMap() && cur[t]) {
+      next.reset(cur[t]);
+    } else if (cur.IsSequence() && t.find_first_not_of("0123456789") == std::string::npos &&
+               t.size() < 9 && std::stoul(t) < cur.size()) {
+      next.reset(cur[std::stoul(t)]);
+    } else {
+      n.reset(YAML::Node(YAML::NodeType::Undefined));
+      return;
+    }
+    n.reset(next);
+    if (!n.Mark().is_null()) best = n.Mark();
+  };
+  for (const char c : path) {
+    if (c == '.' || c == '[' || c == ']') {
+      step(token);
+      token.clear();
+    } else {
+      token += c;
+    }
+  }
+  step(token);
+  return best;
 }
 
 bool YamlReader::expect_map(const YAML::Node& node, const std::string& path,

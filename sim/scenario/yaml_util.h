@@ -67,7 +67,14 @@ class YamlReader {
   void add_splice(const YAML::Node& value, const std::string& path, const std::string& file,
                   const YAML::Node& key_node, const std::string& key_prefix);
 
+  // The document being read. An issue about a node with no position (a mapping an override
+  // created, a missing section) is then placed at the nearest node above it on its key path
+  // that has one (at worst the document's first key), so every issue has a line.
+  void set_root(const YAML::Node& root) { root_ = root; }
+
  private:
+  YAML::Mark nearest_mark(const std::string& path) const;
+
   struct Splice {
     std::vector<YAML::Node> nodes;  // the value and every node inside it
     std::string path, file, key_prefix;
@@ -76,6 +83,7 @@ class YamlReader {
   std::string file_;
   IssueList& issues_;
   std::vector<Splice> splices_;
+  YAML::Node root_;
 };
 
 // "a.b" + "c" -> "a.b.c"; "" + "c" -> "c".

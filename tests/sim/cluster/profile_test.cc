@@ -160,7 +160,15 @@ TEST(Profiles, SectionsOfTheCostModelAreStrict) {
   };
   EXPECT_TRUE(issues("compute: {gemm: {max_efficiency: 0.8, half_m: 32}, launch_overhead: 3 us}").empty());
   one("compute: {gemm: {max_efficiency: 1.5}}", "compute.gemm.max_efficiency",
-      "expected a number in [0, 1], got 1.5");
+      "expected a number in [0.01, 1], got 1.5");
+  // An efficiency below 1% of the peak is no kernel's (its tasks would run for years).
+  one("compute: {attention: {fwd_efficiency: 1e-300}}", "compute.attention.fwd_efficiency",
+      "expected a number in [0.01, 1], got 1e-300");
+  one("compute: {memory_bound_efficiency: 0}", "compute.memory_bound_efficiency",
+      "expected a number in [0.01, 1], got 0");
+  // Communication kernels cannot hold every SM (text() has sms: 100).
+  one("compute: {comm_sms: 100}", "compute.comm_sms",
+      "compute.comm_sms (100) must be below gpu.sms (100)");
   one("compute: {launch_overhead: 4}", "compute.launch_overhead", "bare number");
   one("compute: {gemm: {unaligned_efficiency: 0}}", "compute.gemm.unaligned_efficiency",
       "got 0");  // 0 would make unaligned GEMMs take forever
@@ -259,6 +267,21 @@ TEST(ProfileOverrides, PodsHoldWholeNodes) {
   ASSERT_EQ(v.size(), 1u);
   EXPECT_NE(v[0].message.find("unknown value \"torus\" (known: rail-optimized)"),
             std::string::npos) << v[0].message;
+}
+
+TEST(Profiles, IssuesWithoutAPositionGetTheNearestOne) {
+  // A key missing from a mapping that has no position of its own (one an override created,
+  // or a section that is absent) is placed at the nearest node above it on its key path,
+  // at worst the document's first key: every issue has a line.
+  IssueList list;
+  YamlReader r("p.yaml", list);
+  r.set_root(load_yaml_text("# comment\nname: x\nnode:\n  gpus: 8\n", "p.yaml"));
+  r.require(YAML::Node(), "fabric", "topology");  // no fabric at all: the first key
+  r.require(YAML::Node(), "node.extra", "x");     // under node: node's value (line 4)
+  ASSERT_EQ(list.issues().size(), 2u);
+  EXPECT_EQ(list.issues()[0].line, 2);
+  EXPECT_EQ(list.issues()[0].key, "fabric.topology");
+  EXPECT_EQ(list.issues()[1].line, 4);
 }
 
 TEST(ProfileOverrides, BadOverridesPointAtTheScenario) {

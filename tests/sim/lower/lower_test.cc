@@ -705,6 +705,7 @@ TEST(Lower, MoreThanAMillionBucketsPerStageIsBadInput) {
   p.bucket_bytes = 16;
   Scenario sc = make_scenario(tiny_gpt(), p);
   sc.file = "big.yaml";
+  sc.source = YAML::Load("name: t\nparallel:\n  dp: 2\n  bucket_mb: 0.000016\n");  // its line: 4
   ASSERT_GT(count_params(sc.model).total * 4 / 16, double{1 << 20});
   ASSERT_LT(count_params(sc.model).total * 4 / 32, double{1 << 20});
   try {
@@ -714,6 +715,7 @@ TEST(Lower, MoreThanAMillionBucketsPerStageIsBadInput) {
     ASSERT_EQ(e.issues().size(), 1u);
     EXPECT_EQ(e.issues()[0].file, "big.yaml");
     EXPECT_EQ(e.issues()[0].key, "parallel.bucket_mb");
+    EXPECT_EQ(e.issues()[0].line, 4);
   }
 }
 

@@ -392,11 +392,13 @@ TEST(ScenarioRules, Stragglers) {
   expect_issue(with("{gpu: 1}"), "cluster.stragglers[0].compute", 13,
                "missing: give at least one of compute, nic, nvlink");
   expect_issue(with("{gpu: 1, compute: 0}"), "cluster.stragglers[0].compute", 13,
-               "expected a fraction of nominal speed in (0, 1], got 0");
+               "expected a fraction of nominal speed in [0.01, 1], got 0");
   expect_issue(with("{gpu: 1, nic: 1.5}"), "cluster.stragglers[0].nic", 13,
-               "expected a fraction of nominal speed in (0, 1], got 1.5");
+               "expected a fraction of nominal speed in [0.01, 1], got 1.5");
   expect_issue(with("{gpu: 1, nic: -0.5}"), "cluster.stragglers[0].nic", 13,
-               "expected a fraction of nominal speed in (0, 1], got -0.5");
+               "expected a fraction of nominal speed in [0.01, 1], got -0.5");
+  expect_issue(with("{gpu: 1, compute: 1e-300}"), "cluster.stragglers[0].compute", 13,
+               "got 1e-300 (below that the GPU or link is down, not slow");
   expect_issue(with("{gpu: 1, nvlink: fast}"), "cluster.stragglers[0].nvlink", 13,
                "expected a number, got");
   expect_issue(with("{gpu: 3, compute: 0.5}").insert(14, "    - {gpu: 3, nic: 0.5}"),
