@@ -510,21 +510,18 @@ void Engine::build_flows() {
   for (const FlowSet& fs : flow_sets_)
     for (const FlowSpec& f : fs.flows)
       for (int l : f.links) charged[static_cast<size_t>(l)] = 1;
-  std::vector<int> moved;
   for (size_t k = 0; k < flow_sets_.size(); ++k) {
     const SetCopies& c = set_copies[k];
-    for (const int d : c.offsets) {
-      if (d == 0) continue;
-      moved = c.members;
+    if (c.offsets.size() <= 1) continue;
+    charge_copies(flow_sets_[k].flows, c.offsets, [&](int d) {
+      std::vector<int> moved = c.members;
       for (int& m : moved) m += d;
-      const std::vector<FlowSpec> copy =
-          c.task->kind == TaskKind::kCollective
-              ? collective_flows(c.task->coll, moved, c.task->bytes, topo, flow_->pxn)
-              : std::vector<FlowSpec>{FlowSpec{moved[0], moved[1],
-                                               topo.route(moved[0], moved[1], flow_->pxn),
-                                               c.task->bytes, {}}};
-      charge_copy(flow_sets_[k].flows, copy, charged);
-    }
+      if (c.task->kind == TaskKind::kCollective)
+        return collective_flows(c.task->coll, moved, c.task->bytes, topo, flow_->pxn);
+      return std::vector<FlowSpec>{FlowSpec{moved[0], moved[1],
+                                            topo.route(moved[0], moved[1], flow_->pxn),
+                                            c.task->bytes, {}}};
+    }, charged);
   }
 }
 

@@ -52,14 +52,17 @@
 //    (sim/network/flows.h: the translates of its members that tile the simulated rank's
 //    stage, for Megatron's rank order exactly the groups of the same kind), and each flow of
 //    a copy adds one to FlowSpec::copies of the matching simulated flow on every link that
-//    some simulated flow of the program crosses (charge_copy). A link then carries the
+//    some simulated flow of the program crosses (charge_copies). A link then carries the
 //    copies' load as in full fidelity — a NIC shared by the GPUs behind it, the NVLink port
 //    of the GPU that owns it (the copies' PXN hop), a pod uplink or spine link crossed by
-//    copies on other rails — while the links only copies cross (their own NICs and leaves)
-//    are left out: by symmetry their load is that of a charged link's. Tests: folded equals
-//    full on random plans with shared NICs, and with pods at 1:2 / 1:4 with and without PXN
-//    (flow_test.cc). llama3-70b on 32 nodes, pods of 64 GPUs at 1:4: folded 9.066178 s =
-//    full (8.991 s before the copies were charged on the pod uplinks).
+//    copies on other rails, a NIC a simulated dp ring uses that a copy's pipeline send also
+//    crosses — while the links only copies cross (their own NICs and leaves) are left out:
+//    by symmetry their load is that of a charged link's. Tests: folded equals full on random
+//    plans with shared NICs, and with pods at 1:2 / 1:4 with and without PXN (flow_test.cc).
+//    llama3-70b on 32 nodes, pods of 64 GPUs at 1:4: folded 9.066178 s = full (8.991418 s
+//    before the copies were charged); one NIC per node: 10.366913 s = full (10.357197 s).
+//    Cost: the copies' flows are generated once per flow set; llama3-405b on 16,384 GPUs in
+//    flow mode, folded: 3.5-4.3 s user against 3.0-4.0 s before (this 2-core VM, loaded).
 //    Flow mode is never faster than analytical for the same durations (test: random
 //    programs) except: with SM interference on (the engine is then not monotone, above);
 //    via predict(), for cross-pod groups, whose analytical cost assumes the full 1:k

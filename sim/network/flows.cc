@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -94,20 +95,25 @@ std::vector<int> fold_offsets(int rank, const std::vector<int>& stands_for,
   return out;
 }
 
-void charge_copy(std::vector<FlowSpec>& flows, const std::vector<FlowSpec>& copy,
-                 const std::vector<char>& charged) {
+void charge_copies(std::vector<FlowSpec>& flows, const std::vector<int>& offsets,
+                   const std::function<std::vector<FlowSpec>(int)>& copy_flows,
+                   const std::vector<char>& charged) {
   if (flows.empty()) return;
-  for (size_t i = 0; i < copy.size(); ++i) {
-    FlowSpec& f = flows[i % flows.size()];
+  for (FlowSpec& f : flows)
     if (f.copies.empty()) f.copies.assign(f.links.size(), 1.0);
-    for (int l : copy[i].links) {
-      if (l < 0 || static_cast<size_t>(l) >= charged.size() || !charged[static_cast<size_t>(l)]) continue;
-      const auto it = std::find(f.links.begin(), f.links.end(), l);
-      if (it == f.links.end()) {
-        f.links.push_back(l);
-        f.copies.push_back(1.0);
-      } else {
-        f.copies[static_cast<size_t>(it - f.links.begin())] += 1.0;
+  for (const int d : offsets) {
+    if (d == 0) continue;
+    const std::vector<FlowSpec> copy = copy_flows(d);
+    for (size_t i = 0; i < copy.size(); ++i) {
+      FlowSpec& f = flows[i % flows.size()];
+      for (int l : copy[i].links) {
+        const auto it = std::find(f.links.begin(), f.links.end(), l);
+        if (it != f.links.end()) {
+          f.copies[static_cast<size_t>(it - f.links.begin())] += 1.0;
+        } else if (charged[static_cast<size_t>(l)]) {
+          f.links.push_back(l);
+          f.copies.push_back(1.0);
+        }
       }
     }
   }

@@ -3,6 +3,7 @@
 // collective_flows + MaxMinSolver directly; simulate_flows_s is the standalone reference.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "sim/network/maxmin.h"
@@ -19,7 +20,7 @@ struct FlowSpec {
   // the symmetric copies it stands for, moving `bytes` each at the same time — cross it. The
   // flow is simulated once at the rate of one copy, using copies[i] x that rate of links[i]
   // (MaxMinSolver use), which is the copies' summed load on every link. A folded transfer
-  // sets it (charge_copy below; engine.h); 0 on a link means only copies cross it.
+  // sets it (charge_copies below; engine.h).
   std::vector<double> copies = {};
 };
 
@@ -51,13 +52,18 @@ std::vector<FlowSpec> collective_flows(CollOp op, const std::vector<int>& ranks,
 std::vector<int> fold_offsets(int rank, const std::vector<int>& stands_for,
                               const std::vector<int>& members);
 
-// Charges a copy's flows on a transfer's `flows` (the same transfer's flows for the copy,
-// in the same order: copy flow i stands with flow i, or i mod flows.size() if the counts
-// differ): each link of a copy flow on which `charged[link]` is set adds one to that flow's
-// copies there (appending the link when the flow itself does not cross it). Links left
-// uncharged carry only copies; by symmetry their load is that of a charged link's.
-void charge_copy(std::vector<FlowSpec>& flows, const std::vector<FlowSpec>& copy,
-                 const std::vector<char>& charged);
+// Charges a transfer's symmetric copies on its `flows`: for each offset d != 0,
+// copy_flows(d) gives the copy's flows in the same order (copy flow i stands with flow i, or
+// i mod flows.size() if the counts differ). Each link a copy flow crosses on which
+// `charged[link]` is set (some simulated flow of the program crosses it) adds one to the
+// matching flow's copies there, appending the link when the flow does not cross it itself
+// (another simulated flow does: the copies' PXN hop onto the GPU that owns a shared NIC, a
+// copy's pipeline send through a NIC a simulated dp ring uses). Every charged link then
+// carries what it carries in full fidelity; links no simulated flow crosses carry only
+// copies and, by symmetry, what a charged link carries.
+void charge_copies(std::vector<FlowSpec>& flows, const std::vector<int>& offsets,
+                   const std::function<std::vector<FlowSpec>(int)>& copy_flows,
+                   const std::vector<char>& charged);
 
 // Fluid simulation: all flows start at t = 0; rates are max-min fair shares of the link
 // capacities, re-solved each time a flow finishes. Returns the time the last flow ends (s);

@@ -39,21 +39,10 @@ MaxMinSolver::FlowId MaxMinSolver::add_flow(const std::vector<LinkId>& links, do
                                             const std::vector<double>& use) {
   STEPCAST_CHECK(weight > 0, "flow weight must be positive");
   STEPCAST_CHECK(use.empty() || use.size() == links.size(), "flow use: one per link");
-  // (link, use) ascending by link, the first of duplicates kept (stable sort).
-  std::vector<std::pair<LinkId, double>> lu;
-  lu.reserve(links.size());
-  for (size_t i = 0; i < links.size(); ++i) {
-    const double u = use.empty() ? 1.0 : use[i];
-    STEPCAST_CHECK(links[i] >= 0 && links[i] < link_count(), "flow uses an unknown link");
+  for (LinkId l : links) STEPCAST_CHECK(l >= 0 && l < link_count(), "flow uses an unknown link");
+  for (double u : use)
     STEPCAST_CHECK(u > 0 && u < std::numeric_limits<double>::infinity(),
                    "flow use of a link must be positive and finite");
-    lu.emplace_back(links[i], u);
-  }
-  std::stable_sort(lu.begin(), lu.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  lu.erase(std::unique(lu.begin(), lu.end(),
-                       [](const auto& a, const auto& b) { return a.first == b.first; }),
-           lu.end());
   FlowId id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -63,20 +52,26 @@ MaxMinSolver::FlowId MaxMinSolver::add_flow(const std::vector<LinkId>& links, do
     flows_.emplace_back();
   }
   Flow& f = flows_[static_cast<size_t>(id)];
+  // Links ascending with their use, the first of duplicates kept: a stable insertion sort
+  // (routes have a handful of links) into the flow's reused storage.
   f.links.clear();
   f.use.clear();
-  for (const auto& [l, u] : lu) {
-    f.links.push_back(l);
-    f.use.push_back(u);
+  for (size_t i = 0; i < links.size(); ++i) {
+    const LinkId l = links[i];
+    size_t k = f.links.size();
+    while (k > 0 && f.links[k - 1] > l) --k;
+    if (k > 0 && f.links[k - 1] == l) continue;  // a duplicate: the first counts
+    f.links.insert(f.links.begin() + static_cast<std::ptrdiff_t>(k), l);
+    f.use.insert(f.use.begin() + static_cast<std::ptrdiff_t>(k), use.empty() ? 1.0 : use[i]);
   }
   f.weight = weight;
   f.alive = true;
   f.rate = f.links.empty() ? std::numeric_limits<double>::infinity() : 0.0;
-  for (const auto& [l, u] : lu) {
-    Link& k = links_[static_cast<size_t>(l)];
+  for (size_t i = 0; i < f.links.size(); ++i) {
+    Link& k = links_[static_cast<size_t>(f.links[i])];
     k.flows.push_back(id);
-    k.use.push_back(u);
-    mark(l);
+    k.use.push_back(f.use[i]);
+    mark(f.links[i]);
   }
   ++live_flows_;
   return id;

@@ -151,12 +151,11 @@ TEST(Flows, ChargedCopiesLoadThePodUplink) {
       for (int l : x.links) charged[static_cast<size_t>(l)] = 1;
     const std::vector<int> offsets = fold_offsets(0, stage, group);
     ASSERT_EQ(offsets.size(), 8u);
-    for (int d : offsets) {
-      if (d == 0) continue;
+    charge_copies(f, offsets, [&](int d) {
       std::vector<int> moved = group;
       for (int& m : moved) m += d;
-      charge_copy(f, collective_flows(CollOp::kAllReduce, moved, 1e9, t), charged);
-    }
+      return collective_flows(CollOp::kAllReduce, moved, 1e9, t);
+    }, charged);
     const FlowSpec& up = f[1];  // 8 -> 16: node 1 (pod 0) -> node 2 (pod 1)
     ASSERT_EQ(up.links.size(), up.copies.size());
     for (size_t i = 0; i < up.links.size(); ++i) {
