@@ -44,22 +44,6 @@
 namespace stepcast {
 namespace {
 
-// Folded programs (engine.h): the ranks a simulated rank stands for that sit behind its NIC
-// (node.nics < node.gpus: one NIC per gpus/nics GPUs) run the same transfers at the same time
-// over that NIC, as symmetric copies. A transfer whose `members` (group, or the sender) have q
-// GPUs behind the NIC stands for k/q copies of itself there, k the stood-for ranks behind it
-// (one NIC per 8 GPUs, a DP ring with one rank per node: 8; a group of all 8: 1). Full
-// fidelity: stands_for is the rank itself, 1.
-double nic_copies(const RankProgram& rp, const std::vector<int>& members, const Topology& topo) {
-  if (topo.nics_per_node() >= topo.gpus_per_node()) return 1.0;  // a NIC per GPU
-  const int node = topo.node_of(rp.rank), rail = topo.rail_of(rp.rank);
-  auto behind = [&](int g) { return g < topo.gpus() && topo.node_of(g) == node && topo.rail_of(g) == rail; };
-  int k = 0, q = 0;
-  for (int s : rp.stands_for) k += behind(s) ? 1 : 0;
-  for (int m : members) q += behind(m) ? 1 : 0;
-  return q > 0 ? std::max(1.0, static_cast<double>(k) / q) : 1.0;
-}
-
 // Sum of all task durations a step may have: 2^60 ns (36.5 years); with interference
 // stretching a task by at most a few times, the clock stays far below int64's 2^63.
 constexpr double kMaxTotalNs = 1152921504606846976.0;
@@ -452,6 +436,12 @@ void Engine::build_flows() {
   flow_sets_.clear();
   transfer_inst_.clear();
   std::map<std::tuple<int, int, int, double>, std::int32_t> key_to_set;
+  struct SetCopies {  // per flow set: what its folded copies need
+    std::vector<int> offsets;
+    const Task* task = nullptr;
+    std::vector<int> members;
+  };
+  std::vector<SetCopies> set_copies;
   const int ninst = match_.instance_count();
   inst_flow_set_.assign(static_cast<size_t>(ninst), -1);
   inst_alpha_.assign(static_cast<size_t>(ninst), 0);
@@ -487,25 +477,25 @@ void Engine::build_flows() {
     auto it = key_to_set.find(key);
     if (it == key_to_set.end()) {
       FlowSet fs;
+      std::vector<int> members;  // the transfer's ranks (for its folded copies)
       if (t.kind == TaskKind::kCollective) {
         const Group& grp = program_->groups[static_cast<size_t>(rp.group_of(t))];
         fs.flows = collective_flows(t.coll, grp.ranks, t.bytes, topo, flow_->pxn);
+        members = grp.ranks;
       } else if (const int peer = rp.peer_of(t); rp.rank != peer && t.bytes > 0) {
         fs.flows.push_back(FlowSpec{rp.rank, peer, topo.route(rp.rank, peer, flow_->pxn),
-                                    t.bytes, 1.0});
+                                    t.bytes, {}});
+        members = {rp.rank, peer};
       }
       bool moves = false;
       for (const FlowSpec& f : fs.flows) moves = moves || (f.bytes > 0 && !f.links.empty());
+      // Alone means one copy; the copies join in below.
       fs.alone_s = moves ? simulate_flows_s(fs.flows, alone_solver_) : 0.0;
-      // Alone means one copy; then the copies behind the simulated rank's NIC join in.
-      const double copies =
-          t.kind == TaskKind::kCollective
-              ? nic_copies(rp, program_->groups[static_cast<size_t>(rp.group_of(t))].ranks, topo)
-              : nic_copies(rp, {rp.rank}, topo);
-      for (FlowSpec& f : fs.flows)
-        if (topo.node_of(f.src) != topo.node_of(f.dst)) f.copies = copies;
       const std::int32_t id = fs.alone_s > 0 ? static_cast<std::int32_t>(flow_sets_.size()) : -1;
-      if (id >= 0) flow_sets_.push_back(std::move(fs));
+      if (id >= 0) {
+        flow_sets_.push_back(std::move(fs));
+        set_copies.push_back({fold_offsets(rp.rank, rp.stands_for, members), &t, std::move(members)});
+      }
       it = key_to_set.emplace(key, id).first;
     }
     if (it->second < 0) continue;  // moves nothing over links (one GPU): analytical
@@ -513,6 +503,25 @@ void Engine::build_flows() {
     inst_alpha_[ui] = alpha;
     // Scaled so that the flow set alone takes exactly the analytical bandwidth time.
     inst_scale_[ui] = to_s(bw_ns) / flow_sets_[static_cast<size_t>(it->second)].alone_s;
+  }
+  // Folded copies (engine.h): each flow set stands for its translates by fold_offsets; their
+  // flows are charged on every link some simulated flow crosses.
+  std::vector<char> charged(topo.links().size(), 0);
+  for (const FlowSet& fs : flow_sets_)
+    for (const FlowSpec& f : fs.flows)
+      for (int l : f.links) charged[static_cast<size_t>(l)] = 1;
+  for (size_t k = 0; k < flow_sets_.size(); ++k) {
+    const SetCopies& c = set_copies[k];
+    if (c.offsets.size() <= 1) continue;
+    charge_copies(flow_sets_[k].flows, c.offsets, [&](int d) {
+      std::vector<int> moved = c.members;
+      for (int& m : moved) m += d;
+      if (c.task->kind == TaskKind::kCollective)
+        return collective_flows(c.task->coll, moved, c.task->bytes, topo, flow_->pxn);
+      return std::vector<FlowSpec>{FlowSpec{moved[0], moved[1],
+                                            topo.route(moved[0], moved[1], flow_->pxn),
+                                            c.task->bytes, {}}};
+    }, charged);
   }
 }
 

@@ -46,19 +46,23 @@
 //    matches the analytical mode (to the ns rounding), contention only slows it.
 //    Folded programs: a collective's flows cover its group's full global membership (groups
 //    always list it) and a send's flow runs from the simulated rank's global rank to its
-//    peer, so every link the simulated groups use is loaded exactly by them. Not generated:
-//    the symmetric copies a folded rank stands for (e.g. the DP groups of the other TP ranks,
-//    on other rails). With a NIC per GPU those use other NICs and leaves. With fewer NICs
-//    than GPUs (node.nics < node.gpus) the copies behind the simulated rank's NIC share it:
-//    each cross-node flow of a transfer then stands for them (FlowSpec::copies = the ranks
-//    the simulated rank stands for behind its NIC / the transfer's members behind it), so
-//    the NIC carries their load and folded equals full (test: random plans), but for the
-//    copies' PXN hop into the GPU that owns a shared NIC, which full fidelity puts on that
-//    GPU's NVLink port (llama3-70b on 32 nodes with one NIC per node: folded 10.357 s, full
-//    10.367 s). Still
-//    under-loaded by up to the number of copies: pod uplinks (oversubscription) and
-//    cross-rail spine traffic; use --fidelity full there (llama3-70b/256 GPUs: folded
-//    7.56472 s vs full 7.56486 s).
+//    peer. The symmetric copies a folded rank stands for (e.g. the DP groups of the other TP
+//    ranks, on other rails, or the pipeline sends of every rank of the stage) are not
+//    simulated but charged: each transfer stands for its translates by fold_offsets
+//    (sim/network/flows.h: the translates of its members that tile the simulated rank's
+//    stage, for Megatron's rank order exactly the groups of the same kind), and each flow of
+//    a copy adds one to FlowSpec::copies of the matching simulated flow on every link that
+//    some simulated flow of the program crosses (charge_copies). A link then carries the
+//    copies' load as in full fidelity — a NIC shared by the GPUs behind it, the NVLink port
+//    of the GPU that owns it (the copies' PXN hop), a pod uplink or spine link crossed by
+//    copies on other rails, a NIC a simulated dp ring uses that a copy's pipeline send also
+//    crosses — while the links only copies cross (their own NICs and leaves) are left out:
+//    by symmetry their load is that of a charged link's. Tests: folded equals full on random
+//    plans with shared NICs, and with pods at 1:2 / 1:4 with and without PXN (flow_test.cc).
+//    llama3-70b on 32 nodes, pods of 64 GPUs at 1:4: folded 9.066178 s = full (8.991418 s
+//    before the copies were charged); one NIC per node: 10.366913 s = full (10.357197 s).
+//    Cost: the copies' flows are generated once per flow set; llama3-405b on 16,384 GPUs in
+//    flow mode, folded: 3.5-4.3 s user against 3.0-4.0 s before (this 2-core VM, loaded).
 //    Flow mode is never faster than analytical for the same durations (test: random
 //    programs) except: with SM interference on (the engine is then not monotone, above);
 //    via predict(), for cross-pod groups, whose analytical cost assumes the full 1:k

@@ -16,7 +16,7 @@
 // NICs shared by several GPUs (node.nics < node.gpus) likewise: the analytical model gives
 // each GPU nics/gpus of a NIC (every GPU of a node transfers at once); flow mode costs a
 // transfer alone with a whole NIC (HwProfile::lone_transfers) and the flows of the GPUs
-// sharing it (or, folded, FlowSpec::copies: engine.h) share it.
+// sharing it (or, folded, the copies FlowSpec::copies charges: engine.h) share it.
 #pragma once
 
 #include "sim/cluster/profile.h"

@@ -48,13 +48,12 @@ int MaxMinNetwork::start(TimeNs t, const std::vector<FlowSpec>& flows, double by
   const int x = static_cast<int>(transfer_left_.size());
   int n = 0;
   for (const FlowSpec& f : flows) {
-    STEPCAST_CHECK(f.copies >= 1, "network: flow copies must be >= 1");
-    const double bytes = f.bytes * f.copies * bytes_scale;
+    const double bytes = f.bytes * bytes_scale;
     if (!(bytes > 0) || f.links.empty()) continue;
-    const int id = solver_.add_flow(f.links, f.copies);
+    const int id = solver_.add_flow(f.links, 1.0, f.copies);
     if (static_cast<size_t>(id) >= flows_.size()) flows_.resize(static_cast<size_t>(id) + 1);
     FlowState& s = flows_[static_cast<size_t>(id)];
-    s.links = f.links;
+    s.spec = &f;
     s.left = bytes;
     s.rate = 0;
     s.since = t;
@@ -71,7 +70,11 @@ int MaxMinNetwork::start(TimeNs t, const std::vector<FlowSpec>& flows, double by
 
 void MaxMinNetwork::add_rate(const FlowState& s, double delta) {
   if (delta == 0) return;
-  for (int l : s.links) class_rate_[static_cast<size_t>(link_class_[static_cast<size_t>(l)])] += delta;
+  const std::vector<int>& links = s.spec->links;
+  const std::vector<double>& copies = s.spec->copies;
+  for (size_t i = 0; i < links.size(); ++i)
+    class_rate_[static_cast<size_t>(link_class_[static_cast<size_t>(links[i])])] +=
+        delta * (copies.empty() ? 1.0 : copies[i]);
 }
 
 void MaxMinNetwork::sample() {

@@ -31,7 +31,8 @@ class NetworkModel {
  public:
   virtual ~NetworkModel() = default;
   // A transfer whose flows begin moving bytes at instant t (>= every earlier call's t). Each
-  // flow moves spec.bytes * bytes_scale bytes over spec.links. Returns the transfer's id
+  // flow moves spec.bytes * bytes_scale bytes over spec.links, with spec.copies identical
+  // flows on each link (flows.h). `flows` must outlive the transfer. Returns the transfer's id
   // (0, 1, 2, ... in call order since reset). A transfer without flows or bytes is done at t
   // (reported by the next advance(t)).
   virtual int start(TimeNs t, const std::vector<FlowSpec>& flows, double bytes_scale) = 0;
@@ -59,7 +60,7 @@ class MaxMinNetwork final : public NetworkModel {
 
  private:
   struct FlowState {
-    std::vector<int> links;  // the flow's links (for utilisation)
+    const FlowSpec* spec = nullptr;  // links and copies (for utilisation); the caller's
     double left = 0;   // bytes still to move as of `since`
     double rate = 0;   // bytes/s since `since`
     TimeNs since = 0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -14,7 +15,7 @@ namespace {
 void add_flow(std::vector<FlowSpec>& out, int src, int dst, double bytes, const Topology& topo,
               bool pxn) {
   if (src == dst || bytes <= 0) return;
-  out.push_back(FlowSpec{src, dst, topo.route(src, dst, pxn), bytes, 1.0});
+  out.push_back(FlowSpec{src, dst, topo.route(src, dst, pxn), bytes, {}});
 }
 
 }  // namespace
@@ -65,6 +66,59 @@ std::vector<FlowSpec> collective_flows(CollOp op, const std::vector<int>& ranks,
   return out;
 }
 
+std::vector<int> fold_offsets(int rank, const std::vector<int>& stands_for,
+                              const std::vector<int>& members) {
+  const int n = static_cast<int>(stands_for.size());
+  if (n <= 1) return {0};
+  // The block [rank, rank + n).
+  std::vector<int> block = stands_for;
+  std::sort(block.begin(), block.end());
+  for (int i = 0; i < n; ++i)
+    if (block[static_cast<size_t>(i)] != rank + i) return {0};
+  std::vector<int> local;  // the members' local indices, ascending, distinct
+  local.reserve(members.size());
+  for (int m : members) local.push_back(((m - rank) % n + n) % n);
+  std::sort(local.begin(), local.end());
+  local.erase(std::unique(local.begin(), local.end()), local.end());
+  if (local.empty() || local.front() != 0) return {0};
+  std::vector<char> covered(static_cast<size_t>(n), 0);
+  std::vector<int> out;
+  for (int x = 0; x < n; ++x) {
+    if (covered[static_cast<size_t>(x)]) continue;
+    for (int l : local) {
+      const int y = x + l;
+      if (y >= n || covered[static_cast<size_t>(y)]) return {0};
+      covered[static_cast<size_t>(y)] = 1;
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
+void charge_copies(std::vector<FlowSpec>& flows, const std::vector<int>& offsets,
+                   const std::function<std::vector<FlowSpec>(int)>& copy_flows,
+                   const std::vector<char>& charged) {
+  if (flows.empty()) return;
+  for (FlowSpec& f : flows)
+    if (f.copies.empty()) f.copies.assign(f.links.size(), 1.0);
+  for (const int d : offsets) {
+    if (d == 0) continue;
+    const std::vector<FlowSpec> copy = copy_flows(d);
+    for (size_t i = 0; i < copy.size(); ++i) {
+      FlowSpec& f = flows[i % flows.size()];
+      for (int l : copy[i].links) {
+        const auto it = std::find(f.links.begin(), f.links.end(), l);
+        if (it != f.links.end()) {
+          f.copies[static_cast<size_t>(it - f.links.begin())] += 1.0;
+        } else if (charged[static_cast<size_t>(l)]) {
+          f.links.push_back(l);
+          f.copies.push_back(1.0);
+        }
+      }
+    }
+  }
+}
+
 double simulate_flows_s(const std::vector<FlowSpec>& flows, const Topology& topo,
                         std::vector<double>* finish_s) {
   MaxMinSolver solver(topo.capacities());
@@ -79,10 +133,9 @@ double simulate_flows_s(const std::vector<FlowSpec>& flows, MaxMinSolver& solver
   std::vector<size_t> live;
   if (finish_s) finish_s->assign(flows.size(), 0.0);
   for (size_t i = 0; i < flows.size(); ++i) {
-    STEPCAST_CHECK(flows[i].copies >= 1, "flow copies must be >= 1");
-    left[i] = flows[i].bytes * flows[i].copies;
+    left[i] = flows[i].bytes;
     if (left[i] <= 0) continue;
-    id[i] = solver.add_flow(flows[i].links, flows[i].copies);
+    id[i] = solver.add_flow(flows[i].links, 1.0, flows[i].copies);
     live.push_back(i);
   }
   double now = 0;
@@ -101,7 +154,7 @@ double simulate_flows_s(const std::vector<FlowSpec>& flows, MaxMinSolver& solver
       const double rate = solver.rate(id[i]);
       left[i] -= std::isfinite(rate) ? rate * dt : left[i];
       // A flow within 1e-9 relative of done finishes now (floating-point slack).
-      if (left[i] <= 1e-9 * flows[i].bytes * flows[i].copies) {
+      if (left[i] <= 1e-9 * flows[i].bytes) {
         solver.remove_flow(id[i]);
         if (finish_s) (*finish_s)[i] = now;
       } else {

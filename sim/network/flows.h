@@ -3,6 +3,7 @@
 // collective_flows + MaxMinSolver directly; simulate_flows_s is the standalone reference.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "sim/network/maxmin.h"
@@ -13,13 +14,14 @@ namespace stepcast {
 
 struct FlowSpec {
   int src = 0, dst = 0;    // global GPU ids
-  std::vector<int> links;  // Topology link ids (route(src, dst))
+  std::vector<int> links;  // Topology link ids (route(src, dst)), then links only copies cross
   double bytes = 0;        // bytes this flow moves
-  // Identical flows it stands for (>= 1), moving `bytes` each over the same links at the
-  // same time: simulated as one flow of copies x bytes with max-min weight `copies`, which
-  // gets exactly the copies' summed share of every link they share. The engine sets it for
-  // the symmetric copies of a folded rank that share its NIC (engine.h); 1 otherwise.
-  double copies = 1;
+  // Per link (parallel to `links`; empty: 1 on each): how many identical flows — this one and
+  // the symmetric copies it stands for, moving `bytes` each at the same time — cross it. The
+  // flow is simulated once at the rate of one copy, using copies[i] x that rate of links[i]
+  // (MaxMinSolver use), which is the copies' summed load on every link. A folded transfer
+  // sets it (charge_copies below; engine.h).
+  std::vector<double> copies = {};
 };
 
 // The steady-state flows of a ring collective (allreduce, reduce-scatter, allgather,
@@ -34,6 +36,34 @@ struct FlowSpec {
 // Bandwidth only: latency terms stay with the analytical model (collective.cc).
 std::vector<FlowSpec> collective_flows(CollOp op, const std::vector<int>& ranks, double bytes,
                                        const Topology& topo, bool pxn = true);
+
+// Symmetric copies of a folded transfer (engine.h). A folded rank `rank` stands for the
+// ranks `stands_for` (a pipeline stage: a contiguous block of R ranks starting at `rank`,
+// sim/plan/layout.h); a transfer over `members` (a group containing `rank`, or a sender and
+// its peer) stands for its translates by the offsets returned: the copy at offset d has
+// member m + d. A member's local index is its distance from the start of its stage,
+// (m - rank) mod R, every stage being R ranks; the translates of the members' local indices
+// that tile [0, R) are forced (the smallest index not yet covered starts the next one), and
+// for Megatron's rank order they are exactly the groups of the same kind (tp, cp, dp, ep,
+// edp: arithmetic progressions from the stage start) or the same pairs of the other
+// (tp, cp, dp) coordinates (pipeline sends, the embedding group). Ascending, 0 first; {0}
+// when `stands_for` is just `rank`, or when the members do not tile the block (no symmetric
+// copies derivable: the transfer is charged alone).
+std::vector<int> fold_offsets(int rank, const std::vector<int>& stands_for,
+                              const std::vector<int>& members);
+
+// Charges a transfer's symmetric copies on its `flows`: for each offset d != 0,
+// copy_flows(d) gives the copy's flows in the same order (copy flow i stands with flow i, or
+// i mod flows.size() if the counts differ). Each link a copy flow crosses on which
+// `charged[link]` is set (some simulated flow of the program crosses it) adds one to the
+// matching flow's copies there, appending the link when the flow does not cross it itself
+// (another simulated flow does: the copies' PXN hop onto the GPU that owns a shared NIC, a
+// copy's pipeline send through a NIC a simulated dp ring uses). Every charged link then
+// carries what it carries in full fidelity; links no simulated flow crosses carry only
+// copies and, by symmetry, what a charged link carries.
+void charge_copies(std::vector<FlowSpec>& flows, const std::vector<int>& offsets,
+                   const std::function<std::vector<FlowSpec>(int)>& copy_flows,
+                   const std::vector<char>& charged);
 
 // Fluid simulation: all flows start at t = 0; rates are max-min fair shares of the link
 // capacities, re-solved each time a flow finishes. Returns the time the last flow ends (s);

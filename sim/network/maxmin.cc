@@ -16,7 +16,7 @@ MaxMinSolver::MaxMinSolver(const std::vector<double>& capacities_bytes_per_s) {
 
 MaxMinSolver::LinkId MaxMinSolver::add_link(double capacity_bytes_per_s) {
   STEPCAST_CHECK(capacity_bytes_per_s >= 0, "link capacity must be >= 0");
-  links_.push_back(Link{capacity_bytes_per_s, {}, false});
+  links_.push_back(Link{capacity_bytes_per_s, {}, {}, false});
   return static_cast<LinkId>(links_.size() - 1);
 }
 
@@ -35,12 +35,14 @@ void MaxMinSolver::mark(LinkId l) {
   }
 }
 
-MaxMinSolver::FlowId MaxMinSolver::add_flow(const std::vector<LinkId>& links, double weight) {
+MaxMinSolver::FlowId MaxMinSolver::add_flow(const std::vector<LinkId>& links, double weight,
+                                            const std::vector<double>& use) {
   STEPCAST_CHECK(weight > 0, "flow weight must be positive");
-  std::vector<LinkId> ls = links;
-  std::sort(ls.begin(), ls.end());
-  ls.erase(std::unique(ls.begin(), ls.end()), ls.end());
-  for (LinkId l : ls) STEPCAST_CHECK(l >= 0 && l < link_count(), "flow uses an unknown link");
+  STEPCAST_CHECK(use.empty() || use.size() == links.size(), "flow use: one per link");
+  for (LinkId l : links) STEPCAST_CHECK(l >= 0 && l < link_count(), "flow uses an unknown link");
+  for (double u : use)
+    STEPCAST_CHECK(u > 0 && u < std::numeric_limits<double>::infinity(),
+                   "flow use of a link must be positive and finite");
   FlowId id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -50,13 +52,26 @@ MaxMinSolver::FlowId MaxMinSolver::add_flow(const std::vector<LinkId>& links, do
     flows_.emplace_back();
   }
   Flow& f = flows_[static_cast<size_t>(id)];
-  f.links = std::move(ls);
+  // Links ascending with their use, the first of duplicates kept: a stable insertion sort
+  // (routes have a handful of links) into the flow's reused storage.
+  f.links.clear();
+  f.use.clear();
+  for (size_t i = 0; i < links.size(); ++i) {
+    const LinkId l = links[i];
+    size_t k = f.links.size();
+    while (k > 0 && f.links[k - 1] > l) --k;
+    if (k > 0 && f.links[k - 1] == l) continue;  // a duplicate: the first counts
+    f.links.insert(f.links.begin() + static_cast<std::ptrdiff_t>(k), l);
+    f.use.insert(f.use.begin() + static_cast<std::ptrdiff_t>(k), use.empty() ? 1.0 : use[i]);
+  }
   f.weight = weight;
   f.alive = true;
   f.rate = f.links.empty() ? std::numeric_limits<double>::infinity() : 0.0;
-  for (LinkId l : f.links) {
-    links_[static_cast<size_t>(l)].flows.push_back(id);
-    mark(l);
+  for (size_t i = 0; i < f.links.size(); ++i) {
+    Link& k = links_[static_cast<size_t>(f.links[i])];
+    k.flows.push_back(id);
+    k.use.push_back(f.use[i]);
+    mark(f.links[i]);
   }
   ++live_flows_;
   return id;
@@ -66,14 +81,17 @@ void MaxMinSolver::remove_flow(FlowId id) {
   STEPCAST_CHECK(alive(id), "remove_flow: flow " + std::to_string(id) + " is not live");
   Flow& f = flows_[static_cast<size_t>(id)];
   for (LinkId l : f.links) {
-    auto& v = links_[static_cast<size_t>(l)].flows;
-    auto it = std::find(v.begin(), v.end(), id);
-    *it = v.back();
-    v.pop_back();
+    Link& k = links_[static_cast<size_t>(l)];
+    const auto i = static_cast<size_t>(std::find(k.flows.begin(), k.flows.end(), id) - k.flows.begin());
+    k.flows[i] = k.flows.back();
+    k.flows.pop_back();
+    k.use[i] = k.use.back();
+    k.use.pop_back();
     mark(l);
   }
   f.alive = false;
   f.links.clear();
+  f.use.clear();
   f.rate = 0;
   free_ids_.push_back(id);
   --live_flows_;
@@ -95,8 +113,9 @@ const std::vector<MaxMinSolver::LinkId>& MaxMinSolver::flow_links(FlowId f) cons
 
 double MaxMinSolver::link_load(LinkId l) const {
   STEPCAST_CHECK(l >= 0 && l < link_count(), "link id out of range");
+  const Link& k = links_[static_cast<size_t>(l)];
   double s = 0;
-  for (FlowId f : links_[static_cast<size_t>(l)].flows) s += flows_[static_cast<size_t>(f)].rate;
+  for (size_t i = 0; i < k.flows.size(); ++i) s += k.use[i] * flows_[static_cast<size_t>(k.flows[i])].rate;
   return s;
 }
 
@@ -148,7 +167,8 @@ void MaxMinSolver::solve_component(const std::vector<FlowId>& flows,
     const size_t i = static_cast<size_t>(l);
     remaining_[i] = links_[i].capacity;
     double w = 0;
-    for (FlowId f : links_[i].flows) w += flows_[static_cast<size_t>(f)].weight;
+    const Link& k = links_[i];
+    for (size_t j = 0; j < k.flows.size(); ++j) w += k.use[j] * flows_[static_cast<size_t>(k.flows[j])].weight;
     weight_left_[i] = w;
     ++version_[i];
     if (w > 0) heap.push({remaining_[i] / w, {l, version_[i]}});
@@ -166,10 +186,11 @@ void MaxMinSolver::solve_component(const std::vector<FlowId>& flows,
       flow_mark_[fi] = epoch_ - 1;  // fixed
       Flow& fl = flows_[fi];
       fl.rate = share * fl.weight;
-      for (LinkId l2 : fl.links) {
+      for (size_t j = 0; j < fl.links.size(); ++j) {
+        const LinkId l2 = fl.links[j];
         const size_t i2 = static_cast<size_t>(l2);
-        remaining_[i2] = std::max(0.0, remaining_[i2] - fl.rate);
-        weight_left_[i2] -= fl.weight;
+        remaining_[i2] = std::max(0.0, remaining_[i2] - fl.use[j] * fl.rate);
+        weight_left_[i2] -= fl.use[j] * fl.weight;
         if (l2 != lv.first && weight_left_[i2] > 1e-12 * fl.weight) {
           ++version_[i2];
           heap.push({remaining_[i2] / weight_left_[i2], {l2, version_[i2]}});

@@ -5,9 +5,13 @@
 // that sum of rates on every link <= its capacity and no flow can grow without shrinking
 // one with a smaller (weight-normalised) rate.
 //
+// A flow may use a link `use` times its rate (default 1): a flow standing for `use` identical
+// flows over that link (the symmetric copies of a folded transfer, sim/network/flows.h), as
+// SimGrid's LMM weights a variable in a constraint. A link then holds sum of use x rate.
+//
 // Progressive filling: all unfixed flows grow together at rate share * weight; the link
-// whose remaining capacity / unfixed weight is smallest saturates first, its flows are
-// fixed at that share, capacities are reduced, repeat. Shares are non-decreasing over the
+// whose remaining capacity / unfixed (use x weight) is smallest saturates first, its flows
+// are fixed at that share, capacities are reduced, repeat. Shares are non-decreasing over the
 // iterations, so a lazy min-heap of link shares gives O((F*Lf + L) log L) per solve, with Lf
 // links per flow.
 //
@@ -32,16 +36,18 @@ class MaxMinSolver {
 
   LinkId add_link(double capacity_bytes_per_s);
   void set_capacity(LinkId l, double capacity_bytes_per_s);
-  // A flow over `links` (duplicates ignored) with a share weight (> 0). A flow with no
-  // links is unconstrained: its rate is +infinity. Ids of removed flows are reused.
-  FlowId add_flow(const std::vector<LinkId>& links, double weight = 1.0);
+  // A flow over `links` (duplicates ignored: the first counts) with a share weight (> 0) and,
+  // per link, its use (parallel to `links`, each > 0; empty: 1 on every link). A flow with
+  // no links is unconstrained: its rate is +infinity. Ids of removed flows are reused.
+  FlowId add_flow(const std::vector<LinkId>& links, double weight = 1.0,
+                  const std::vector<double>& use = {});
   void remove_flow(FlowId f);
 
   // Re-solves what changed since the last solve.
   void solve();
   // Rate of a live flow as of the last solve(), bytes/s.
   double rate(FlowId f) const;
-  // Sum of the current rates of the flows on a link (after solve()).
+  // Sum of use x rate of the flows on a link (after solve()).
   double link_load(LinkId l) const;
   double capacity(LinkId l) const { return links_[static_cast<size_t>(l)].capacity; }
   const std::vector<LinkId>& flow_links(FlowId f) const;
@@ -59,10 +65,12 @@ class MaxMinSolver {
   struct Link {
     double capacity = 0;
     std::vector<FlowId> flows;
+    std::vector<double> use;  // parallel to flows: each flow's use of this link
     bool dirty = false;
   };
   struct Flow {
-    std::vector<LinkId> links;
+    std::vector<LinkId> links;  // ascending
+    std::vector<double> use;    // parallel to links
     double weight = 1;
     double rate = 0;
     bool alive = false;

@@ -42,6 +42,20 @@ TEST(MaxMin, WeightsScaleShares) {
   EXPECT_DOUBLE_EQ(s.rate(b), 2.0);
 }
 
+// Use: a flow standing for k copies on a link takes k x its rate there. Link 0 (8) holds
+// a with use 3 and b; link 1 (1) holds b alone. Link 1 saturates first (share 1): b = 1;
+// then link 0 leaves 8 - 1 = 7 for a's use of 3: a = 7/3, and link 0 carries 3 a + b = 8.
+TEST(MaxMin, UseMultipliesALinksLoad) {
+  MaxMinSolver s({8.0, 1.0});
+  const int a = s.add_flow({0}, 1.0, {3.0}), b = s.add_flow({0, 1});
+  s.solve();
+  EXPECT_DOUBLE_EQ(s.rate(b), 1.0);
+  EXPECT_DOUBLE_EQ(s.rate(a), 7.0 / 3.0);
+  EXPECT_DOUBLE_EQ(s.link_load(0), 8.0);
+  EXPECT_THROW(s.add_flow({0}, 1.0, {0.0}), InvariantError);
+  EXPECT_THROW(s.add_flow({0, 1}, 1.0, {1.0}), InvariantError);
+}
+
 // Incremental: removing a flow re-solves only its component; the other keeps its rate.
 TEST(MaxMin, IncrementalResolveTouchesOnlyAffectedComponent) {
   MaxMinSolver s({4.0, 6.0});
