@@ -9,7 +9,7 @@
 // mmap threshold rises to the size of the last freed mapped block (up to 32 MiB): blocks
 // below it were then carved from the per-thread arenas and never returned, and a plan search
 // over 2,652 Llama 3 70B plans on two threads peaked at 2.0 GB RSS for 1.3 GB of live heap
-// (heaptrack); with its own mappings 1.4 GB (sim/report/README.md). Smaller blocks come from
+// (heaptrack); with its own mappings 1.1 GB (README.md, Performance). Smaller blocks come from
 // operator new as usual. Stateless; all instances compare equal.
 #pragma once
 

@@ -44,7 +44,7 @@ std::size_t resident_bytes() {
 // mmap threshold to its size (up to 32 MiB), the next blocks below it are carved from the
 // thread's arena, and freed arena memory below live blocks stays resident. The plan search
 // grows thousands of task lists like this on worker threads; that retention was 0.7 GB of its
-// 2.0 GB peak (sim/report/README.md). Here: 6 M ints = 24 MB in a 32 MB block after outgrowing
+// 2.0 GB peak (README.md, Performance). Here: 6 M ints = 24 MB in a 32 MB block after outgrowing
 // 4, 8 and 16 MB ones.
 TEST(HugeAlloc, FreedLargeBlocksLeaveResidentMemory) {
 #if defined(__linux__)
