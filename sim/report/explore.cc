@@ -1,6 +1,7 @@
 #include "sim/report/explore.h"
 
 #include <algorithm>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -37,7 +38,9 @@ static ExplorePoint evaluate(const YAML::Node& doc, const std::string& file,
 std::vector<PlanCandidate> sweep_candidates(const Scenario& base) {
   std::vector<PlanCandidate> out;
   if (base.sweep.empty()) {
-    out.push_back({base.source, {}});
+    PlanCandidate c;
+    c.doc = base.source;
+    out.push_back(std::move(c));
     return out;
   }
   size_t total = 1;
@@ -74,7 +77,7 @@ std::vector<ExplorePoint> evaluate_candidates(const std::vector<PlanCandidate>& 
       mine, threads,
       [&](size_t k) {
         const size_t i = first + k * step;
-        pts[i] = evaluate(cands[i].doc, file, cands[i].settings, run);
+        pts[i] = evaluate(cands[i].document(), file, cands[i].settings, run);
       },
       progress);
   return pts;
@@ -96,10 +99,17 @@ struct PlanAxes {
   const char* cp_kind;            // "ring" or "allgather"
 };
 
-PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
-  PlanCandidate c;
-  c.doc = YAML::Clone(base.source);
-  YAML::Node par = c.doc["parallel"] ? c.doc["parallel"] : YAML::Node(YAML::NodeType::Map);
+// The scenario document of plan `a`: a clone of `source` with the plan's parallel settings.
+YAML::Node plan_document(const YAML::Node& source, const PlanAxes& a) {
+  YAML::Node doc;
+  {
+    // yaml-cpp nodes are not safe to read from two threads at once (reading a map may
+    // update its bookkeeping), and every candidate clones the one scenario document.
+    static std::mutex clone_mutex;
+    std::lock_guard<std::mutex> lock(clone_mutex);
+    doc = YAML::Clone(source);
+  }
+  YAML::Node par = doc["parallel"] ? doc["parallel"] : YAML::Node(YAML::NodeType::Map);
   par["tp"] = a.tp;
   par["pp"] = a.pp;
   par["dp"] = a.dp;
@@ -123,7 +133,15 @@ PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
     for (int n : a.stage_layers) pl.push_back(n);
     par["pipeline_layers"] = pl;
   }
-  c.doc["parallel"] = par;
+  doc["parallel"] = par;
+  return doc;
+}
+
+PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
+  PlanCandidate c;
+  // Built when evaluated (PlanCandidate::make_doc); the lambda shares the scenario's
+  // document (a YAML::Node is a reference) and copies the axes.
+  c.make_doc = [source = base.source, a] { return plan_document(source, a); };
   auto text = [](int v) { return std::to_string(v); };
   // Layers per (virtual) stage: "8", or "7-8" for an uneven split.
   const int per_stage = base.model.layers / (a.pp * a.vpp);

@@ -114,7 +114,7 @@ TEST(CriticalPathReport, CoversTheStepOnRandomPlans) {
   for (size_t i = 0; i < cands.size() && checked < 24; ++i) {
     Scenario sc;
     try {
-      sc = load_scenario_node(cands[i].doc, "plan.yaml");
+      sc = load_scenario_node(cands[i].document(), "plan.yaml");
     } catch (const InputError&) {
       continue;
     }

@@ -20,6 +20,7 @@
 #include "model/error.h"
 #include "model/units.h"
 #include "sim/lower/lower.h"
+#include "sim/report/parallel.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
 
@@ -43,6 +44,31 @@ Scenario llama3_405b_on_512() {
   doc["parallel"].remove("dp");
   doc["training"]["global_batch"] = 256;
   return load_scenario_node(doc, "405b-512.yaml");
+}
+
+// Search candidates hold no document of their own (a clone of the scenario is about 27 KB of
+// yaml-cpp nodes: 70 MB for the 70B search's 2,652 plans); document() builds a fresh one per
+// call, from several threads at once, equal for the same candidate.
+TEST(Search, CandidatesBuildTheirDocumentWhenEvaluated) {
+  const Scenario sc = small_llama3_8b();
+  const auto cands = search_candidates(sc);
+  ASSERT_GT(cands.size(), 8u);
+  for (const auto& c : cands) EXPECT_TRUE(c.doc.IsNull());
+  auto text = [](const YAML::Node& n) {
+    YAML::Emitter e;
+    e << n;
+    return std::string(e.c_str());
+  };
+  YAML::Node a = cands[3].document(), b = cands[3].document();
+  EXPECT_EQ(text(a), text(b));
+  a["parallel"]["tp"] = 3;  // independent documents
+  EXPECT_NE(text(a), text(b));
+  EXPECT_EQ(text(b), text(cands[3].document()));
+  // Built on four threads at once: the same texts as built one at a time.
+  std::vector<std::string> serial(cands.size()), threaded(cands.size());
+  for (size_t i = 0; i < cands.size(); ++i) serial[i] = text(cands[i].document());
+  parallel_for(cands.size(), 4, [&](size_t i) { threaded[i] = text(cands[i].document()); });
+  EXPECT_EQ(serial, threaded);
 }
 
 TEST(Search, SkippingPlansThatCannotFitChangesNothing) {
@@ -151,6 +177,7 @@ TEST(Search, SlicesSentAsCborRebuildTheSameSearch) {
   auto cands = search_candidates(sc);
   // One plan that cannot be laid out (tp 3 divides neither 32 heads nor 8 GPUs).
   PlanCandidate bad = cands.front();
+  bad.doc = bad.document();  // its own document, edited below
   bad.doc["parallel"]["tp"] = 3;
   bad.settings.front().second = "3";
   cands.insert(cands.begin() + 5, bad);
@@ -254,15 +281,15 @@ TEST(Search, MoePlansSearchExpertParallelism) {
     const int tp = std::stoi(kv["tp"]), cp = std::stoi(kv["cp"]);
     EXPECT_EQ(experts % ep, 0);
     EXPECT_EQ((tp * cp * dp) % ep, 0);  // expert groups are cut from a stage's ranks
-    EXPECT_EQ(c.doc["parallel"]["ep"].as<int>(), ep);
+    EXPECT_EQ(c.document()["parallel"]["ep"].as<int>(), ep);
     eps_seen.insert(ep);
-    const Scenario plan = load_scenario_node(c.doc, "candidate.yaml");  // throws if invalid
+    const Scenario plan = load_scenario_node(c.document(), "candidate.yaml");  // throws if invalid
     EXPECT_EQ(plan.parallel.ep, ep);
   }
   EXPECT_EQ(eps_seen, (std::set<int>{1, 2, 4, 8}));
   for (const auto& c : search_candidates(small_llama3_8b())) {
     for (const auto& [k, v] : c.settings) EXPECT_NE(k, "ep");
-    EXPECT_EQ(c.doc["parallel"]["ep"].as<int>(), 1);
+    EXPECT_EQ(c.document()["parallel"]["ep"].as<int>(), 1);
   }
 }
 
@@ -318,7 +345,7 @@ TEST(Search, UnevenPipelinesAreSearchedAndValid) {
   const Scenario sc = llama3_405b_on_512();
   std::set<int> uneven_pp;
   for (const auto& c : search_candidates(sc)) {
-    const Scenario plan = load_scenario_node(c.doc, "candidate.yaml");  // throws if invalid
+    const Scenario plan = load_scenario_node(c.document(), "candidate.yaml");  // throws if invalid
     if (!plan.parallel.pipeline_layers.empty()) {
       uneven_pp.insert(plan.parallel.pp);
       EXPECT_EQ(plan.parallel.pipeline_layers,
@@ -344,7 +371,7 @@ TEST(Search, StateWithoutLoweringEqualsTheLoweredAllocations) {
   for (const auto& [base, every] : spaces) {
     const auto cands = search_candidates(base);
     for (size_t i = 0; i < cands.size(); i += every) {
-      const Scenario sc = load_scenario_node(cands[i].doc, "candidate.yaml");
+      const Scenario sc = load_scenario_node(cands[i].document(), "candidate.yaml");
       const auto state = training_state_bytes(sc);
       const Program prog = lower(sc);
       ASSERT_EQ(state.size(), static_cast<size_t>(sc.parallel.pp));
@@ -471,7 +498,7 @@ TEST(Search, SpaceCoversSchedulesZeroOverlapAndCpKinds) {
   for (const auto& c : search_candidates(sc)) {
     const std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
     for (const auto& [k, v] : kv) seen[k].insert(v);
-    const YAML::Node par = c.doc["parallel"];
+    const YAML::Node par = c.document()["parallel"];
     EXPECT_EQ(par["schedule"].as<std::string>(), kv.at("sched"));
     EXPECT_EQ(par["zero"].as<std::string>(), kv.at("zero"));
     EXPECT_EQ(par["cp_kind"].as<std::string>(), kv.at("cp_kind"));
@@ -487,7 +514,7 @@ TEST(Search, SpaceCoversSchedulesZeroOverlapAndCpKinds) {
       EXPECT_NE(kv.at("cp"), "1");
     }
     try {
-      load_scenario_node(c.doc, "candidate.yaml");
+      load_scenario_node(c.document(), "candidate.yaml");
     } catch (const InputError&) {
       ++invalid;
     }
@@ -518,11 +545,11 @@ TEST(Search, GpipeMemoryNeverBelow1f1b) {
   std::shuffle(pick.begin(), pick.end(), rng);
   int compared = 0;
   for (size_t i = 0; i < pick.size() && compared < 40; ++i) {
-    YAML::Node gdoc = YAML::Clone(pick[i]->doc);
+    YAML::Node gdoc = pick[i]->document();
     gdoc["parallel"]["schedule"] = "gpipe";
     Scenario one, gp;
     try {
-      one = load_scenario_node(pick[i]->doc, "1f1b.yaml");
+      one = load_scenario_node(pick[i]->document(), "1f1b.yaml");
       gp = load_scenario_node(gdoc, "gpipe.yaml");
     } catch (const InputError&) {
       continue;
@@ -572,7 +599,7 @@ TEST(Search, EveryReportedPlanIsValidAndFits) {
     const auto it = std::find_if(cands.begin(), cands.end(),
                                  [&](const PlanCandidate& c) { return c.settings == p.settings; });
     ASSERT_NE(it, cands.end());
-    const Scenario plan = load_scenario_node(it->doc, "reported.yaml");  // throws if invalid
+    const Scenario plan = load_scenario_node(it->document(), "reported.yaml");  // throws if invalid
     const auto kv = settings_map(p);
     EXPECT_EQ(plan.parallel.tp, std::stoi(kv.at("tp")));
     EXPECT_EQ(plan.parallel.zero, std::stoi(kv.at("zero")));
