@@ -702,8 +702,8 @@ class Lowerer {
   // bytes of gradients issues ceil(G / bucket_bytes) collectives per group.
   struct Bucketer {
     double dense = 0, expert = 0;
-    // ZeRO-2/3: the allocated pieces of whole gradients (dense [0], expert [1]) in the bucket
-    // being filled, freed when its reduce-scatter ends.
+    // ZeRO-3: the units' whole gradients (dense [0], expert [1]) in the bucket being filled,
+    // freed when its reduce-scatter ends.
     struct Piece {
       std::string what;
       double bytes;
@@ -830,6 +830,8 @@ class Lowerer {
     for (int i = 0; i < 3; ++i)
       emit_mem(e, TaskKind::kAlloc, state_bytes[i], kTrainingStateWhat[static_cast<size_t>(i)],
                Phase::kOther, -1, -1, -1);
+    const double z2_buckets = zero2_bucket_bytes(dense, expert);
+    emit_mem(e, TaskKind::kAlloc, z2_buckets, "grad_buckets", Phase::kOther, -1, -1, -1);
 
     // The step starts by zeroing the gradient buffer the backward accumulates into
     // (Megatron's train_step: zero_grad_buffer on every model chunk, a memset of the whole
@@ -1032,6 +1034,9 @@ class Lowerer {
       emit_param_gathers(e, {e.last_compute});
       end_deps.insert(end_deps.end(), param_gathers_.begin(), param_gathers_.end());
     }
+    emit_mem(e, TaskKind::kFree, z2_buckets, "grad_buckets", Phase::kOther, -1, -1, -1,
+             StreamKind::kCompute, end_deps);
+    if (z2_buckets > 0) end_deps.clear();
     for (int i = 2; i >= 0; --i) {
       emit_mem(e, TaskKind::kFree, state_bytes[i], kTrainingStateWhat[static_cast<size_t>(i)],
                Phase::kOther, -1, -1, -1,
@@ -1109,13 +1114,12 @@ class Lowerer {
   //    cuts a layer.
   // Without overlap.grad_reduce the reduce-scatter runs synchronously: the next compute
   // waits for it (DeepSpeed overlap_comm false).
-  // Memory: a unit's whole (unsharded) gradients exist from its weight-gradient pass until
-  // the reduce-scatter that carries them ends (FSDP frees the unsharded gradient once its
-  // reduce-scatter is done; DeepSpeed ZeRO-2 releases a bucket's gradients after the
-  // bucket's reduction). Only the shard is training state (state_bytes_per_param). Each
-  // unit allocates its gradients in pieces, one per bucket they go to, each freed on the DP
-  // stream behind that bucket's reduce-scatter: the memory held is the gradient bytes not
-  // yet reduced.
+  // Memory: ZeRO-3 / FSDP holds a unit's whole (unsharded) gradients from its weight-gradient
+  // pass until its reduce-scatter ends (FSDP frees the unsharded gradient then), on top of
+  // the shard that is training state; an allocation per unit and microbatch, freed on the DP
+  // stream behind the reduce-scatter. ZeRO-2 copies gradients into its reduce buckets as they
+  // are produced (DeepSpeed contiguous_gradients): those buffers are allocated for the step
+  // (zero2_bucket_bytes), not here.
   void sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool flush) {
     const bool zero3 = par_.zero == 3;
     const double cap = zero3 && par_.bucket_bytes <= 0 ? 0.0 : grad_bucket_bytes();
@@ -1128,14 +1132,11 @@ class Lowerer {
         if (flush) acc = 0;
         continue;
       }
-      int pieces = 0;
-      auto hold = [&](double piece) {
+      if (zero3 && bytes > 0) {
         std::string what = mem_what(expert ? "zgx" : "zg", u, mb);
-        what += ".p";
-        append_int(what, pieces++);
-        emit_mem(e, TaskKind::kAlloc, piece, what, Phase::kBwdWeight, u.layer, mb, c);
-        if (piece > 0) held.push_back(Bucketer::Piece{std::move(what), piece, u.layer});
-      };
+        emit_mem(e, TaskKind::kAlloc, bytes, what, Phase::kBwdWeight, u.layer, mb, c);
+        held.push_back(Bucketer::Piece{std::move(what), bytes, u.layer});
+      }
       auto issue = [&](double rs_bytes) {
         std::vector<int> deps;
         if (e.last_compute >= 0) deps.push_back(e.last_compute);
@@ -1150,21 +1151,13 @@ class Lowerer {
                    c, StreamKind::kDp, {id});
         held.clear();
       };
-      // ZeRO-2 cuts the gradients into buckets of exactly `cap` bytes: this unit's piece of
-      // the open bucket fills it (cap minus what earlier units left in it), then whole
-      // buckets, and what is left stays in the next open bucket.
-      const double before = acc;
       acc += bytes;
-      bool cut = false;
       if (!zero3) {
         while (acc >= cap) {
-          hold(cut ? cap : cap - before);
           issue(cap);
           acc -= cap;
-          cut = true;
         }
       }
-      if (bytes > 0 && (!cut || acc > 0)) hold(cut ? acc : bytes);
       if ((flush || (zero3 && acc >= cap)) && acc > 0) {
         issue(acc);
         acc = 0;
@@ -1172,6 +1165,24 @@ class Lowerer {
     }
   }
 
+  // DeepSpeed ZeRO-2 (stage_1_and_2.py, contiguous_gradients and overlap_comm): each
+  // gradient is copied into a reduce bucket as the backward produces it and the bucket is
+  // reduced when full, into two alternating buffers with overlap (one fills while the other
+  // reduces), one without; so the whole gradients held at a time never exceed them. Per
+  // group with something to reduce: min(the stage's gradients, buffers x bucket size) (one
+  // bucket of everything without overlap and bucket_mb: the whole gradients). DeepSpeed
+  // waits for a buffer when the reductions fall behind the backward; stepcast does not
+  // model that wait.
+  double zero2_bucket_bytes(double dense, double expert) const {
+    if (par_.zero != 2) return 0;
+    const double buffers = par_.overlap_grad_reduce ? 2 : 1;
+    double bytes = 0;
+    if (dense_dp_size() > 1)
+      bytes += std::min(dense * grad_bytes_per_param_, buffers * grad_bucket_bytes());
+    if (expert_dp_size() > 1)
+      bytes += std::min(expert * grad_bytes_per_param_, buffers * grad_bucket_bytes());
+    return bytes;
+  }
 
   void free_unit_activations(Emit& e, const Unit& u, int mb, int c) {
     if (u.act_bytes > 0) {

@@ -479,26 +479,25 @@ TEST(Lower, Zero2ReduceScattersEveryMicrobatchZero1Once) {
 }
 
 TEST(Lower, ShardedGradientsAreHeldWholeUntilTheirReduceScatter) {
-  // ZeRO-2/3 keep a 1/dp shard of the gradients as training state, but a unit's whole
-  // gradients exist from its weight-gradient pass until the reduce-scatter that carries them
-  // ends (FSDP frees the unsharded gradient after its reduce-scatter; DeepSpeed ZeRO-2 a
-  // bucket's gradients after the bucket's). They are allocated in pieces, one per bucket.
-  // On random plans with zero 2 or 3, per rank:
-  //  - every "zg"/"zgx" piece is allocated on the compute stream and freed exactly once, on
-  //    the dp stream, right behind (and depending on) a gradient reduce-scatter of the same
-  //    microbatch and chunk;
-  //  - none is freed early or late: the reduce-scatters of its microbatch and chunk up to and
-  //    including that one carry at least the gradient bytes allocated up to the piece, and
-  //    those before it carry less (each piece is freed by the first bucket that holds it);
-  //  - (dense models) each microbatch allocates the stage's whole gradients: m x the sharded
-  //    "grads" state x the dense dp size (dp x cp), when that is above 1, else nothing.
+  // ZeRO-2/3 keep a 1/dp shard of the gradients as training state. On random plans:
+  //  - ZeRO-3 (FSDP): a unit's whole gradients exist from its weight-gradient pass until its
+  //    reduce-scatter ends. Every "zg"/"zgx" allocation is on the compute stream and freed
+  //    exactly once, on the dp stream, right behind (and depending on) a gradient
+  //    reduce-scatter of the same microbatch and chunk that carries it: the reduce-scatters of
+  //    that microbatch and chunk up to and including it carry at least the bytes allocated up
+  //    to the unit, those before it less. (Dense models) each microbatch allocates the whole
+  //    gradients: m x the "grads" shard x the dense dp size (dp x cp), when above 1.
+  //  - ZeRO-2 (DeepSpeed): the reduce buckets, allocated for the step: min(whole gradients,
+  //    buffers x bucket), two buffers with overlap.grad_reduce, one without; no per-unit
+  //    allocations.
   std::mt19937 rng(2026);
-  int checked = 0;
+  int checked3 = 0, checked2 = 0;
   for (int trial = 0; trial < 60; ++trial) {
     Plan p = testing::random_plan(rng);
     if (p.zero < 2) p.zero = 2 + static_cast<int>(rng() % 2);
     const bool moe = p.ep > 1;
     const Program prog = lower(make_scenario(moe ? tiny_moe(8) : tiny_gpt(8), p));
+    const int dense_dp = p.dp * p.cp;
     for (const RankProgram& rp : prog.ranks) {
       // (mb, chunk, expert) -> bytes allocated / reduce-scattered so far, and before the last
       std::map<std::tuple<int, int, int>, double> alloc_cum, rs_cum, prev_rs;
@@ -509,6 +508,7 @@ TEST(Lower, ShardedGradientsAreHeldWholeUntilTheirReduceScatter) {
         const bool zg = t.what.rfind("zg.", 0) == 0, zgx = t.what.rfind("zgx.", 0) == 0;
         const int x = zgx ? 1 : 0;
         if (t.kind == TaskKind::kAlloc && (zg || zgx)) {
+          EXPECT_EQ(p.zero, 3) << t.label;
           EXPECT_EQ(t.stream, StreamKind::kCompute) << t.label;
           ASSERT_EQ(need.count(t.what), 0u) << "allocated twice: " << t.what;
           need[t.what] = alloc_cum[{t.microbatch, t.chunk, x}] += t.bytes;
@@ -535,27 +535,34 @@ TEST(Lower, ShardedGradientsAreHeldWholeUntilTheirReduceScatter) {
       }
       EXPECT_EQ(frees.size(), need.size());
       for (const auto& [what, n] : frees) EXPECT_EQ(n, 1) << what;
-      if (!moe) {
-        const int dense_dp = p.dp * p.cp;
-        EXPECT_NEAR(dense_total,
-                    dense_dp > 1 ? p.microbatches * alloc_bytes(rp, "grads") * dense_dp : 0.0,
+      if (moe) continue;
+      const double whole = alloc_bytes(rp, "grads") * dense_dp;  // the stage's gradients
+      if (p.zero == 3) {
+        EXPECT_NEAR(dense_total, dense_dp > 1 ? p.microbatches * whole : 0.0,
                     1e-6 * (1 + dense_total))
             << "trial " << trial;
-        checked += dense_dp > 1;
+        checked3 += dense_dp > 1;
+      } else {
+        const double buffers = p.overlap_grad ? 2 : 1;
+        EXPECT_NEAR(alloc_bytes(rp, "grad_buckets"),
+                    dense_dp > 1 ? std::min(whole, buffers * p.bucket_bytes) : 0.0,
+                    1e-6 * (1 + whole))
+            << "trial " << trial;
+        checked2 += dense_dp > 1;
       }
     }
     run(prog);
   }
-  EXPECT_GT(checked, 10);
+  EXPECT_GT(checked3, 5);
+  EXPECT_GT(checked2, 5);
 }
 
-TEST(Lower, ZeroTwoWithoutOverlapHoldsTheWholeGradientsAtTheEndOfTheBackward) {
-  // tiny_gpt at dp 4, ZeRO-2, one microbatch, overlap.grad_reduce off: one reduce-scatter
-  // after the backward, so just before it every unit's whole gradients are held on top of
-  // the state: peak >= weights + G/4 (shard) + optimizer + G, G the stage's whole fp32
-  // gradients (4 x the "grads" shard). With overlap and 1 MB buckets each bucket frees what
-  // it carried as it ends; with communication free the backward then never holds more than
-  // a bucket and a layer, so the peak is lower.
+TEST(Lower, ZeroTwoWithoutOverlapHoldsTheWholeGradients) {
+  // tiny_gpt at dp 4, ZeRO-2, one microbatch, overlap.grad_reduce off and no bucket_mb: one
+  // bucket of everything, reduce-scattered after the backward, so the bucket buffer is the
+  // whole gradients on top of the state: peak >= weights + G/4 (shard) + optimizer + G, G the
+  // stage's whole fp32 gradients (4 x the "grads" shard). With overlap and 1 MB buckets the
+  // two buffers hold 2 MB: the peak is lower.
   Plan p;
   p.dp = 4;
   p.zero = 2;
@@ -566,12 +573,14 @@ TEST(Lower, ZeroTwoWithoutOverlapHoldsTheWholeGradientsAtTheEndOfTheBackward) {
   const Program sync = lower(make_scenario(tiny_gpt(), p));
   const RankProgram& rp = sync.ranks[0];
   const double g = 4 * alloc_bytes(rp, "grads");
+  EXPECT_DOUBLE_EQ(alloc_bytes(rp, "grad_buckets"), g);
   const double peak_sync = run(sync).ranks[0].peak_bytes;
   EXPECT_GE(peak_sync, state_bytes(rp) + g);
   p.overlap_grad = true;
   p.bucket_bytes = 1e6;
-  const double peak_overlap = run(lower(make_scenario(tiny_gpt(), p))).ranks[0].peak_bytes;
-  EXPECT_LT(peak_overlap, state_bytes(rp) + g);
+  const Program overlap = lower(make_scenario(tiny_gpt(), p));
+  EXPECT_DOUBLE_EQ(alloc_bytes(overlap.ranks[0], "grad_buckets"), 2e6);
+  EXPECT_LT(run(overlap).ranks[0].peak_bytes, state_bytes(rp) + g);
 }
 
 TEST(Lower, StreamsAndKernelNamesAnExecutorCanUse) {
