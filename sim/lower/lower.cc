@@ -704,12 +704,12 @@ class Lowerer {
     double dense = 0, expert = 0;
     // ZeRO-3: the units' whole gradients (dense [0], expert [1]) in the bucket being filled,
     // freed when its reduce-scatter ends.
-    struct Piece {
+    struct UnitGrads {
       std::string what;
       double bytes;
       int layer;
     };
-    std::vector<Piece> held[2];
+    std::vector<UnitGrads> held[2];
   };
 
   void grads_ready(Emit& e, Bucketer& b, const Unit& u, int chunk, bool flush) {
@@ -1126,7 +1126,7 @@ class Lowerer {
     for (const bool expert : {false, true}) {
       const double bytes = expert ? u.expert_grad_bytes : u.dense_grad_bytes;
       double& acc = expert ? b.expert : b.dense;
-      std::vector<Bucketer::Piece>& held = b.held[expert];
+      std::vector<Bucketer::UnitGrads>& held = b.held[expert];
       if ((expert ? expert_dp_size() : dense_dp_size()) <= 1) {
         acc += bytes;  // nothing to reduce: the gradients are the (unsharded) state
         if (flush) acc = 0;
@@ -1135,7 +1135,7 @@ class Lowerer {
       if (zero3 && bytes > 0) {
         std::string what = mem_what(expert ? "zgx" : "zg", u, mb);
         emit_mem(e, TaskKind::kAlloc, bytes, what, Phase::kBwdWeight, u.layer, mb, c);
-        held.push_back(Bucketer::Piece{std::move(what), bytes, u.layer});
+        held.push_back(Bucketer::UnitGrads{std::move(what), bytes, u.layer});
       }
       auto issue = [&](double rs_bytes) {
         std::vector<int> deps;
@@ -1146,7 +1146,7 @@ class Lowerer {
             make_label(expert ? "rsx" : "rs", u.name, "g", mb), u.layer, mb, c, std::move(deps));
         grad_sync_.push_back(id);
         if (!par_.overlap_grad_reduce) e.pending.push_back(id);
-        for (Bucketer::Piece& h : held)
+        for (Bucketer::UnitGrads& h : held)
           emit_mem(e, TaskKind::kFree, h.bytes, std::move(h.what), Phase::kBwdWeight, h.layer, mb,
                    c, StreamKind::kDp, {id});
         held.clear();
