@@ -374,9 +374,16 @@ class Lowerer {
     int prev_compute = -1;     // the compute task before last_compute
     std::vector<int> pending;  // comm tasks the next compute task waits for
     std::vector<int> after_next;  // comm tasks the compute task after the next waits for
+    // Tasks the next compute task waits for, a weight-gradient one too (emit_weight_grads
+    // sets `pending` aside, not these): the host waited for them before it queued more work.
+    std::vector<int> host_waits;
     // Collectives a weight-gradient GEMM waits for (CommPoint::feeds_wgrad), by unit,
     // microbatch and GEMM name; consumed when that GEMM is emitted.
     std::map<std::tuple<const Unit*, int, std::string>, int> wgrad_inputs;
+    // ZeRO-2 with overlap: the reduce-scatter of the last bucket issued per group (dense [0],
+    // expert [1]), which the backward waits for after the next unit that issues a bucket
+    // (the two-buffer wait, sharded_grads_ready).
+    int z2_last_bucket[2] = {-1, -1};
   };
 
   int add(Emit& e, Task&& t) { return add_task(e.rp, std::move(t)); }
@@ -412,6 +419,8 @@ class Lowerer {
     t.deps = std::move(extra_deps);
     t.deps.insert(t.deps.end(), e.pending.begin(), e.pending.end());
     e.pending.clear();
+    t.deps.insert(t.deps.end(), e.host_waits.begin(), e.host_waits.end());
+    e.host_waits.clear();
     e.prev_compute = e.last_compute;
     e.last_compute = add(e, std::move(t));
     e.pending.insert(e.pending.end(), e.after_next.begin(), e.after_next.end());
@@ -1137,6 +1146,7 @@ class Lowerer {
         emit_mem(e, TaskKind::kAlloc, bytes, what, Phase::kBwdWeight, u.layer, mb, c);
         held.push_back(Bucketer::UnitGrads{std::move(what), bytes, u.layer});
       }
+      int issued_here = -1;  // ZeRO-2 with overlap: the last bucket this unit issued
       auto issue = [&](double rs_bytes) {
         std::vector<int> deps;
         if (e.last_compute >= 0) deps.push_back(e.last_compute);
@@ -1145,7 +1155,11 @@ class Lowerer {
             StreamKind::kDp, Category::kDpComm, rs_bytes, grad_dtype_, Phase::kBwdWeight,
             make_label(expert ? "rsx" : "rs", u.name, "g", mb), u.layer, mb, c, std::move(deps));
         grad_sync_.push_back(id);
-        if (!par_.overlap_grad_reduce) e.pending.push_back(id);
+        if (!par_.overlap_grad_reduce) {
+          e.pending.push_back(id);
+        } else if (!zero3) {
+          issued_here = id;
+        }
         for (Bucketer::UnitGrads& h : held)
           emit_mem(e, TaskKind::kFree, h.bytes, std::move(h.what), Phase::kBwdWeight, h.layer, mb,
                    c, StreamKind::kDp, {id});
@@ -1162,6 +1176,14 @@ class Lowerer {
         issue(acc);
         acc = 0;
       }
+      if (issued_here >= 0) {
+        // The two-buffer wait (zero2_bucket_bytes), at the granularity of units: the buckets
+        // this unit issued are in flight; the backward goes on once those issued before it
+        // have been reduced.
+        int& before = e.z2_last_bucket[expert];
+        if (before >= 0) e.host_waits.push_back(before);
+        before = issued_here;
+      }
     }
   }
 
@@ -1170,9 +1192,17 @@ class Lowerer {
   // reduced when full, into two alternating buffers with overlap (one fills while the other
   // reduces), one without; so the whole gradients held at a time never exceed them. Per
   // group with something to reduce: min(the stage's gradients, buffers x bucket size) (one
-  // bucket of everything without overlap and bucket_mb: the whole gradients). DeepSpeed
-  // waits for a buffer when the reductions fall behind the backward; stepcast does not
-  // model that wait.
+  // bucket of everything without overlap and bucket_mb: the whole gradients). With two
+  // buffers, the gradients that go into bucket j+1 are copied into the buffer of bucket j-1,
+  // so once bucket j is issued the backward waits for bucket j-1's reduce-scatter
+  // (DeepSpeed's reduce_ipg_grads synchronises the device before it launches the next
+  // reduction, so the host queues nothing more until then), in every microbatch and chunk of
+  // the step: the backward runs no faster than the reductions. stepcast issues a unit's buckets when its weight-gradient pass ends (not
+  // as each fills during it), so it applies the wait per unit: the next compute task waits
+  // for the buckets issued before the unit's own. A unit issuing one bucket j waits for
+  // j-1, as DeepSpeed does; one issuing several keeps them all in flight (one unit of slack
+  // instead of one bucket: the same rate, max of backward and reductions, without charging
+  // the unit's compute and its reductions one after the other).
   double zero2_bucket_bytes(double dense, double expert) const {
     if (par_.zero != 2) return 0;
     const double buffers = par_.overlap_grad_reduce ? 2 : 1;

@@ -583,6 +583,57 @@ TEST(Lower, ZeroTwoWithoutOverlapHoldsTheWholeGradients) {
   EXPECT_LT(run(overlap).ranks[0].peak_bytes, state_bytes(rp) + g);
 }
 
+TEST(Lower, Zero2BackwardWaitsForItsTwoBucketBuffers) {
+  // DeepSpeed ZeRO-2 with overlap_comm reduces from two alternating bucket buffers: the
+  // gradients of bucket j+1 go into the buffer bucket j-1 was reduced from, so the backward
+  // cannot run ahead of the reductions by more than a bucket. stepcast applies it per unit
+  // (a unit issues its buckets when its weight-gradient pass ends): the buckets issued at
+  // one point must be reduced before the compute after the next issuing point starts. On
+  // random zero-2 plans with slow communication (1 ns per byte against (FLOPs + bytes) /
+  // 1e3 ns of compute, so the reductions lag), for each group (dense, expert) and each
+  // issuing point k >= 2: the first compute task after point k starts no earlier than the
+  // end of every reduce-scatter of point k-1. Without the wait the reductions of several
+  // microbatches queue behind the backward and this fails (434 of the checks did).
+  std::mt19937 rng(77);
+  int checked = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    Plan p = testing::random_plan(rng);
+    p.zero = 2;
+    p.overlap_grad = true;
+    const bool moe = p.ep > 1;
+    const Program prog = lower(make_scenario(moe ? tiny_moe(8) : tiny_gpt(8), p));
+    const Timeline tl = run(prog, Synth{.aux_free = false, .comm_ns_per_byte = 1.0});
+    for (size_t r = 0; r < prog.ranks.size(); ++r) {
+      const auto& tasks = prog.ranks[r].tasks;
+      const auto& timing = tl.ranks[r].tasks;
+      // Per group: the end of the latest reduce-scatter of the issuing point before the
+      // current one, and of the current one; a point ends at the next compute task.
+      TimeNs before[2] = {-1, -1}, current[2] = {-1, -1};
+      bool open[2] = {false, false};
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        const Task& t = tasks[i];
+        if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter &&
+            t.category == Category::kDpComm) {
+          const int x = t.label.rfind("rsx.", 0) == 0 ? 1 : 0;
+          current[x] = std::max(current[x], timing[i].end);
+          open[x] = true;
+        } else if (testing::is_compute(t.kind)) {
+          for (int x = 0; x < 2; ++x) {
+            if (!open[x]) continue;
+            if (before[x] >= 0) {
+              EXPECT_GE(timing[i].start, before[x]) << "trial " << trial << " " << t.label;
+              ++checked;
+            }
+            before[x] = current[x];
+            open[x] = false;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
 TEST(Lower, StreamsAndKernelNamesAnExecutorCanUse) {
   // DESIGN.md, the Program: one stream per communication kind, and memory-bound kernels that
   // say what they are. tiny_gpt at cp 2 (ring attention), tp 2 with sp, 2 microbatches:
