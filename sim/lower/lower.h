@@ -22,6 +22,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <vector>
 
 #include "sim/program/program.h"
@@ -34,6 +35,11 @@ struct LowerOptions {
   // differ only in tp / cp / dp / ep coordinates run the same program under uniform
   // routing); false simulates every rank (full fidelity).
   bool folded = true;
+  // Folded only: called with each stage's program as soon as it is lowered (stage 0 first);
+  // when it returns true the lowering stops there and the Program holds only the stages
+  // lowered so far. The search uses it to give up on a plan as soon as one stage cannot fit
+  // (memory_floor_bytes), without lowering the others.
+  std::function<bool(const RankProgram&)> stop_after_stage;
 };
 
 Program lower(const Scenario& sc, const LowerOptions& opt = {});

@@ -227,38 +227,39 @@ void check_rank_graph(const RankProgram& rp, std::vector<std::string>& problems)
 
 }  // namespace
 
-std::vector<double> memory_floor_bytes(const Program& p) {
-  std::vector<double> out(p.ranks.size(), 0.0);
+double memory_floor_bytes(const RankProgram& rp) {
   // `what` of memory allocated or freed on other streams
   std::unordered_set<std::string> elsewhere;
-  for (size_t r = 0; r < p.ranks.size(); ++r) {
-    const RankProgram& rp = p.ranks[r];
-    elsewhere.clear();
-    for (const Task& t : rp.tasks)
-      if ((t.kind == TaskKind::kAlloc || t.kind == TaskKind::kFree) &&
-          t.stream != StreamKind::kCompute)
-        elsewhere.insert(t.what);
-    double held = 0, most = 0;
-    for (const Task& t : rp.tasks) {
-      if (t.stream != StreamKind::kCompute) continue;
-      switch (t.kind) {
-        case TaskKind::kAlloc:
-          if (elsewhere.empty() || elsewhere.count(t.what) == 0) held += t.bytes;
-          break;
-        case TaskKind::kFree:
-          if (elsewhere.empty() || elsewhere.count(t.what) == 0) held -= t.bytes;
-          break;
-        case TaskKind::kGemm:
-        case TaskKind::kAttention:
-        case TaskKind::kMemoryBound:
-          most = std::max(most, held);
-          break;
-        default:
-          break;
-      }
+  for (const Task& t : rp.tasks)
+    if ((t.kind == TaskKind::kAlloc || t.kind == TaskKind::kFree) &&
+        t.stream != StreamKind::kCompute)
+      elsewhere.insert(t.what);
+  double held = 0, most = 0;
+  for (const Task& t : rp.tasks) {
+    if (t.stream != StreamKind::kCompute) continue;
+    switch (t.kind) {
+      case TaskKind::kAlloc:
+        if (elsewhere.empty() || elsewhere.count(t.what) == 0) held += t.bytes;
+        break;
+      case TaskKind::kFree:
+        if (elsewhere.empty() || elsewhere.count(t.what) == 0) held -= t.bytes;
+        break;
+      case TaskKind::kGemm:
+      case TaskKind::kAttention:
+      case TaskKind::kMemoryBound:
+        most = std::max(most, held);
+        break;
+      default:
+        break;
     }
-    out[r] = most;
   }
+  return most;
+}
+
+std::vector<double> memory_floor_bytes(const Program& p) {
+  std::vector<double> out;
+  out.reserve(p.ranks.size());
+  for (const RankProgram& rp : p.ranks) out.push_back(memory_floor_bytes(rp));
   return out;
 }
 

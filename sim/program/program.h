@@ -197,6 +197,8 @@ bool is_training_state_alloc(const Task& t);
 // left out with its frees and allocations, since it only adds while held. The search uses it to skip
 // plans that cannot fit without simulating them.
 std::vector<double> memory_floor_bytes(const Program& p);
+// The same for one rank's program.
+double memory_floor_bytes(const RankProgram& rp);
 
 // Structural checks: dense ids, deps in range and acyclic (Boost.Graph; a cycle is reported
 // naming the tasks on it), every send has its recv with equal bytes, every collective's group

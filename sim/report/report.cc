@@ -59,20 +59,20 @@ static Result unsimulated_result(const Scenario& sc, std::vector<double> per_sta
 
 Prediction predict(const Scenario& sc, const RunOptions& opt) {
   Prediction out;
+  std::vector<double> state_per_stage_gib;
   if (opt.skip_when_state_exceeds_memory) {
     // The state is known before lowering (training_state_bytes: the same numbers as the
     // program's "weights" / "grads" / "optimizer" allocations, summed in that order).
     const double capacity_gib = sc.profile.gpu.memory_bytes / kGiB;
     double state_gib = 0;
-    std::vector<double> per_stage;
     for (const auto& stage : training_state_bytes(sc)) {
       double bytes = 0;
       for (double b : stage) bytes += b;
-      per_stage.push_back(bytes / kGiB);
+      state_per_stage_gib.push_back(bytes / kGiB);
       state_gib = std::max(state_gib, bytes / kGiB);
     }
     if (state_gib > capacity_gib) {
-      out.result = unsimulated_result(sc, std::move(per_stage), opt.folded);
+      out.result = unsimulated_result(sc, std::move(state_per_stage_gib), opt.folded);
       return out;
     }
   }
@@ -80,15 +80,27 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
   const GpuSpeeds speeds = gpu_speeds(sc);
   LowerOptions lo;
   lo.folded = opt.folded && speeds.empty();
+  const double capacity = sc.profile.gpu.memory_bytes;
+  std::vector<double> floor;  // memory_floor_bytes per lowered rank
+  bool stopped = false;
+  if (opt.skip_when_state_exceeds_memory && lo.folded) {
+    // Give up on the plan at the first stage that cannot fit (below), before lowering the
+    // rest: stage 0 holds the most microbatches in flight, so most such plans stop there.
+    lo.stop_after_stage = [&](const RankProgram& rp) {
+      floor.push_back(memory_floor_bytes(rp));
+      return stopped = floor.back() > capacity;
+    };
+  }
   out.program = lower(sc, lo);
   if (opt.progress) opt.progress(1, 3);
   if (opt.skip_when_state_exceeds_memory) {
     // The compute stream's own allocations bound the simulated peak from below
     // (memory_floor_bytes): a plan that cannot fit by them is not costed or simulated.
-    const double capacity = sc.profile.gpu.memory_bytes;
-    const std::vector<double> floor = memory_floor_bytes(out.program);
+    if (!lo.stop_after_stage) floor = memory_floor_bytes(out.program);
     if (!floor.empty() && *std::max_element(floor.begin(), floor.end()) > capacity) {
-      std::vector<double> per_stage(static_cast<size_t>(sc.parallel.pp), 0.0);
+      // Stages not lowered (the lowering stopped before them) are bounded by their state.
+      std::vector<double> per_stage = stopped ? state_per_stage_gib
+                                              : std::vector<double>(static_cast<size_t>(sc.parallel.pp), 0.0);
       for (size_t i = 0; i < floor.size(); ++i) {
         double& slot = per_stage[static_cast<size_t>(out.program.ranks[i].pp_stage)];
         slot = std::max(slot, floor[i] / kGiB);

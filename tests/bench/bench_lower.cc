@@ -56,7 +56,7 @@ void lower_only(benchmark::State& st, Scenario (*build)(), bool folded) {
   const Scenario sc = build();
   std::size_t tasks = 0;
   for (auto _ : st) {
-    Program p = lower(sc, {.folded = folded});
+    Program p = lower(sc, LowerOptions{folded, {}});
     tasks = 0;
     for (const auto& r : p.ranks) tasks += r.tasks.size();
     benchmark::DoNotOptimize(p.ranks.data());
@@ -69,7 +69,7 @@ void lower_and_simulate(benchmark::State& st, Scenario (*build)(), bool folded) 
   EngineOptions eo;
   eo.record_memory_curve = false;
   for (auto _ : st) {
-    Program p = lower(sc, {.folded = folded});
+    Program p = lower(sc, LowerOptions{folded, {}});
     Durations d = task_durations(p, sc.profile);
     Timeline t = simulate(p, d, eo);
     benchmark::DoNotOptimize(t.step_ns);

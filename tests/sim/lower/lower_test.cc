@@ -634,6 +634,41 @@ TEST(Lower, Zero2BackwardWaitsForItsTwoBucketBuffers) {
   EXPECT_GT(checked, 100);
 }
 
+TEST(Lower, StoppingAfterAStageKeepsTheStagesLoweredSoFar) {
+  // LowerOptions::stop_after_stage: on random pipelined plans, stopping after stage k gives
+  // the first k + 1 stages' programs exactly as the whole lowering does (same tasks, labels,
+  // dependencies), and the hook sees the stages in order.
+  std::mt19937 rng(5);
+  int checked = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    Plan p = testing::random_plan(rng);
+    if (p.pp == 1) continue;
+    const Scenario sc = make_scenario(p.ep > 1 ? tiny_moe(8) : tiny_gpt(8), p);
+    const Program whole = lower(sc);
+    const int stop = static_cast<int>(rng() % static_cast<unsigned>(p.pp));
+    LowerOptions lo;
+    int seen = 0;
+    lo.stop_after_stage = [&](const RankProgram& rp) {
+      EXPECT_EQ(rp.pp_stage, seen);
+      return seen++ == stop;
+    };
+    const Program part = lower(sc, lo);
+    ASSERT_EQ(part.ranks.size(), static_cast<size_t>(stop + 1)) << "trial " << trial;
+    for (size_t r = 0; r < part.ranks.size(); ++r) {
+      const TaskList& a = part.ranks[r].tasks;
+      const TaskList& b = whole.ranks[r].tasks;
+      ASSERT_EQ(a.size(), b.size()) << "trial " << trial << " rank " << r;
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].label, b[i].label);
+        EXPECT_EQ(a[i].deps, b[i].deps);
+      }
+      EXPECT_EQ(memory_floor_bytes(part.ranks[r]), memory_floor_bytes(whole.ranks[r]));
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 8);
+}
+
 TEST(Lower, StreamsAndKernelNamesAnExecutorCanUse) {
   // DESIGN.md, the Program: one stream per communication kind, and memory-bound kernels that
   // say what they are. tiny_gpt at cp 2 (ring attention), tp 2 with sp, 2 microbatches:
@@ -1093,8 +1128,8 @@ TEST(Lower, FoldedEqualsFullFidelityOnRandomPlans) {
                  << static_cast<int>(p.recompute) << " og" << p.overlap_grad << " opg"
                  << p.overlap_param << " cp_kind" << static_cast<int>(p.cp_kind) << " otp"
                  << p.overlap_tp << " etp" << p.expert_tp);
-    const Program folded = lower(sc, {.folded = true});
-    const Program full = lower(sc, {.folded = false});
+    const Program folded = lower(sc, LowerOptions{true, {}});
+    const Program full = lower(sc, LowerOptions{false, {}});
     ASSERT_EQ(static_cast<int>(folded.ranks.size()), p.pp);
     ASSERT_EQ(static_cast<int>(full.ranks.size()), p.tp * p.pp * p.dp * p.cp);
     // Full fidelity shares one task list per (stage, cp index) (program.h); through the
@@ -1133,7 +1168,7 @@ TEST(Lower, MemoryFloorIsALowerBoundOfTheSimulatedPeak) {
   for (int trial = 0; trial < 40; ++trial) {
     const Plan p = testing::random_plan(rng);
     const Program prog = lower(make_scenario(p.ep > 1 ? tiny_moe(8) : tiny_gpt(8), p),
-                               {.folded = false});
+                               LowerOptions{false, {}});
     const std::vector<double> floor = memory_floor_bytes(prog);
     const Timeline tl = run(prog, Synth{.aux_free = false, .comm_ns_per_byte = 1.0});
     ASSERT_EQ(floor.size(), prog.ranks.size());

@@ -656,5 +656,40 @@ TEST(Search, StateBeyondMemoryIsALowerBoundOfTheSimulatedPeak) {
   EXPECT_EQ(fits.step_time_s, predict(z3).result.step_time_s);
 }
 
+TEST(Search, APlanStopsLoweringAtItsFirstStageThatCannotFit) {
+  // Llama 3 8B at tp 2, pp 4, 1F1B with microbatches of 4 x 8192 tokens and no recompute:
+  // stage 0 holds the activations of 4 microbatches in flight (pp of them) for its 8 layers,
+  // beyond 80 GiB, while its state (8.03 B / 8 parameters per GPU, about 16-18 B each) is a
+  // few GiB. The search gives up after lowering stage 0 (one simulated rank; the other
+  // stages' bounds are their state alone), and each stage's bound stays below the peak the
+  // full simulation gives that stage.
+  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
+                                  "/scenarios/llama3-8b-1node-h100.yaml");
+  doc["parallel"]["tp"] = 2;
+  doc["parallel"]["pp"] = 4;
+  doc["parallel"]["dp"] = 1;
+  doc["parallel"]["microbatch"] = 4;
+  doc["parallel"]["recompute"] = "none";
+  doc["training"]["global_batch"] = 32;
+  const Scenario sc = load_scenario_node(doc, "stage0-too-big.yaml");
+  RunOptions skip;
+  skip.skip_when_state_exceeds_memory = true;
+  const Result quick = predict(sc, skip).result;
+  EXPECT_FALSE(quick.simulated);
+  EXPECT_FALSE(quick.fits_memory);
+  EXPECT_EQ(quick.simulated_ranks, 1);
+  ASSERT_EQ(quick.memory_peak_gib_per_stage.size(), 4u);
+  EXPECT_GT(quick.memory_peak_gib_per_stage[0], quick.memory_capacity_gib);
+  const auto state = training_state_bytes(sc);
+  for (size_t s = 1; s < 4; ++s)
+    EXPECT_DOUBLE_EQ(quick.memory_peak_gib_per_stage[s],
+                     (state[s][0] + state[s][1] + state[s][2]) / kGiB) << s;
+  const Result full = predict(sc).result;
+  EXPECT_FALSE(full.fits_memory);
+  ASSERT_EQ(full.memory_peak_gib_per_stage.size(), 4u);
+  for (size_t s = 0; s < 4; ++s)
+    EXPECT_LE(quick.memory_peak_gib_per_stage[s], full.memory_peak_gib_per_stage[s]) << s;
+}
+
 }  // namespace
 }  // namespace stepcast
