@@ -197,4 +197,16 @@ struct Timeline {
 Timeline simulate(const Program& program, const Durations& durations,
                   const EngineOptions& options = {});
 
+// A lower bound on the step simulate() gives (analytical mode), from the durations alone:
+// the largest, over ranks, of the longest chain of a rank's tasks linked by dependencies
+// and stream order, summing their durations. A task starts no earlier than its
+// dependencies and its stream predecessor end, and the engine only ever lengthens a task
+// (SM interference, HBM contention; a rendezvous lasts its longest member's duration), so
+// every task ends no earlier than its chain; waiting for other ranks only adds. It is at
+// least the busiest compute stream's total, and higher where the compute stream waits for
+// blocking communication (tensor-parallel collectives). O(tasks + deps), no event queue.
+// Programs whose dependencies point forward (not lowered ones) fall back to the compute
+// stream's total for that rank.
+TimeNs step_floor_ns(const Program& program, const Durations& durations);
+
 }  // namespace stepcast

@@ -378,7 +378,8 @@ std::string own_plan_line(const SearchOutcome& out, const Result& own) {
     best = fmt::format("; the best is {:.1f}% faster", 100 * (1 - t.front() / own.step_time_s));
   // A pruned plan takes longer than the threshold: faster than `own` only when own is slower.
   const bool at_least = out.pruned > 0 && own.step_time_s > out.prune_threshold_s;
-  return fmt::format("scenario's plan ({}): {}; {}{} of the {} fitting plans are faster{}\n",
+  return fmt::format("scenario's plan ({}): {}; {}{} of the {} simulated plans that fit are "
+                     "faster{}\n",
                      own.layout, format_time(own.step_time_s), at_least ? "at least " : "",
                      faster, t.size(), best);
 }

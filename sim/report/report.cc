@@ -122,15 +122,8 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
   } else {
     const Durations d = task_durations(out.program, sc.profile, speeds);
     if (opt.skip_when_compute_exceeds_s < std::numeric_limits<double>::infinity()) {
-      // The busiest compute stream bounds the step from below (RunOptions).
-      TimeNs floor_ns = 0;
-      for (size_t r = 0; r < out.program.ranks.size(); ++r) {
-        TimeNs sum = 0;
-        const auto& tasks = out.program.ranks[r].tasks;
-        for (size_t i = 0; i < tasks.size(); ++i)
-          if (tasks[i].stream == StreamKind::kCompute) sum += d[r][i];
-        floor_ns = std::max(floor_ns, sum);
-      }
+      // Each rank's chain of dependent tasks bounds the step from below (RunOptions).
+      const TimeNs floor_ns = step_floor_ns(out.program, d);
       if (to_s(floor_ns) > opt.skip_when_compute_exceeds_s) {
         out.result = result_header(sc);
         out.result.step_time_s = to_s(floor_ns);

@@ -33,11 +33,11 @@ struct RunOptions {
   // Summarise the step's critical path into Result::critical_path (one backward walk over
   // the tasks, O(tasks + deps); off for search and sweeps, which show no path).
   bool critical_path = false;
-  // For search: a plan whose busiest compute stream alone takes longer than this many
-  // seconds is costed but not simulated (Result::pruned). A compute stream runs one task at
-  // a time and the engine only ever stretches a compute task (SM interference, HBM
-  // contention: engine.cc), so the sum of a rank's compute-stream durations bounds the step
-  // from below. Not applied with network: flow.
+  // For search: a plan whose step bound (step_floor_ns, engine.h: the longest chain of one
+  // rank's dependent tasks — its compute stream and the communication it waits for) takes
+  // longer than this many seconds is costed but not simulated (Result::pruned). The engine
+  // only ever lengthens a task and waiting for other ranks only adds, so the bound is below
+  // the simulated step. Not applied with network: flow.
   double skip_when_compute_exceeds_s = std::numeric_limits<double>::infinity();
 };
 

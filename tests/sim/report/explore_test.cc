@@ -407,7 +407,7 @@ TEST(Search, OwnPlanLineCountsTheFasterPlans) {
   for (double t : out.fitting_step_times) faster += t < own.step_time_s;
   std::string line = own_plan_line(out, own);
   EXPECT_NE(line.find(own.layout), std::string::npos) << line;
-  EXPECT_NE(line.find(fmt::format("; {} of the {} fitting plans are faster", faster,
+  EXPECT_NE(line.find(fmt::format("; {} of the {} simulated plans that fit are faster", faster,
                                   out.fitting_step_times.size())),
             std::string::npos)
       << line;
