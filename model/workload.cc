@@ -627,4 +627,9 @@ Op zero_grad_op(double grad_buffer_bytes) {
   return memory_op("zero_grad", 0.0, grad_buffer_bytes);
 }
 
+Op grad_copy_op(double grad_bytes) {
+  STEPCAST_CHECK(grad_bytes >= 0, "grad_copy_op: negative size");
+  return memory_op("grad_copy", grad_bytes, grad_bytes);
+}
+
 }  // namespace stepcast

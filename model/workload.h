@@ -164,4 +164,8 @@ Op optimizer_op(double params, bool adam, DType grads = DType::kFp32, bool loss_
 // of the whole contiguous buffer the backward accumulates into).
 Op zero_grad_op(double grad_buffer_bytes);
 
+// Copying gradients into a reduce bucket (DeepSpeed ZeRO-2's contiguous_gradients): reads
+// and writes each byte once.
+Op grad_copy_op(double grad_bytes);
+
 }  // namespace stepcast

@@ -1089,10 +1089,21 @@ class Lowerer {
 
   // Weight gradients do not wait for the collectives of the input-gradient pass (Megatron
   // overlaps the dgrad allreduce with the wgrad GEMM); the next compute still does.
+  // ZeRO-2 then copies the gradients into the reduce bucket (DeepSpeed contiguous_gradients,
+  // stage_1_and_2.py, on by default), every microbatch, for the groups it reduces.
   void emit_weight_grads(Emit& e, const Unit& u, int mb, int c) {
     std::vector<int> stash;
     stash.swap(e.pending);
     emit_steps(e, u.ops->bwd_weight, Phase::kBwdWeight, Category::kCompute, "wgt", u, mb, c, 1);
+    if (par_.zero == 2) {
+      for (const bool expert : {false, true}) {
+        const double bytes = expert ? u.expert_grad_bytes : u.dense_grad_bytes;
+        if (bytes <= 0 || (expert ? expert_dp_size() : dense_dp_size()) <= 1) continue;
+        Op copy = grad_copy_op(bytes);
+        if (expert) copy.name = "grad_copy_x";
+        emit_compute(e, copy, Phase::kBwdWeight, Category::kCompute, "wgt", u, mb, c);
+      }
+    }
     e.pending.insert(e.pending.end(), stash.begin(), stash.end());
   }
 
