@@ -236,6 +236,7 @@ int main(int argc, char** argv) {
       sc::Scenario s = sc::load_scenario(scenario);
       sc::LowerOptions lo;
       lo.folded = parse_fidelity(fidelity);
+      sc::check_simulation_size(s, lo.folded);
       sc::Program prog = sc::lower(s, lo);
       sc::validate_program(prog);
       write_stream(program_out, [&](std::ostream& out) { sc::write_program_json(prog, out); }, true);

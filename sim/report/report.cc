@@ -11,6 +11,7 @@
 #include "sim/engine/critical_path.h"
 #include "sim/engine/flow_mode.h"
 #include "sim/lower/lower.h"
+#include "sim/scenario/yaml_util.h"
 
 namespace stepcast {
 
@@ -57,7 +58,42 @@ static Result unsimulated_result(const Scenario& sc, std::vector<double> per_sta
   return r;
 }
 
+// An issue raised past the loader (a limit of the lowering, the costing or the engine: a task
+// that would take longer than stepcast simulates, too many gradient buckets) names the
+// scenario's file when it names none, and, when it has no line, the line of the nearest node
+// on its key path that has one (the document's first key for an issue about the whole step),
+// as the loader places issues about nodes it created (yaml_util.h, set_root).
+static InputError locate_in_scenario(const InputError& e, const Scenario& sc) {
+  std::vector<InputIssue> issues = e.issues();
+  if (sc.file.empty() || !sc.source.IsMap() || sc.source.size() == 0) return InputError(issues);
+  for (InputIssue& i : issues) {
+    if (i.file.empty()) i.file = sc.file;
+    if (i.line > 0 || i.file != sc.file) continue;
+    YAML::Mark m = sc.source.begin()->first.Mark();
+    YAML::Node n = sc.source;
+    std::string key = i.key.substr(0, i.key.find('['));
+    for (const std::string& seg : split_dotted(key)) {
+      if (!n.IsMap() || !n[seg]) break;
+      n = n[seg];
+      if (!n.Mark().is_null()) m = n.Mark();
+    }
+    i.line = m.line + 1;
+    i.column = m.column + 1;
+  }
+  return InputError(issues);
+}
+
+static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt);
+
 Prediction predict(const Scenario& sc, const RunOptions& opt) {
+  try {
+    return predict_unlocated(sc, opt);
+  } catch (const InputError& e) {
+    throw locate_in_scenario(e, sc);
+  }
+}
+
+static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
   Prediction out;
   if (opt.skip_when_state_exceeds_memory) {
     // The state is known before lowering (training_state_bytes: the same numbers as the
@@ -80,6 +116,7 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
   const GpuSpeeds speeds = gpu_speeds(sc);
   LowerOptions lo;
   lo.folded = opt.folded && speeds.empty();
+  check_simulation_size(sc, lo.folded);
   out.program = lower(sc, lo);
   if (opt.progress) opt.progress(1, 3);
   if (opt.skip_when_state_exceeds_memory) {

@@ -94,10 +94,24 @@ std::vector<ValidationCase> load_cases(const std::string& path,
     }
     try {
       const YAML::Node s = c["scenario"];
+      if (!s.IsScalar() && !s.IsMap()) {  // else "expected a mapping" at 1:1 with no key
+        r.error(s, cp + ".scenario",
+                "expected a scenario file name or the scenario inline (a mapping), got " +
+                    show_node(s));
+        continue;
+      }
       if (s.IsScalar()) {
         std::filesystem::path sp = s.Scalar();
         if (sp.is_relative()) sp = dir / sp;
         vc.scenario_file = sp.string();
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(sp, ec)) {  // else "cannot open" with no line
+          r.error(s, cp + ".scenario",
+                  fmt::format("no scenario file {} (a path relative to the cases file, or the "
+                              "scenario inline)",
+                              sp.string()));
+          continue;
+        }
         vc.scenario = load_scenario_node(with_overrides(load_yaml_file(vc.scenario_file), overrides),
                                          vc.scenario_file);
       } else {

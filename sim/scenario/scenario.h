@@ -103,6 +103,21 @@ GpuSpeeds gpu_speeds(const Scenario& sc);
 // "gpu 5: compute x0.8; node 1: nic x0.5" (empty when there are none).
 std::string stragglers_text(const Scenario& sc);
 
+// The most layer passes (microbatches x layers, over every simulated rank) one simulation may
+// hold. Measured (Release, `stepcast run` with its critical path): a dense 8-layer model
+// folded with 25,000 microbatches (200,000 passes, 5.9 million tasks) peaks at 3.4 GB in
+// 11 s, about 17 KB a pass; a full-fidelity run at about 2.6 KB a pass per rank. So 2^18
+// bounds a run to about 4.5 GB; 2^21 (the limit before) let a plan reach ~35 GB and be
+// killed for memory. The largest shipped scenario holds 65,536 (Korthikanti's 1T: 512
+// microbatches x 128 layers, folded).
+inline constexpr std::int64_t kMaxLayerPasses = std::int64_t{1} << 18;
+// Folded: microbatches x layers (the loader bounds it). Full fidelity: that for each of the
+// gpus / pp ranks of a pipeline stage.
+std::int64_t simulated_layer_passes(const Scenario& sc, bool folded);
+// InputError (at cluster.stragglers, cluster.nodes or cluster.gpus) when a full-fidelity
+// simulation of `sc` would hold more than kMaxLayerPasses; nothing for folded ones.
+void check_simulation_size(const Scenario& sc, bool folded);
+
 // Loads and validates. Throws InputError with every problem (file:line:col, key path).
 Scenario load_scenario(const std::string& path);
 // From an already-parsed document (sweeps re-load with one dotted key replaced).

@@ -460,14 +460,18 @@ TEST(ScenarioRules, GlobalBatchDivisibleByDpTimesMicrobatch) {
 // std::bad_alloc (exit 1), and 2^32 sequences truncated the int microbatch count to 0 (exit 1,
 // "0 microbatches"). Above the limit the plan is bad input at training.global_batch.
 TEST(ScenarioRules, LayerPassesPerStepAreBounded) {
-  // dp = 4, 8 layers: 4194304 / 4 = 1048576 microbatches x 8 layers > 2^21.
+  // dp = 4, 8 layers: 4194304 / 4 = 1048576 microbatches x 8 layers > 2^18.
   expect_issue(base().set(14, "  global_batch: 4194304"), "training.global_batch", 14,
                "1048576 microbatches of the model's 8 layers make 8388608 layer passes per step, "
-               "more than the 2097152");
+               "more than the 262144");
   expect_issue(base().set(14, "  global_batch: 17179869184"), "training.global_batch", 14,
                "layer passes per step");
-  // Exactly at the limit: 262144 microbatches x 8 layers = 2^21.
-  EXPECT_EQ(load(base().set(14, "  global_batch: 1048576")).microbatches(), 262144);
+  // The fuzzer's 1,000,000 sequences with dp 4 (seq_len 65536 in its sweep) ran out of memory
+  // under the old limit of 2^21: 250,000 microbatches x 8 layers = 2,000,000 passes.
+  expect_issue(base().set(14, "  global_batch: 1000000"), "training.global_batch", 14,
+               "make 2000000 layer passes per step, more than the 262144");
+  // Exactly at the limit: 32768 microbatches x 8 layers = 2^18.
+  EXPECT_EQ(load(base().set(14, "  global_batch: 131072")).microbatches(), 32768);
 }
 
 TEST(ScenarioRules, HeadsDivisibleByTp) {
