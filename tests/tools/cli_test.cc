@@ -213,6 +213,33 @@ TEST(Cli, PlansTooLargeToSimulateExitTwoWithFileLineAndKey) {
   EXPECT_NE(r.err.find("buckets.yaml:24:3: parallel.bucket_mb: 1.06e+14 parameters per pipeline stage"), std::string::npos) << r.err;
 }
 
+// Flags whose bad values were silently accepted: a trace rank outside the cluster (left out
+// of the trace without a word), a NaN limit (compares false: never fails the run) or a
+// negative tolerance. Each is exit 2 naming the flag.
+TEST(Cli, OutOfRangeFlagValuesExitTwo) {
+  fs::path d = tmpdir();
+  write(d / "s.yaml", kSmall);  // 1 node: global ranks 0-7
+  CliRun r = stepcast("run " + (d / "s.yaml").string() + " --trace " + (d / "t.json").string() +
+                      " --trace-ranks 0 8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --trace-ranks: rank 8 is not a global rank of the scenario's 8 GPUs "
+                   "(0 to 7)\n");
+  r = stepcast("run " + (d / "s.yaml").string() + " --trace " + (d / "t.json").string() +
+               " --trace-ranks -1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--trace-ranks: rank -1 is not"), std::string::npos) << r.err;
+  const std::string cases = kSrc + "/scenarios/validation/cases.yaml";
+  r = stepcast("validate --cases " + cases + " --max-mape nan");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --max-mape: expected a finite percentage >= 0, got nan\n");
+  r = stepcast("validate --cases " + cases + " --max-error -1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --max-error: expected a finite percentage >= 0, got -1\n");
+  r = stepcast("regress --dir " + kSrc + "/scenarios --tolerance nan");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --tolerance: expected a finite percentage >= 0, got nan\n");
+}
+
 TEST(Cli, MissingFileAndBadFlagsExitTwo) {
   EXPECT_EQ(stepcast("run /nonexistent/x.yaml").code, 2);
   EXPECT_EQ(stepcast("run " + kDefault + " --fidelity sometimes").code, 2);
