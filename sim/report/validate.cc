@@ -252,6 +252,9 @@ nlohmann::json validation_to_json(const ValidationReport& r) {
 }
 
 nlohmann::json read_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))  // it opens, reads empty: "not valid JSON"
+    throw InputError(InputIssue{path, 0, 0, "", "is a directory, not a JSON file"});
   std::ifstream in(path);
   if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open the file"});
   std::stringstream ss;

@@ -1,6 +1,7 @@
 #include "sim/scenario/yaml_util.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -44,6 +45,9 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& file) {
 }
 
 YAML::Node load_yaml_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))  // it opens, reads empty: "the file is empty"
+    throw InputError(InputIssue{path, 0, 0, "", "is a directory, not a YAML file"});
   std::ifstream in(path);
   if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open the file"});
   std::stringstream ss;

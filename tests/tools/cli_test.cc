@@ -240,6 +240,18 @@ TEST(Cli, OutOfRangeFlagValuesExitTwo) {
   EXPECT_EQ(r.err, "stepcast: --tolerance: expected a finite percentage >= 0, got nan\n");
 }
 
+// A directory given for a file opened and read empty: "the file is empty (expected a YAML
+// mapping)" / "not valid JSON". Now it says so.
+TEST(Cli, DirectoryForAFileExitsTwoSayingSo) {
+  fs::path d = tmpdir();
+  CliRun r = stepcast("run " + d.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: " + d.string() + ": is a directory, not a YAML file\n");
+  r = stepcast("validate " + d.string() + " " + d.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: " + d.string() + ": is a directory, not a JSON file\n");
+}
+
 TEST(Cli, MissingFileAndBadFlagsExitTwo) {
   EXPECT_EQ(stepcast("run /nonexistent/x.yaml").code, 2);
   EXPECT_EQ(stepcast("run " + kDefault + " --fidelity sometimes").code, 2);
