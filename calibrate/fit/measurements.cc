@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "sim/program/json_locator.h"
 
 namespace stepcast {
 
@@ -183,7 +184,20 @@ InputIssue parse_issue(const std::string& text, const std::string& file,
 
 }  // namespace
 
+static Measurements parse_unlocated(const std::string& text, const std::string& file);
+
+// Every issue (keyed by its JSON pointer) gets the line and column of its value in `text`.
 Measurements parse_measurements(const std::string& text, const std::string& file) {
+  try {
+    return parse_unlocated(text, file);
+  } catch (const InputError& e) {
+    std::vector<InputIssue> issues = e.issues();
+    locate_json_pointer_issues(issues, text);
+    throw InputError(std::move(issues));
+  }
+}
+
+static Measurements parse_unlocated(const std::string& text, const std::string& file) {
   json doc;
   try {
     doc = json::parse(text);

@@ -2,11 +2,12 @@
 // int32/uint32/int64 limits, a 20,000-character string and a value nested 40 deep, deleted,
 // unknown, renamed and duplicated keys and elements, 1-3 at once) of each JSON document
 // stepcast reads:
-//   - measurements.json for `stepcast fit` (parse_measurements): InputError naming the file
-//     and the key's JSON pointer (the loader keeps no line numbers);
+//   - measurements.json for `stepcast fit` (parse_measurements): InputError naming the file,
+//     a line and the key's JSON pointer;
 //   - the lowered Program read back (program_from_json): InputError with file, line, key;
 //   - stepcast.result/1 documents compared by `stepcast validate PREDICTED MEASURED`
-//     (compare_results): InputError naming the file and key;
+//     (compare_results): InputError naming the file and key (it gets parsed documents, so
+//     no line);
 //   - the Program as `stepcast-exec --dry-run` reads, plans and places it
 //     (exec::parse_program, make_plan, place_single_process): ProgramError (exit 2) naming
 //     the document.
@@ -85,7 +86,7 @@ TEST(JsonFuzz, MutatedMeasurementsLoadOrFailWithAnInputErrorNamingFileAndKey) {
                               [&](const nlohmann::json& m, const std::string& ctx, Tally& tally) {
                                 fuzz::expect_runs_or_refuses(
                                     [&] { (void)parse_measurements(m.dump(1), f); }, ctx, tally,
-                                    /*needs_line=*/false, /*document_level=*/"no measurements");
+                                    /*needs_line=*/true, /*document_level=*/"no measurements");
                               });
     if (!fuzz::campaign()) {
       EXPECT_GT(t.refused, 50) << f;
@@ -143,7 +144,7 @@ TEST(JsonFuzz, MutatedProgramsDryRunOrFailWithAProgramError) {
                               }
                             });
   if (!fuzz::campaign()) {
-    EXPECT_GT(t.refused, 50);
+    EXPECT_GT(t.refused, 30);
   }
 }
 
