@@ -99,6 +99,16 @@ void run_scenario(const std::string& file, const std::string& ctx, bool search, 
   }
 }
 
+// What it found. First version (7 bases, single mutations; seeds 20261203/31 and 777/778 at
+// 600-800 mutations per file): a straggler speed of 1e-300, efficiencies of 1e-300,
+// comm_sms >= sms and bucket_mb ~ 0 (each now a located InputError) and missing keys under
+// an override-created mapping reported without a line. This version (campaigns of seeds
+// 101-104 x 300 and 111-116 x 400 documents per base, about 72,000 documents): 2,000,000
+// layer passes under the old limit killed for memory, full-fidelity plans past it
+// (std::bad_alloc), step-level limits (task > 1e6 s) and gradient-bucket counts without
+// file or line, and a validation case whose scenario file is missing or not a mapping
+// reported without line or key (tests in tests/tools/cli_test.cc).
+
 struct Base {
   std::string file;   // relative to the source tree
   bool search;        // also fuzz the search space from it
