@@ -165,23 +165,6 @@ std::optional<DType> gemm_dtype(Reader& r, const json& obj, const std::string& p
   return DType::kBf16;
 }
 
-// nlohmann reports a byte offset: turn it into line:column for the message.
-InputIssue parse_issue(const std::string& text, const std::string& file,
-                       const json::parse_error& e) {
-  int line = 1, col = 1;
-  for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      line++;
-      col = 1;
-    } else {
-      col++;
-    }
-  }
-  std::string what = e.what();
-  const auto pos = what.find("syntax error");
-  return InputIssue{file, line, col, "", "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos))};
-}
-
 }  // namespace
 
 static Measurements parse_unlocated(const std::string& text, const std::string& file);
@@ -202,7 +185,7 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw InputError(parse_issue(text, file, e));
+    throw InputError(json_syntax_issue(text, file, e.byte, e.what()));
   }
   IssueList issues;
   Reader r(file, issues);

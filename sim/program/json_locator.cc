@@ -5,6 +5,22 @@
 
 namespace stepcast {
 
+InputIssue json_syntax_issue(const std::string& text, const std::string& file, std::size_t byte,
+                             const std::string& what) {
+  int line = 1, col = 1;
+  for (std::size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  const std::size_t colon = what.find(": ");
+  return InputIssue{file, line, col, "",
+                    "invalid JSON: " + (colon == std::string::npos ? what : what.substr(colon + 2))};
+}
+
 void locate_json_pointer_issues(std::vector<InputIssue>& issues, const std::string& text) {
   bool any = false;
   for (const InputIssue& i : issues) any = any || (i.line == 0 && (i.key.empty() || i.key[0] == '/'));

@@ -140,6 +140,12 @@ class JsonLocator {
   std::unordered_map<std::string, std::pair<int, int>> pos_;
 };
 
+// The issue for a JSON syntax error: nlohmann reports the byte after the error
+// (parse_error::byte); `what` is its message ("[json.exception.parse_error.101] parse error
+// at line 1, column 2: syntax error ..."), kept from its first ": ".
+InputIssue json_syntax_issue(const std::string& text, const std::string& file, std::size_t byte,
+                             const std::string& what);
+
 // Fills the line and column of each issue that has none and whose key is a JSON pointer
 // ("/gemm/3/time_us", numeric segments are list indices) or "" (the whole document, line 1)
 // from `text`, the document the issues are about.

@@ -409,19 +409,6 @@ void throw_located(std::vector<InputIssue> issues, const std::string& text) {
   throw InputError(std::move(issues));
 }
 
-// 1-based line and column of byte offset `byte` (nlohmann counts the byte after the error).
-std::pair<int, int> line_col(const std::string& text, size_t byte) {
-  int line = 1, col = 1;
-  for (size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
 
 }  // namespace
 
@@ -703,14 +690,7 @@ Program program_from_json(const std::string& text, const std::string& file) {
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    auto [line, col] = line_col(text, e.byte);
-    std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..."
-    auto colon = what.find(": ");
-    throw InputError(InputIssue{file, line, col, "",
-                                "invalid JSON: " + (colon == std::string::npos
-                                                        ? what
-                                                        : what.substr(colon + 2))});
+    throw InputError(json_syntax_issue(text, file, e.byte, e.what()));
   }
   std::vector<InputIssue> issues;
   Reader rd(file, issues);

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/program/json_locator.h"
 #include "sim/report/parallel.h"
 #include "sim/scenario/yaml_util.h"
 
@@ -259,10 +260,11 @@ nlohmann::json read_json_file(const std::string& path) {
   if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open the file"});
   std::stringstream ss;
   ss << in.rdbuf();
+  const std::string text = ss.str();
   try {
-    return nlohmann::json::parse(ss.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(InputIssue{path, 0, 0, "", fmt::format("not valid JSON: {}", e.what())});
+    throw InputError(json_syntax_issue(text, path, e.byte, e.what()));
   }
 }
 

@@ -242,7 +242,7 @@ TEST(Cli, OutOfRangeFlagValuesExitTwo) {
 
 // A directory given for a file opened and read empty: "the file is empty (expected a YAML
 // mapping)" / "not valid JSON". Now it says so.
-TEST(Cli, DirectoryForAFileExitsTwoSayingSo) {
+TEST(Cli, DirectoryOrBadJsonForAFileExitsTwoSayingWhere) {
   fs::path d = tmpdir();
   CliRun r = stepcast("run " + d.string());
   EXPECT_EQ(r.code, 2);
@@ -250,6 +250,11 @@ TEST(Cli, DirectoryForAFileExitsTwoSayingSo) {
   r = stepcast("validate " + d.string() + " " + d.string());
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "stepcast: " + d.string() + ": is a directory, not a JSON file\n");
+  // A result file that is not JSON: its line and column (it had neither).
+  write(d / "bad.json", "{\n  \"schema\": \"stepcast.result/1\",\n  oops\n}\n");
+  r = stepcast("validate " + (d / "bad.json").string() + " " + (d / "bad.json").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bad.json:3:3: invalid JSON: syntax error"), std::string::npos) << r.err;
 }
 
 TEST(Cli, MissingFileAndBadFlagsExitTwo) {
