@@ -252,7 +252,12 @@ int main(int argc, char** argv) {
       sc::LowerOptions lo;
       lo.folded = parse_fidelity(fidelity);
       sc::check_simulation_size(s, lo.folded);
-      sc::Program prog = sc::lower(s, lo);
+      sc::Program prog;
+      try {
+        prog = sc::lower(s, lo);
+      } catch (const sc::InputError& e) {
+        throw sc::locate_in_scenario(e, s);
+      }
       sc::validate_program(prog);
       write_stream(program_out, [&](std::ostream& out) { sc::write_program_json(prog, out); }, true);
       size_t tasks = 0;

@@ -58,12 +58,8 @@ static Result unsimulated_result(const Scenario& sc, std::vector<double> per_sta
   return r;
 }
 
-// An issue raised past the loader (a limit of the lowering, the costing or the engine: a task
-// that would take longer than stepcast simulates, too many gradient buckets) names the
-// scenario's file when it names none, and, when it has no line, the line of the nearest node
-// on its key path that has one (the document's first key for an issue about the whole step),
-// as the loader places issues about nodes it created (yaml_util.h, set_root).
-static InputError locate_in_scenario(const InputError& e, const Scenario& sc) {
+// Placed as the loader places issues about nodes it created (yaml_util.h, set_root).
+InputError locate_in_scenario(const InputError& e, const Scenario& sc) {
   std::vector<InputIssue> issues = e.issues();
   if (sc.file.empty() || !sc.source.IsMap() || sc.source.size() == 0) return InputError(issues);
   for (InputIssue& i : issues) {
@@ -73,8 +69,11 @@ static InputError locate_in_scenario(const InputError& e, const Scenario& sc) {
     YAML::Node n = sc.source;
     std::string key = i.key.substr(0, i.key.find('['));
     for (const std::string& seg : split_dotted(key)) {
-      if (!n.IsMap() || !n[seg]) break;
-      n = n[seg];
+      // Const access and reset(), never operator[] or = on a Node: those would change the
+      // scenario's document (a zombie key, or the node rebound in place).
+      const YAML::Node& cur = n;
+      if (!cur.IsMap() || !cur[seg]) break;
+      n.reset(cur[seg]);
       if (!n.Mark().is_null()) m = n.Mark();
     }
     i.line = m.line + 1;

@@ -211,6 +211,9 @@ TEST(Cli, PlansTooLargeToSimulateExitTwoWithFileLineAndKey) {
   r = stepcast("run " + (d / "buckets.yaml").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("buckets.yaml:24:3: parallel.bucket_mb: 1.06e+14 parameters per pipeline stage"), std::string::npos) << r.err;
+  r = stepcast("lower " + (d / "buckets.yaml").string() + " -o " + (d / "p.json").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("buckets.yaml:24:3: parallel.bucket_mb: "), std::string::npos) << r.err;
 }
 
 // Flags whose bad values were silently accepted: a trace rank outside the cluster (left out
