@@ -260,6 +260,24 @@ TEST(Cli, DirectoryOrBadJsonForAFileExitsTwoSayingWhere) {
   EXPECT_NE(r.err.find("bad.json:3:3: invalid JSON: syntax error"), std::string::npos) << r.err;
 }
 
+// A second YAML document was silently ignored; control characters in text reached the
+// terminal. Both exit 2 now (tests/sim/scenario/scenario_test.cc has the rules).
+TEST(Cli, SecondYamlDocumentAndControlCharactersExitTwo) {
+  fs::path d = tmpdir();
+  write(d / "two.yaml", std::string(kSmall) + "---\nname: other\n");  // kSmall: 6 lines
+  CliRun r = stepcast("run " + (d / "two.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: " + (d / "two.yaml").string() +
+                       ":8:1: a second YAML document (after `---`): the file must hold one\n");
+  std::string text = kSmall;
+  text.replace(0, text.find('\n'), "name: \"\\x1b[2J\"");  // clears the screen when printed
+  write(d / "ctrl.yaml", text);
+  r = stepcast("run " + (d / "ctrl.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: " + (d / "ctrl.yaml").string() +
+                       ":1:7: name: expected text without control characters, got byte 0x1b\n");
+}
+
 TEST(Cli, MissingFileAndBadFlagsExitTwo) {
   EXPECT_EQ(stepcast("run /nonexistent/x.yaml").code, 2);
   EXPECT_EQ(stepcast("run " + kDefault + " --fidelity sometimes").code, 2);

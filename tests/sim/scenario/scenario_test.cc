@@ -125,6 +125,28 @@ TEST(ScenarioRules, DuplicateKey) {
   expect_issue(base().insert(19, "  tp: 4"), "parallel.tp", 19, "duplicate key");
 }
 
+// Found by hand beside the fuzzer: a second document after `---` was silently ignored (only
+// the first was read), and control characters in a string (a NUL, an escape sequence that
+// recolours the terminal) went to the terminal and the reports as they were.
+TEST(ScenarioRules, SecondYamlDocumentIsRefused) {
+  // base() has 18 lines: `---` is line 19, the second document starts on line 20.
+  const std::vector<InputIssue> issues = issues_of(base().insert(19, "---").insert(20, "name: u"));
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].file, "t.yaml");
+  EXPECT_EQ(issues[0].line, 20);
+  EXPECT_EQ(issues[0].message, "a second YAML document (after `---`): the file must hold one");
+  // A `---` before the only document, or after it with nothing following, is fine.
+  EXPECT_EQ(load(base().insert(1, "---")).name, "t");
+  EXPECT_EQ(load(base().insert(19, "---")).name, "t");
+}
+
+TEST(ScenarioRules, ControlCharactersInTextAreRefused) {
+  expect_issue(base().set(1, "name: \"a\\x1b[31mred\""), "name", 1,
+               "expected text without control characters, got byte 0x1b");
+  expect_issue(base().set(1, "name: \"a\\0b\""), "name", 1, "got byte 0x00");
+  EXPECT_EQ(load(base().set(1, "name: \"two\\nlines\\tand a tab\"")).name, "two\nlines\tand a tab");
+}
+
 TEST(ScenarioRules, WrongType) {
   expect_issue(base().set(16, "  tp: two"), "parallel.tp", 16, "expected an integer, got \"two\"");
   expect_issue(base().insert(19, "  sequence_parallel: maybe"), "parallel.sequence_parallel", 19,
