@@ -824,19 +824,20 @@ void check_simulation_size(const Scenario& sc, bool folded) {
   const std::int64_t passes = simulated_layer_passes(sc, folded);
   if (folded || passes <= kMaxLayerPasses) return;
   // At the stragglers when they are what unfolds the simulation, else at the cluster.
-  YAML::Node at, root = sc.source;
+  // Read-only (const operator[], reset): the document may be read by other threads.
+  const YAML::Node& root = sc.source;
+  YAML::Mark m = YAML::Mark::null_mark();
   std::string key = "cluster";
   if (root.IsMap() && root["cluster"] && root["cluster"].IsMap()) {
     const YAML::Node c = root["cluster"];
+    m = c.Mark();
     for (const char* k : {"stragglers", "nodes", "gpus"})
       if (c[k] && (k != std::string("stragglers") || !sc.stragglers.empty())) {
-        at = c[k];
+        m = c[k].Mark();
         key = std::string("cluster.") + k;
         break;
       }
-    if (!at) at = c;
   }
-  const YAML::Mark m = at ? at.Mark() : YAML::Mark::null_mark();
   throw InputError(InputIssue{
       sc.file, m.is_null() ? 1 : m.line + 1, m.is_null() ? 1 : m.column + 1, key,
       fmt::format("simulating every rank (full fidelity{}) holds {} microbatches x {} layers x "

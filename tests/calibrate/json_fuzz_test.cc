@@ -81,7 +81,7 @@ Tally fuzz_json(const nlohmann::json& base, const std::string& name, unsigned lo
   return t;
 }
 
-TEST(JsonFuzz, MutatedMeasurementsLoadOrFailWithAnInputErrorNamingFileAndKey) {
+TEST(JsonFuzz, MutatedMeasurementsLoadOrFailWithAnInputErrorNamingFileLineAndKey) {
   const std::string dir = std::string(STEPCAST_SOURCE_DIR) + "/tests/data/calibration/";
   // One file with GEMMs, one with collectives over several rank counts.
   for (const char* f : {"h100_azure_gemm_fp8.json", "a100_stas00_allreduce.json"}) {
