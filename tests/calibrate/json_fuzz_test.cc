@@ -13,7 +13,8 @@
 //     the document.
 // Any other exception (the CLI's "internal error") fails the test. STEPCAST_FUZZ_SEED and
 // STEPCAST_FUZZ_TRIALS (tests/fuzz.h) turn it into a long campaign.
-// Found (seeds 201-203 and 211-213 at 3,000 documents per base): a collective group of 2^31
+// Found (seeds 201-203 and 211-213 at 3,000 documents per base, 221-222 and 231 at 4,000:
+// 144,000 documents; the 105,000 after the fix ran clean): a collective group of 2^31
 // wrapped negative in stepcast-exec's reader and crashed its plan (SIGSEGV); now exit 2
 // (tests/calibrate/exec_test.cc, exec_cli_test.sh).
 #include <cstdio>

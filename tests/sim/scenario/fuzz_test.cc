@@ -103,7 +103,8 @@ void run_scenario(const std::string& file, const std::string& ctx, bool search, 
 // 600-800 mutations per file): a straggler speed of 1e-300, efficiencies of 1e-300,
 // comm_sms >= sms and bucket_mb ~ 0 (each now a located InputError) and missing keys under
 // an override-created mapping reported without a line. This version (campaigns of seeds
-// 101-104 x 300 and 111-116 x 400 documents per base, about 72,000 documents): 2,000,000
+// 101-104 x 300, 111-116 x 400, 121-123 and 131-132 x 500 documents per base file: 122,000
+// scenario, profile and cases documents; the last 98,000 ran clean after the fixes): 2,000,000
 // layer passes under the old limit killed for memory, full-fidelity plans past it
 // (std::bad_alloc), step-level limits (task > 1e6 s) and gradient-bucket counts without
 // file or line, and a validation case whose scenario file is missing or not a mapping
