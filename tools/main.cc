@@ -64,6 +64,15 @@ bool parse_fidelity(const std::string& f) {
                                       "expected folded or full, got \"" + f + "\""});
 }
 
+// A percentage flag (--tolerance, --max-mape, --max-error) must be a finite number >= 0: NaN
+// compares false with everything, so `--max-mape nan` never failed a run, and a negative
+// tolerance flagged every scenario.
+void require_percent(const std::optional<double>& v, const char* flag) {
+  if (v && !(std::isfinite(*v) && *v >= 0))
+    throw sc::InputError(sc::InputIssue{"", 0, 0, flag,
+                                        fmt::format("expected a finite percentage >= 0, got {}", *v)});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -204,6 +213,12 @@ int main(int argc, char** argv) {
       sc::RunOptions opt;
       opt.folded = parse_fidelity(fidelity);
       sc::Scenario s = sc::load_scenario(scenario);
+      for (int r : trace_ranks)
+        if (r < 0 || r >= s.gpus)  // else silently left out of the trace
+          throw sc::InputError(sc::InputIssue{
+              "", 0, 0, "--trace-ranks",
+              fmt::format("rank {} is not a global rank of the scenario's {} GPUs (0 to {})", r,
+                          s.gpus, s.gpus - 1)});
       if (run_fidelity->count() > 0 && opt.folded && !s.stragglers.empty()) {
         const YAML::Mark m = s.source["cluster"]["stragglers"].Mark();
         throw sc::InputError(sc::InputIssue{
@@ -236,7 +251,13 @@ int main(int argc, char** argv) {
       sc::Scenario s = sc::load_scenario(scenario);
       sc::LowerOptions lo;
       lo.folded = parse_fidelity(fidelity);
-      sc::Program prog = sc::lower(s, lo);
+      sc::check_simulation_size(s, lo.folded);
+      sc::Program prog;
+      try {
+        prog = sc::lower(s, lo);
+      } catch (const sc::InputError& e) {
+        throw sc::locate_in_scenario(e, s);
+      }
       sc::validate_program(prog);
       write_stream(program_out, [&](std::ostream& out) { sc::write_program_json(prog, out); }, true);
       size_t tasks = 0;
@@ -292,6 +313,8 @@ int main(int argc, char** argv) {
           if (validate->count(flag) > 0)
             throw sc::InputError(sc::InputIssue{"", 0, 0, flag, "applies to --cases only"});
       }
+      require_percent(max_mape, "--max-mape");
+      require_percent(max_error, "--max-error");
       if (!cases_file.empty()) {
         std::vector<sc::ProfileOverride> overrides;
         for (const std::string& t : override_texts) overrides.push_back(sc::parse_profile_override(t));
@@ -329,6 +352,7 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (regress->parsed()) {
+      require_percent(tolerance, "--tolerance");
       ropt.tolerance_pct = tolerance;
       ropt.progress = terminal_progress("regress");
       auto out = sc::run_regress(ropt);

@@ -1,7 +1,9 @@
 // Strict reader of "stepcast.program/1" for the executor (program.h).
 #include "program.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -74,9 +76,15 @@ class Reader {
                bool required, double min) {
     const JsonValue* c = find(v, path, key, required);
     if (!c) return;
+    // The largest `Int` holds (2^31 - 1 for int: a group index of 2^31 used to wrap to a
+    // negative one and pass the group check, then crash the plan), at most 9e15 (doubles
+    // hold every integer up to 2^53).
+    const double max = std::min(9.0e15, static_cast<double>(std::numeric_limits<Int>::max()));
     if (c->type != JsonValue::Type::kNumber || c->number != std::floor(c->number) ||
         std::fabs(c->number) > 9.0e15) {
       error(join(path, key), "expected an integer");
+    } else if (c->number > max) {
+      error(join(path, key), "expected an integer <= " + std::to_string(static_cast<long long>(max)));
     } else if (c->number < min) {
       error(join(path, key), "expected an integer >= " + std::to_string(static_cast<long long>(min)));
     } else {

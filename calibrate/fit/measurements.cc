@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "sim/program/json_locator.h"
 
 namespace stepcast {
 
@@ -164,31 +165,27 @@ std::optional<DType> gemm_dtype(Reader& r, const json& obj, const std::string& p
   return DType::kBf16;
 }
 
-// nlohmann reports a byte offset: turn it into line:column for the message.
-InputIssue parse_issue(const std::string& text, const std::string& file,
-                       const json::parse_error& e) {
-  int line = 1, col = 1;
-  for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      line++;
-      col = 1;
-    } else {
-      col++;
-    }
-  }
-  std::string what = e.what();
-  const auto pos = what.find("syntax error");
-  return InputIssue{file, line, col, "", "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos))};
-}
-
 }  // namespace
 
+static Measurements parse_unlocated(const std::string& text, const std::string& file);
+
+// Every issue (keyed by its JSON pointer) gets the line and column of its value in `text`.
 Measurements parse_measurements(const std::string& text, const std::string& file) {
+  try {
+    return parse_unlocated(text, file);
+  } catch (const InputError& e) {
+    std::vector<InputIssue> issues = e.issues();
+    locate_json_pointer_issues(issues, text);
+    throw InputError(std::move(issues));
+  }
+}
+
+static Measurements parse_unlocated(const std::string& text, const std::string& file) {
   json doc;
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw InputError(parse_issue(text, file, e));
+    throw InputError(json_syntax_issue(text, file, e.byte, e.what()));
   }
   IssueList issues;
   Reader r(file, issues);

@@ -3,8 +3,9 @@
 // (tests/data/calibration/). Loaded strictly: every key is known and carries its unit in its
 // name; numbers are positive and finite; derived numbers (flop_per_s, algbw_GBps,
 // busbw_GBps, bytes_per_s) must agree with the raw ones; all GPUs of the run are the same
-// model. Each problem is an InputIssue naming the file and the JSON pointer of the key
-// (JSON has no line numbers here); all are reported at once.
+// model. Each problem is an InputIssue naming the file, the line and column of the value
+// (of the object lacking it for a missing key; sim/program/json_locator.h) and the JSON
+// pointer of the key; all are reported at once.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "sim/program/json_locator.h"
 
 namespace stepcast {
 
@@ -401,122 +402,13 @@ void read_rank(Reader& rd, const json& j, const std::string& path, RankProgram& 
   }
 }
 
-// Where each value of a (valid) JSON text starts, by key path ("ranks[0].tasks[3].gemm.m"):
-// nlohmann::json keeps no positions, so on error the text is scanned once more. O(size).
-class Locator {
- public:
-  explicit Locator(const std::string& text) : s_(text) {
-    value("");
-  }
-
-  // Position of `path`, or of its closest enclosing value (a missing key points at the
-  // object that lacks it).
-  std::pair<int, int> find(std::string path) const {
-    for (;;) {
-      auto it = pos_.find(path);
-      if (it != pos_.end()) return it->second;
-      if (path.empty()) return {0, 0};
-      const size_t cut = path.find_last_of(".[");
-      path = cut == std::string::npos ? std::string() : path.substr(0, cut);
-    }
-  }
-
- private:
-  void advance() {
-    if (s_[i_] == '\n') {
-      ++line_;
-      col_ = 1;
-    } else {
-      ++col_;
-    }
-    ++i_;
-  }
-  void ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r'))
-      advance();
-  }
-  std::string str() {
-    std::string out;
-    advance();  // opening quote
-    while (i_ < s_.size() && s_[i_] != '"') {
-      if (s_[i_] == '\\') {
-        advance();
-        if (i_ >= s_.size()) break;
-      }
-      out += s_[i_];
-      advance();
-    }
-    if (i_ < s_.size()) advance();  // closing quote
-    return out;
-  }
-  void value(const std::string& path) {
-    ws();
-    if (i_ >= s_.size()) return;
-    pos_.emplace(path, std::make_pair(line_, col_));
-    const char c = s_[i_];
-    if (c == '{') {
-      advance();
-      for (;;) {
-        ws();
-        if (i_ >= s_.size() || s_[i_] == '}') break;
-        if (s_[i_] == ',') {
-          advance();
-          continue;
-        }
-        const std::string key = str();
-        ws();
-        if (i_ < s_.size() && s_[i_] == ':') advance();
-        value(path.empty() ? key : path + "." + key);
-      }
-      if (i_ < s_.size()) advance();
-    } else if (c == '[') {
-      advance();
-      size_t k = 0;
-      for (;;) {
-        ws();
-        if (i_ >= s_.size() || s_[i_] == ']') break;
-        if (s_[i_] == ',') {
-          advance();
-          continue;
-        }
-        value(path + "[" + std::to_string(k++) + "]");
-      }
-      if (i_ < s_.size()) advance();
-    } else if (c == '"') {
-      str();
-    } else {
-      while (i_ < s_.size() && s_[i_] != ',' && s_[i_] != '}' && s_[i_] != ']' && s_[i_] != ' ' &&
-             s_[i_] != '\n' && s_[i_] != '\t' && s_[i_] != '\r')
-        advance();
-    }
-  }
-
-  const std::string& s_;
-  size_t i_ = 0;
-  int line_ = 1, col_ = 1;
-  std::unordered_map<std::string, std::pair<int, int>> pos_;
-};
-
 // Fills line:column of each issue from its key path and throws them all.
 void throw_located(std::vector<InputIssue> issues, const std::string& text) {
-  const Locator at(text);
+  const JsonLocator at(text);
   for (InputIssue& i : issues) std::tie(i.line, i.column) = at.find(i.key);
   throw InputError(std::move(issues));
 }
 
-// 1-based line and column of byte offset `byte` (nlohmann counts the byte after the error).
-std::pair<int, int> line_col(const std::string& text, size_t byte) {
-  int line = 1, col = 1;
-  for (size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
 
 }  // namespace
 
@@ -798,14 +690,7 @@ Program program_from_json(const std::string& text, const std::string& file) {
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    auto [line, col] = line_col(text, e.byte);
-    std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..."
-    auto colon = what.find(": ");
-    throw InputError(InputIssue{file, line, col, "",
-                                "invalid JSON: " + (colon == std::string::npos
-                                                        ? what
-                                                        : what.substr(colon + 2))});
+    throw InputError(json_syntax_issue(text, file, e.byte, e.what()));
   }
   std::vector<InputIssue> issues;
   Reader rd(file, issues);

@@ -3,4 +3,5 @@ list(APPEND STAGE_SOURCES
   program/program.cc
   program/matching.cc
   program/program_json.cc
+  program/json_locator.cc
 )

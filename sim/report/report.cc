@@ -11,6 +11,7 @@
 #include "sim/engine/critical_path.h"
 #include "sim/engine/flow_mode.h"
 #include "sim/lower/lower.h"
+#include "sim/scenario/yaml_util.h"
 
 namespace stepcast {
 
@@ -57,7 +58,41 @@ static Result unsimulated_result(const Scenario& sc, std::vector<double> per_sta
   return r;
 }
 
+// Placed as the loader places issues about nodes it created (yaml_util.h, set_root).
+InputError locate_in_scenario(const InputError& e, const Scenario& sc) {
+  std::vector<InputIssue> issues = e.issues();
+  if (sc.file.empty() || !sc.source.IsMap() || sc.source.size() == 0) return InputError(issues);
+  for (InputIssue& i : issues) {
+    if (i.file.empty()) i.file = sc.file;
+    if (i.line > 0 || i.file != sc.file) continue;
+    YAML::Mark m = sc.source.begin()->first.Mark();
+    YAML::Node n = sc.source;
+    std::string key = i.key.substr(0, i.key.find('['));
+    for (const std::string& seg : split_dotted(key)) {
+      // Const access and reset(), never operator[] or = on a Node: those would change the
+      // scenario's document (a zombie key, or the node rebound in place).
+      const YAML::Node& cur = n;
+      if (!cur.IsMap() || !cur[seg]) break;
+      n.reset(cur[seg]);
+      if (!n.Mark().is_null()) m = n.Mark();
+    }
+    i.line = m.line + 1;
+    i.column = m.column + 1;
+  }
+  return InputError(issues);
+}
+
+static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt);
+
 Prediction predict(const Scenario& sc, const RunOptions& opt) {
+  try {
+    return predict_unlocated(sc, opt);
+  } catch (const InputError& e) {
+    throw locate_in_scenario(e, sc);
+  }
+}
+
+static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
   Prediction out;
   std::vector<double> state_per_stage_gib;
   if (opt.skip_when_state_exceeds_memory) {
@@ -80,6 +115,7 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
   const GpuSpeeds speeds = gpu_speeds(sc);
   LowerOptions lo;
   lo.folded = opt.folded && speeds.empty();
+  check_simulation_size(sc, lo.folded);
   const double capacity = sc.profile.gpu.memory_bytes;
   std::vector<double> floor;  // memory_floor_bytes per lowered rank
   bool stopped = false;

@@ -47,8 +47,14 @@ struct Prediction {
   Result result;
 };
 
-// Lowers, costs and simulates one scenario.
+// Lowers, costs and simulates one scenario. Issues raised past the loader are placed in the
+// scenario (locate_in_scenario).
 Prediction predict(const Scenario& sc, const RunOptions& opt = {});
+// An issue raised past the loader (a limit of the lowering, the costing or the engine: a task
+// that would take longer than stepcast simulates, too many gradient buckets) gets the
+// scenario's file when it names none, and, when it has no line, the line of the nearest node
+// on its key path that has one (the document's first key for an issue about the whole step).
+InputError locate_in_scenario(const InputError& e, const Scenario& sc);
 
 // Model FLOPs of one step for the whole cluster, without recomputation (what MFU counts):
 // model_flops_per_sequence (model/workload.h) x global batch. For a GPT with ffn = 4h this is

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/program/json_locator.h"
 #include "sim/report/parallel.h"
 #include "sim/scenario/yaml_util.h"
 
@@ -94,10 +95,24 @@ std::vector<ValidationCase> load_cases(const std::string& path,
     }
     try {
       const YAML::Node s = c["scenario"];
+      if (!s.IsScalar() && !s.IsMap()) {  // else "expected a mapping" at 1:1 with no key
+        r.error(s, cp + ".scenario",
+                "expected a scenario file name or the scenario inline (a mapping), got " +
+                    show_node(s));
+        continue;
+      }
       if (s.IsScalar()) {
         std::filesystem::path sp = s.Scalar();
         if (sp.is_relative()) sp = dir / sp;
         vc.scenario_file = sp.string();
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(sp, ec)) {  // else "cannot open" with no line
+          r.error(s, cp + ".scenario",
+                  fmt::format("no scenario file {} (a path relative to the cases file, or the "
+                              "scenario inline)",
+                              sp.string()));
+          continue;
+        }
         vc.scenario = load_scenario_node(with_overrides(load_yaml_file(vc.scenario_file), overrides),
                                          vc.scenario_file);
       } else {
@@ -238,14 +253,18 @@ nlohmann::json validation_to_json(const ValidationReport& r) {
 }
 
 nlohmann::json read_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))  // it opens, reads empty: "not valid JSON"
+    throw InputError(InputIssue{path, 0, 0, "", "is a directory, not a JSON file"});
   std::ifstream in(path);
   if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open the file"});
   std::stringstream ss;
   ss << in.rdbuf();
+  const std::string text = ss.str();
   try {
-    return nlohmann::json::parse(ss.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(InputIssue{path, 0, 0, "", fmt::format("not valid JSON: {}", e.what())});
+    throw InputError(json_syntax_issue(text, path, e.byte, e.what()));
   }
 }
 

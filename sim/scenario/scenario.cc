@@ -103,10 +103,6 @@ namespace {
 constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
 constexpr std::int64_t kMaxI64 = std::int64_t{1} << 50;
 constexpr std::int64_t kMaxLayers = 100000;
-// The most layer passes (microbatches x layers) one step may hold: the folded engine
-// simulates every one of them (~90 events each), so this bounds its memory to a few GB. The
-// largest shipped scenario holds 65,536 (Korthikanti's 1T: 512 microbatches x 128 layers).
-constexpr std::int64_t kMaxLayerPasses = std::int64_t{1} << 21;
 
 const std::vector<std::string> kTopKeys = {"name",     "model",    "cluster", "training",
                                            "parallel", "network",  "sweep"};
@@ -817,6 +813,40 @@ class Loader {
 };
 
 }  // namespace
+
+std::int64_t simulated_layer_passes(const Scenario& sc, bool folded) {
+  const std::int64_t passes = sc.microbatches() * sc.model.layers;
+  if (folded) return passes;
+  return passes * std::max(1, sc.gpus / std::max(1, sc.parallel.pp));
+}
+
+void check_simulation_size(const Scenario& sc, bool folded) {
+  const std::int64_t passes = simulated_layer_passes(sc, folded);
+  if (folded || passes <= kMaxRankLayerPasses) return;
+  // At the stragglers when they are what unfolds the simulation, else at the cluster.
+  // Read-only (const operator[], reset): the document may be read by other threads.
+  const YAML::Node& root = sc.source;
+  YAML::Mark m = YAML::Mark::null_mark();
+  std::string key = "cluster";
+  if (root.IsMap() && root["cluster"] && root["cluster"].IsMap()) {
+    const YAML::Node c = root["cluster"];
+    m = c.Mark();
+    for (const char* k : {"stragglers", "nodes", "gpus"})
+      if (c[k] && (k != std::string("stragglers") || !sc.stragglers.empty())) {
+        m = c[k].Mark();
+        key = std::string("cluster.") + k;
+        break;
+      }
+  }
+  throw InputError(InputIssue{
+      sc.file, m.is_null() ? 1 : m.line + 1, m.is_null() ? 1 : m.column + 1, key,
+      fmt::format("simulating every rank (full fidelity{}) holds {} microbatches x {} layers x "
+                  "{} GPUs / pp {} = {} layer passes, more than the {} one simulation can hold: "
+                  "give a larger microbatch or a smaller global_batch{}",
+                  sc.stragglers.empty() ? "" : ", as stragglers need", sc.microbatches(),
+                  sc.model.layers, sc.gpus, sc.parallel.pp, passes, kMaxRankLayerPasses,
+                  sc.stragglers.empty() ? ", or run folded" : "")});
+}
 
 Scenario load_scenario(const std::string& path) {
   return load_scenario_node(load_yaml_file(path), path);

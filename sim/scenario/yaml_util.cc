@@ -1,6 +1,7 @@
 #include "sim/scenario/yaml_util.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -29,7 +30,14 @@ static InputIssue issue_at(const std::string& file, const YAML::Mark& m, const s
 YAML::Node load_yaml_text(const std::string& text, const std::string& file) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    // Every document, so that a second one (after `---`) is refused, not silently ignored
+    // (YAML::Load reads the first only).
+    std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (!docs.empty()) root.reset(docs.front());
+    for (std::size_t d = 1; d < docs.size(); ++d)
+      if (docs[d].IsDefined() && !docs[d].IsNull())
+        throw InputError(issue_at(file, docs[d].Mark(), "",
+                                  "a second YAML document (after `---`): the file must hold one"));
   } catch (const YAML::Exception& e) {
     throw InputError(issue_at(file, e.mark, "", "YAML syntax error: " + e.msg));
   }
@@ -44,6 +52,9 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& file) {
 }
 
 YAML::Node load_yaml_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))  // it opens, reads empty: "the file is empty"
+    throw InputError(InputIssue{path, 0, 0, "", "is a directory, not a YAML file"});
   std::ifstream in(path);
   if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open the file"});
   std::stringstream ss;
@@ -257,6 +268,16 @@ std::optional<std::string> YamlReader::get_string(const YAML::Node& map, const s
   if (!n.IsScalar()) {
     error(n, join_path(path, key), fmt::format("expected a string, got {}", show(n)));
     return std::nullopt;
+  }
+  // Control characters (a NUL, an escape sequence) would reach the terminal and the reports
+  // as they are; newlines and tabs are text.
+  for (const char c : n.Scalar()) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) {
+      error(n, join_path(path, key),
+            fmt::format("expected text without control characters, got byte 0x{:02x}", u));
+      return std::nullopt;
+    }
   }
   return n.Scalar();
 }

@@ -38,6 +38,10 @@ expect 2 "no dp group contains it; lower with --fidelity full" "$exec_bin" "$out
 sed 's/"kind":"gemm"/"kind":"gemmm"/' "$out/one.json" >"$out/bad.json"
 expect 2 "/ranks/0/tasks/" "$exec_bin" "$out/bad.json" --dry-run
 expect 2 "expected one of \"gemm\"" "$exec_bin" "$out/bad.json" --dry-run
+# A group index past int (the fuzzer's 2^31) wrapped negative, passed the group check and
+# crashed the plan (SIGSEGV); now exit 2 naming the key.
+sed 's/"group":0,/"group":2147483648,/' "$out/full.json" >"$out/big_group.json"
+expect 2 "/collective/group: expected an integer <= 2147483647" "$exec_bin" "$out/big_group.json" --dry-run
 expect 2 "cannot open the Program file" "$exec_bin" "$out/missing.json" --dry-run
 expect 2 "unknown option \"--fast\"" "$exec_bin" "$out/one.json" --fast
 expect 2 "--gpus applies to --dry-run only" "$exec_bin" "$out/one.json" --gpus 2

@@ -305,6 +305,8 @@ TEST(ExecProgram, EveryBadProgramRuleNamesTheKey) {
       {edit(h, "\"compute\":[0,1,3]", "\"compute\":[1,0,3]"),
        "/ranks/0/streams/compute: must list the ids of the 3 tasks on stream compute in ascending order"},
       {edit(h, "\"group\":0", "\"group\":3"), "/ranks/0/tasks/2 ('fwd.ar')/collective/group: group 3 does not exist"},
+      // 2^31 wrapped to a negative group and crashed the plan (found by json_fuzz_test.cc).
+      {edit(h, "\"group\":0", "\"group\":2147483648"), "/ranks/0/tasks/2/collective/group: expected an integer <= 2147483647"},
       {edit(h, "\"ranks\":[0,1]", "\"ranks\":[1]"), "rank 0 is not a member of group 0"},
       {edit(h, "\"ranks\":[0,1]", "\"ranks\":[1,1]"), "/groups/0/ranks: rank 1 listed twice"},
       {edit(h, "\"peer\":1", "\"peer\":7"), "/ranks/0/tasks/4 ('send.act')/send/peer: rank 7 is outside the world"},

@@ -426,12 +426,19 @@ TEST(MeasurementsBad, MissingKey) {
   const InputIssue i = only_issue(replace(kGood, R"("time_us": 41.58, )", ""));
   EXPECT_EQ(i.key, "/collectives/0/time_us");
   EXPECT_EQ(i.message, "missing required key");
+  // A missing key is placed at the object that lacks it: line 3, `  "collectives": [` is 18
+  // characters before its `{`.
+  EXPECT_EQ(i.line, 3);
+  EXPECT_EQ(i.column, 19);
 }
 
 TEST(MeasurementsBad, NegativeTime) {
   const InputIssue i = only_issue(replace(kGood, "41.58,", "-41.58,"));
   EXPECT_EQ(i.key, "/collectives/0/time_us");
   EXPECT_NE(i.message.find("expected a positive number, got -41.58"), std::string::npos);
+  // Placed at the value: line 4, after 19 spaces and `"time_us": ` (11 characters).
+  EXPECT_EQ(i.line, 4);
+  EXPECT_EQ(i.column, 31);
 }
 
 TEST(MeasurementsBad, UnitMissingFromKey) {
@@ -497,10 +504,28 @@ TEST(MeasurementsBad, InvalidJsonHasLineAndColumn) {
   EXPECT_NE(i.message.find("invalid JSON"), std::string::npos);
 }
 
+// 200,000 levels of lists under an unknown key: an issue, not a stack overflow while placing
+// it (sim/program/json_locator.h kMaxDepth).
+TEST(MeasurementsBad, DeeplyNestedValueIsAnIssueNotACrash) {
+  std::string text = kGood;
+  text.insert(1, "\"deep\": " + std::string(200000, '[') + std::string(200000, ']') + ", ");
+  std::vector<InputIssue> issues;
+  try {
+    parse_measurements(text, "m.json");
+  } catch (const InputError& e) {
+    issues = e.issues();
+  }
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].key, "/deep");
+  EXPECT_EQ(issues[0].line, 1);
+  EXPECT_EQ(issues[0].column, 10);  // after `{"deep": `
+}
+
 TEST(MeasurementsBad, NothingMeasured) {
   const InputIssue i = only_issue(R"({"schema": "stepcast.measurements/1", "source": "x",
       "provenance": {"gpu_name": "g", "gpu_count": 1}, "gemm": [], "collectives": []})");
   EXPECT_NE(i.message.find("no measurements"), std::string::npos);
+  EXPECT_EQ(i.line, 1);  // about the whole document: its start
 }
 
 TEST(MeasurementsBad, MissingFileNamesIt) {

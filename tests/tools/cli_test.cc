@@ -153,6 +153,131 @@ TEST(Cli, UnmodelledOrAmbiguousProfileKeysExitTwo) {
             std::string::npos) << r.err;
 }
 
+// Defects the bad-input fuzzer (tests/sim/scenario/fuzz_test.cc) found, each now exit 2 with
+// file:line and key.
+// 1,000,000 sequences on 32 GPUs with tp 8 (dp 4): 250,000 microbatches x 8 layers = 2,000,000
+// layer passes were under the old limit of 2^21 and the run was killed for memory (~35 GB at
+// ~17 KB a pass); the limit is now 2^19 (sim/scenario/scenario.h kMaxLayerPasses).
+TEST(Cli, PlansTooLargeToSimulateExitTwoWithFileLineAndKey) {
+  fs::path d = tmpdir();
+  write(d / "batch.yaml", "name: big batch\n"
+                          "model: {layers: 8, hidden: 1024, ffn_hidden: 4096, heads: 16, vocab: 32000}\n"
+                          "cluster: {profile: h100-sxm, nodes: 4}\n"
+                          "training: {seq_len: 65536, global_batch: 1000000}\n"
+                          "parallel: {tp: 8}\n");
+  CliRun r = stepcast("run " + (d / "batch.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("batch.yaml:4:42: training.global_batch: global_batch/(dp*microbatch) = "
+                       "250000 microbatches of the model's 8 layers make 2000000 layer passes"),
+            std::string::npos) << r.err;
+
+  // Full fidelity (stragglers) simulates every rank: the straggler example on 16 nodes with
+  // 65,536 sequences is 1024 microbatches x 32 layers x 128 GPUs / pp 1 = 4,194,304 passes
+  // (std::bad_alloc, exit 1, before); folded it is 32,768 and runs.
+  std::string text = slurp(kSrc + "/scenarios/llama3-8b-straggler-4node-h100.yaml");
+  text.replace(text.find("nodes: 4"), 8, "nodes: 16");
+  text.replace(text.find("global_batch: 128"), 17, "global_batch: 65536");
+  write(d / "strag.yaml", text);
+  r = stepcast("run " + (d / "strag.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("strag.yaml:12:5: cluster.stragglers: simulating every rank (full fidelity, "
+                       "as stragglers need) holds 1024 microbatches x 32 layers x 128 GPUs / pp 1 "
+                       "= 4194304 layer passes, more than the 3145728"),
+            std::string::npos) << r.err;
+  // `lower --fidelity full` of the same plan without stragglers: at cluster.nodes.
+  text.erase(text.find("  stragglers:"), text.find("training:") - text.find("  stragglers:"));
+  write(d / "full.yaml", text);
+  r = stepcast("lower " + (d / "full.yaml").string() + " --fidelity full -o " + (d / "p.json").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("full.yaml:10:10: cluster.nodes: simulating every rank (full fidelity) holds"),
+            std::string::npos) << r.err;
+
+  // A task longer than stepcast simulates (seq_len 2^32) is about the whole step: it names
+  // the scenario and its first line (it had no file or line before).
+  text = slurp(kSrc + "/tests/data/good/moe_interleaved_h200.yaml");
+  text.replace(text.find("seq_len: 8192"), 13, "seq_len: 4294967296");
+  write(d / "seq.yaml", text);
+  r = stepcast("run " + (d / "seq.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("seq.yaml:5:1: task 'fwd.L0.attn0.mb0' would take"), std::string::npos) << r.err;
+
+  // Too many gradient buckets with the default bucket size (no parallel.bucket_mb, so the
+  // lowering's issue had no line): the MoE example with experts of 2^31 columns puts
+  // 1.06e14 parameters in a stage: 2.6e6 buckets > 2^20. Placed at `parallel:`'s mapping
+  // (line 24, its first key).
+  text = slurp(kSrc + "/tests/data/good/moe_interleaved_h200.yaml");
+  text.replace(text.find("ffn_hidden: 5632, every"), 16, "ffn_hidden: 2147483648");
+  write(d / "buckets.yaml", text);
+  r = stepcast("run " + (d / "buckets.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("buckets.yaml:24:3: parallel.bucket_mb: 1.06e+14 parameters per pipeline stage"), std::string::npos) << r.err;
+  r = stepcast("lower " + (d / "buckets.yaml").string() + " -o " + (d / "p.json").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("buckets.yaml:24:3: parallel.bucket_mb: "), std::string::npos) << r.err;
+}
+
+// Flags whose bad values were silently accepted: a trace rank outside the cluster (left out
+// of the trace without a word), a NaN limit (compares false: never fails the run) or a
+// negative tolerance. Each is exit 2 naming the flag.
+TEST(Cli, OutOfRangeFlagValuesExitTwo) {
+  fs::path d = tmpdir();
+  write(d / "s.yaml", kSmall);  // 1 node: global ranks 0-7
+  CliRun r = stepcast("run " + (d / "s.yaml").string() + " --trace " + (d / "t.json").string() +
+                      " --trace-ranks 0 8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --trace-ranks: rank 8 is not a global rank of the scenario's 8 GPUs "
+                   "(0 to 7)\n");
+  r = stepcast("run " + (d / "s.yaml").string() + " --trace " + (d / "t.json").string() +
+               " --trace-ranks -1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--trace-ranks: rank -1 is not"), std::string::npos) << r.err;
+  const std::string cases = kSrc + "/scenarios/validation/cases.yaml";
+  r = stepcast("validate --cases " + cases + " --max-mape nan");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --max-mape: expected a finite percentage >= 0, got nan\n");
+  r = stepcast("validate --cases " + cases + " --max-error -1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --max-error: expected a finite percentage >= 0, got -1\n");
+  r = stepcast("regress --dir " + kSrc + "/scenarios --tolerance nan");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --tolerance: expected a finite percentage >= 0, got nan\n");
+}
+
+// A directory given for a file opened and read empty: "the file is empty (expected a YAML
+// mapping)" / "not valid JSON". Now it says so.
+TEST(Cli, DirectoryOrBadJsonForAFileExitsTwoSayingWhere) {
+  fs::path d = tmpdir();
+  CliRun r = stepcast("run " + d.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: " + d.string() + ": is a directory, not a YAML file\n");
+  r = stepcast("validate " + d.string() + " " + d.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: " + d.string() + ": is a directory, not a JSON file\n");
+  // A result file that is not JSON: its line and column (it had neither).
+  write(d / "bad.json", "{\n  \"schema\": \"stepcast.result/1\",\n  oops\n}\n");
+  r = stepcast("validate " + (d / "bad.json").string() + " " + (d / "bad.json").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bad.json:3:3: invalid JSON: syntax error"), std::string::npos) << r.err;
+}
+
+// A second YAML document was silently ignored; control characters in text reached the
+// terminal. Both exit 2 now (tests/sim/scenario/scenario_test.cc has the rules).
+TEST(Cli, SecondYamlDocumentAndControlCharactersExitTwo) {
+  fs::path d = tmpdir();
+  write(d / "two.yaml", std::string(kSmall) + "---\nname: other\n");  // kSmall: 6 lines
+  CliRun r = stepcast("run " + (d / "two.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: " + (d / "two.yaml").string() +
+                       ":8:1: a second YAML document (after `---`): the file must hold one\n");
+  std::string text = kSmall;
+  text.replace(0, text.find('\n'), "name: \"\\x1b[2J\"");  // clears the screen when printed
+  write(d / "ctrl.yaml", text);
+  r = stepcast("run " + (d / "ctrl.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: " + (d / "ctrl.yaml").string() +
+                       ":1:7: name: expected text without control characters, got byte 0x1b\n");
+}
+
 TEST(Cli, MissingFileAndBadFlagsExitTwo) {
   EXPECT_EQ(stepcast("run /nonexistent/x.yaml").code, 2);
   EXPECT_EQ(stepcast("run " + kDefault + " --fidelity sometimes").code, 2);
@@ -335,6 +460,34 @@ std::string cases_file(const std::vector<const char*>& ids) {
              ".yaml\n  measured: {step_time_s: 1.0}\n";
   write(d / "cases.yaml", cases);
   return (d / "cases.yaml").string();
+}
+
+// A case whose scenario file does not exist (the fuzzer's `scenario: -1`) was "cannot open
+// the file" with neither the cases file's line nor the key; now both, exit 2.
+TEST(Cli, ValidateCaseWithoutAScenarioExitsTwoWithLineAndKey) {
+  fs::path d = tmpdir();
+  write(d / "cases.yaml", "cases:\n"
+                          "- id: a\n"
+                          "  source: test\n"
+                          "  scenario: missing.yaml\n"
+                          "  measured: {step_time_s: 1.0}\n");
+  CliRun r = stepcast("validate --cases " + (d / "cases.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("cases.yaml:4:13: cases[0].scenario: no scenario file " +
+                       (d / "missing.yaml").string()),
+            std::string::npos) << r.err;
+  // A list where the scenario goes (the fuzzer's `scenario: []`) was "cases.yaml:1:1:
+  // expected a mapping", with no key.
+  write(d / "list.yaml", "cases:\n"
+                         "- id: a\n"
+                         "  source: test\n"
+                         "  scenario: [1, 2]\n"
+                         "  measured: {step_time_s: 1.0}\n");
+  r = stepcast("validate --cases " + (d / "list.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("list.yaml:4:13: cases[0].scenario: expected a scenario file name or the "
+                       "scenario inline (a mapping), got a list"),
+            std::string::npos) << r.err;
 }
 
 // validate --cases on worker threads: the same report as on one thread (cases are

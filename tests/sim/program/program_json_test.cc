@@ -164,6 +164,28 @@ TEST(ProgramJson, SyntaxErrorHasLineAndColumn) {
   }
 }
 
+// A value nested 200,000 deep under an unknown key: placing the issue recursed once per
+// level (a stack overflow, SIGSEGV) and built paths of O(depth) each; now values below
+// JsonLocator::kMaxDepth are skipped and the issue is placed at the key's value.
+TEST(ProgramJson, DeeplyNestedValueIsAnIssueNotACrash) {
+  const std::string text = "{\"schema\": \"stepcast.program/1\", \"deep\": " +
+                           std::string(200000, '[') + std::string(200000, ']') + "}";
+  try {
+    program_from_json(text, "deep.json");
+    FAIL();
+  } catch (const InputError& e) {
+    bool found = false;
+    for (const InputIssue& i : e.issues())
+      if (i.key == "deep") {
+        found = true;
+        EXPECT_EQ(i.line, 1);
+        EXPECT_EQ(i.column, 42);  // after the 41 characters `{"schema": "stepcast.program/1", "deep": `
+        EXPECT_NE(i.message.find("unknown key"), std::string::npos) << i.message;
+      }
+    EXPECT_TRUE(found) << e.what();
+  }
+}
+
 TEST(ProgramJson, SchemaErrorsAreAllReportedWithKeyPaths) {
   nlohmann::json j = program_to_json(every_kind());
   j["schema"] = "stepcast.program/2";

@@ -125,6 +125,28 @@ TEST(ScenarioRules, DuplicateKey) {
   expect_issue(base().insert(19, "  tp: 4"), "parallel.tp", 19, "duplicate key");
 }
 
+// Found by hand beside the fuzzer: a second document after `---` was silently ignored (only
+// the first was read), and control characters in a string (a NUL, an escape sequence that
+// recolours the terminal) went to the terminal and the reports as they were.
+TEST(ScenarioRules, SecondYamlDocumentIsRefused) {
+  // base() has 18 lines: `---` is line 19, the second document starts on line 20.
+  const std::vector<InputIssue> issues = issues_of(base().insert(19, "---").insert(20, "name: u"));
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].file, "t.yaml");
+  EXPECT_EQ(issues[0].line, 20);
+  EXPECT_EQ(issues[0].message, "a second YAML document (after `---`): the file must hold one");
+  // A `---` before the only document, or after it with nothing following, is fine.
+  EXPECT_EQ(load(base().insert(1, "---")).name, "t");
+  EXPECT_EQ(load(base().insert(19, "---")).name, "t");
+}
+
+TEST(ScenarioRules, ControlCharactersInTextAreRefused) {
+  expect_issue(base().set(1, "name: \"a\\x1b[31mred\""), "name", 1,
+               "expected text without control characters, got byte 0x1b");
+  expect_issue(base().set(1, "name: \"a\\0b\""), "name", 1, "got byte 0x00");
+  EXPECT_EQ(load(base().set(1, "name: \"two\\nlines\\tand a tab\"")).name, "two\nlines\tand a tab");
+}
+
 TEST(ScenarioRules, WrongType) {
   expect_issue(base().set(16, "  tp: two"), "parallel.tp", 16, "expected an integer, got \"two\"");
   expect_issue(base().insert(19, "  sequence_parallel: maybe"), "parallel.sequence_parallel", 19,
@@ -460,14 +482,27 @@ TEST(ScenarioRules, GlobalBatchDivisibleByDpTimesMicrobatch) {
 // std::bad_alloc (exit 1), and 2^32 sequences truncated the int microbatch count to 0 (exit 1,
 // "0 microbatches"). Above the limit the plan is bad input at training.global_batch.
 TEST(ScenarioRules, LayerPassesPerStepAreBounded) {
-  // dp = 4, 8 layers: 4194304 / 4 = 1048576 microbatches x 8 layers > 2^21.
+  // dp = 4, 8 layers: 4194304 / 4 = 1048576 microbatches x 8 layers > 2^19.
   expect_issue(base().set(14, "  global_batch: 4194304"), "training.global_batch", 14,
                "1048576 microbatches of the model's 8 layers make 8388608 layer passes per step, "
-               "more than the 2097152");
+               "more than the 524288");
   expect_issue(base().set(14, "  global_batch: 17179869184"), "training.global_batch", 14,
                "layer passes per step");
-  // Exactly at the limit: 262144 microbatches x 8 layers = 2^21.
-  EXPECT_EQ(load(base().set(14, "  global_batch: 1048576")).microbatches(), 262144);
+  // The fuzzer's 1,000,000 sequences with dp 4 (seq_len 65536 in its sweep) ran out of memory
+  // under the old limit of 2^21: 250,000 microbatches x 8 layers = 2,000,000 passes.
+  expect_issue(base().set(14, "  global_batch: 1000000"), "training.global_batch", 14,
+               "make 2000000 layer passes per step, more than the 524288");
+  // Exactly at the limit: 65536 microbatches x 8 layers = 2^19; one more step of dp is over.
+  EXPECT_EQ(load(base().set(14, "  global_batch: 262144")).microbatches(), 65536);
+  expect_issue(base().set(14, "  global_batch: 262148"), "training.global_batch", 14,
+               "make 524296 layer passes per step");
+  // Full fidelity counts every rank of a stage, against its own bound: the shipped 405B
+  // (16 microbatches x 126 layers x 16,384 GPUs / pp 16 = 2,064,384 rank passes; 3.5 GB,
+  // README "Speed") stays allowed.
+  const Scenario big = load_scenario(std::string(STEPCAST_SOURCE_DIR) +
+                                     "/scenarios/llama3-405b-2048node-h100.yaml");
+  EXPECT_EQ(simulated_layer_passes(big, false), 2064384);
+  EXPECT_NO_THROW(check_simulation_size(big, false));
 }
 
 TEST(ScenarioRules, HeadsDivisibleByTp) {
