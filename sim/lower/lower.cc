@@ -172,7 +172,7 @@ class Lowerer {
         RankProgram rp = lower_rank(layout_.rank(0, 0, 0, s));
         rp.stands_for = layout_.stage_ranks(s);
         prog_.ranks.push_back(std::move(rp));
-        if (opt_.stop_after_stage && opt_.stop_after_stage(prog_.ranks.back())) break;
+        if (opt_.stop_after_stage && opt_.stop_after_stage(prog_)) break;
       }
     } else {
       prog_.ranks.resize(static_cast<size_t>(layout_.world_size()));

@@ -35,11 +35,12 @@ struct LowerOptions {
   // differ only in tp / cp / dp / ep coordinates run the same program under uniform
   // routing); false simulates every rank (full fidelity).
   bool folded = true;
-  // Folded only: called with each stage's program as soon as it is lowered (stage 0 first);
-  // when it returns true the lowering stops there and the Program holds only the stages
-  // lowered so far. The search uses it to give up on a plan as soon as one stage cannot fit
-  // (memory_floor_bytes), without lowering the others.
-  std::function<bool(const RankProgram&)> stop_after_stage;
+  // Folded only: called with the Program so far as soon as a stage is lowered (its last
+  // rank; stage 0 first, the groups its tasks name already listed); when it returns true the
+  // lowering stops there and the Program holds only the stages lowered so far. The search
+  // uses it to give up on a plan as soon as one stage cannot fit (memory_floor_bytes) or
+  // cannot be among the best (step_floor_ns), without lowering the others.
+  std::function<bool(const Program&)> stop_after_stage;
 };
 
 Program lower(const Scenario& sc, const LowerOptions& opt = {});

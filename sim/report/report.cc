@@ -118,13 +118,34 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
   check_simulation_size(sc, lo.folded);
   const double capacity = sc.profile.gpu.memory_bytes;
   std::vector<double> floor;  // memory_floor_bytes per lowered rank
-  bool stopped = false;
-  if (opt.skip_when_state_exceeds_memory && lo.folded) {
-    // Give up on the plan at the first stage that cannot fit (below), before lowering the
-    // rest: stage 0 holds the most microbatches in flight, so most such plans stop there.
-    lo.stop_after_stage = [&](const RankProgram& rp) {
-      floor.push_back(memory_floor_bytes(rp));
-      return stopped = floor.back() > capacity;
+  bool stopped = false;       // a stage cannot fit
+  const bool bounded = opt.skip_when_compute_exceeds_s < std::numeric_limits<double>::infinity() &&
+                       sc.network != NetworkMode::kFlow;
+  TimeNs stage_bound_ns = -1;  // a stage's step_floor_ns beyond the bound: the plan is pruned
+  if (lo.folded && (opt.skip_when_state_exceeds_memory || bounded)) {
+    // Give up on the plan at the first stage that cannot fit or whose chain of dependent
+    // tasks alone exceeds the bound (both below), before lowering the rest: stage 0 holds
+    // the most microbatches in flight, so most plans that cannot fit stop there.
+    lo.stop_after_stage = [&](const Program& so_far) {
+      const RankProgram& rp = so_far.ranks.back();
+      if (opt.skip_when_state_exceeds_memory) {
+        floor.push_back(memory_floor_bytes(rp));
+        if (floor.back() > capacity) return stopped = true;
+      }
+      if (bounded) {
+        Program stage;  // the stage alone, costed as in the whole program
+        stage.world_size = so_far.world_size;
+        stage.folded = so_far.folded;
+        stage.gpus_per_node = so_far.gpus_per_node;
+        stage.groups = so_far.groups;
+        stage.ranks = {rp};
+        const TimeNs ns = step_floor_ns(stage, task_durations(stage, sc.profile, speeds));
+        if (to_s(ns) > opt.skip_when_compute_exceeds_s) {
+          stage_bound_ns = ns;
+          return true;
+        }
+      }
+      return false;
     };
   }
   out.program = lower(sc, lo);
@@ -146,6 +167,18 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
       return out;
     }
   }
+  // A plan that cannot be among the best (RunOptions::skip_when_compute_exceeds_s).
+  auto pruned = [&](TimeNs bound_ns) {
+    out.result = result_header(sc);
+    out.result.step_time_s = to_s(bound_ns);
+    out.result.memory_capacity_gib = sc.profile.gpu.memory_bytes / kGiB;
+    out.result.simulated = false;
+    out.result.pruned = true;
+    out.result.folded = out.program.folded;
+    out.result.simulated_ranks = static_cast<int>(out.program.ranks.size());
+    return out;
+  };
+  if (stage_bound_ns >= 0) return pruned(stage_bound_ns);
   EngineOptions eo;
   eo.keep_matching = opt.critical_path;  // summarize_critical_path reuses it
   eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
@@ -157,19 +190,10 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
     out.timeline = simulate_flow_mode(out.program, sc.profile, eo, speeds);
   } else {
     const Durations d = task_durations(out.program, sc.profile, speeds);
-    if (opt.skip_when_compute_exceeds_s < std::numeric_limits<double>::infinity()) {
+    if (bounded) {
       // Each rank's chain of dependent tasks bounds the step from below (RunOptions).
       const TimeNs floor_ns = step_floor_ns(out.program, d);
-      if (to_s(floor_ns) > opt.skip_when_compute_exceeds_s) {
-        out.result = result_header(sc);
-        out.result.step_time_s = to_s(floor_ns);
-        out.result.memory_capacity_gib = sc.profile.gpu.memory_bytes / kGiB;
-        out.result.simulated = false;
-        out.result.pruned = true;
-        out.result.folded = out.program.folded;
-        out.result.simulated_ranks = static_cast<int>(out.program.ranks.size());
-        return out;
-      }
+      if (to_s(floor_ns) > opt.skip_when_compute_exceeds_s) return pruned(floor_ns);
     }
     out.timeline = simulate(out.program, d, eo);
   }

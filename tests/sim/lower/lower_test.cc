@@ -648,8 +648,9 @@ TEST(Lower, StoppingAfterAStageKeepsTheStagesLoweredSoFar) {
     const int stop = static_cast<int>(rng() % static_cast<unsigned>(p.pp));
     LowerOptions lo;
     int seen = 0;
-    lo.stop_after_stage = [&](const RankProgram& rp) {
-      EXPECT_EQ(rp.pp_stage, seen);
+    lo.stop_after_stage = [&](const Program& so_far) {
+      EXPECT_EQ(so_far.ranks.size(), static_cast<size_t>(seen + 1));
+      EXPECT_EQ(so_far.ranks.back().pp_stage, seen);
       return seen++ == stop;
     };
     const Program part = lower(sc, lo);

@@ -691,5 +691,36 @@ TEST(Search, APlanStopsLoweringAtItsFirstStageThatCannotFit) {
     EXPECT_LE(quick.memory_peak_gib_per_stage[s], full.memory_peak_gib_per_stage[s]) << s;
 }
 
+TEST(Search, APlanStopsLoweringAtItsFirstStageBeyondTheBound) {
+  // The search's bound (RunOptions::skip_when_compute_exceeds_s) is also checked stage by
+  // stage while lowering: Llama 3 8B at tp 2, pp 4 with a bound of half its simulated step.
+  // Stage 0's own chain of dependent tasks already exceeds it (under 1F1B each stage
+  // computes for about m / (m + pp - 1) = 16 / 19 of the step, well above half), so the plan
+  // is pruned after one stage, with a bound between the threshold and the simulated step.
+  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
+                                  "/scenarios/llama3-8b-1node-h100.yaml");
+  doc["parallel"]["tp"] = 2;
+  doc["parallel"]["pp"] = 4;
+  doc["parallel"]["dp"] = 1;
+  doc["training"]["global_batch"] = 16;
+  const Scenario sc = load_scenario_node(doc, "pp4.yaml");
+  const Result full = predict(sc).result;
+  ASSERT_TRUE(full.simulated);
+  RunOptions bound;
+  bound.skip_when_state_exceeds_memory = true;
+  bound.skip_when_compute_exceeds_s = full.step_time_s / 2;
+  const Result quick = predict(sc, bound).result;
+  EXPECT_TRUE(quick.pruned);
+  EXPECT_FALSE(quick.simulated);
+  EXPECT_EQ(quick.simulated_ranks, 1);
+  EXPECT_GT(quick.step_time_s, bound.skip_when_compute_exceeds_s);
+  EXPECT_LE(quick.step_time_s, full.step_time_s);
+  // With the bound just above the step, it is simulated and gives the same step.
+  bound.skip_when_compute_exceeds_s = full.step_time_s * 1.001;
+  const Result kept = predict(sc, bound).result;
+  EXPECT_TRUE(kept.simulated);
+  EXPECT_EQ(kept.step_time_s, full.step_time_s);
+}
+
 }  // namespace
 }  // namespace stepcast
