@@ -3,6 +3,7 @@
 // (DESIGN.md, "Calibration and validation loop" step 3; calibrate/README.md).
 // Exit codes: 0 success, 1 a CUDA/NCCL failure or no GPU, 2 a bad Program (or one that
 // cannot run on these GPUs), 3 the plan does not fit in GPU memory.
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -20,6 +21,13 @@
 #endif
 
 namespace {
+
+// One line to stderr in one write: the processes of an MPI run share the launcher's stderr,
+// and std::cerr's unbuffered `<<` pieces from two processes interleave mid-line.
+void say(const std::string& line) {
+  std::fputs((line + "\n").c_str(), stderr);
+  std::fflush(stderr);
+}
 
 constexpr const char* kUsage =
     "usage: stepcast-exec PROGRAM.json [-o MEASURED.json] [options]\n"
@@ -97,7 +105,7 @@ int run(int argc, char** argv) {
     return 0;
   }
 #ifndef STEPCAST_EXEC_GPU
-  std::cerr << "stepcast-exec: built without CUDA (no toolkit found, or STEPCAST_CUDA=OFF): only --dry-run works\n";
+  say("stepcast-exec: built without CUDA (no toolkit found, or STEPCAST_CUDA=OFF): only --dry-run works");
   return 1;
 #else
   GpuOptions opt;
@@ -115,7 +123,7 @@ int run(int argc, char** argv) {
     MPI_Comm_free(&node);
     const int gpus = visible_gpus();
     if (gpus == 0) {
-      std::cerr << "stepcast-exec: process " << process << ": no GPU visible\n";
+      say("stepcast-exec: process " + std::to_string(process) + ": no GPU visible");
       return 1;
     }
     place_one_per_process(plan, processes, process, local % gpus);
@@ -126,7 +134,7 @@ int run(int argc, char** argv) {
   {
     const int gpus = visible_gpus();
     if (gpus == 0) {
-      std::cerr << "stepcast-exec: no GPU visible (use --dry-run to check the Program without one)\n";
+      say("stepcast-exec: no GPU visible (use --dry-run to check the Program without one)");
       return 1;
     }
     place_single_process(plan, gpus);
@@ -169,15 +177,15 @@ int main(int argc, char** argv) {
   try {
     return finish(run(argc, argv));
   } catch (const stepcast::exec::ProgramError& e) {
-    std::cerr << "stepcast-exec: " << e.what() << "\n";
+    say(std::string("stepcast-exec: ") + e.what());
     return finish(2);
 #ifdef STEPCAST_EXEC_GPU
   } catch (const stepcast::exec::OutOfMemory& e) {
-    std::cerr << "stepcast-exec: " << e.what() << "\n";
+    say(std::string("stepcast-exec: ") + e.what());
     return finish(3);
 #endif
   } catch (const std::exception& e) {
-    std::cerr << "stepcast-exec: " << e.what() << "\n";
+    say(std::string("stepcast-exec: ") + e.what());
     return finish(1);
   }
 }
