@@ -105,7 +105,8 @@ int run(int argc, char** argv) {
     return 0;
   }
 #ifndef STEPCAST_EXEC_GPU
-  say("stepcast-exec: built without CUDA (no toolkit found, or STEPCAST_CUDA=OFF): only --dry-run works");
+  say("stepcast-exec: built without CUDA (no toolkit found, or STEPCAST_CUDA=OFF): only "
+      "--dry-run works");
   return 1;
 #else
   GpuOptions opt;

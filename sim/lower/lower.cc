@@ -1209,12 +1209,13 @@ class Lowerer {
   // so once bucket j is issued the backward waits for bucket j-1's reduce-scatter
   // (DeepSpeed's reduce_ipg_grads synchronises the device before it launches the next
   // reduction, so the host queues nothing more until then), in every microbatch and chunk of
-  // the step: the backward runs no faster than the reductions. stepcast issues a unit's buckets when its weight-gradient pass ends (not
-  // as each fills during it), so it applies the wait per unit: the next compute task waits
-  // for the buckets issued before the unit's own. A unit issuing one bucket j waits for
-  // j-1, as DeepSpeed does; one issuing several keeps them all in flight (one unit of slack
-  // instead of one bucket: the same rate, max of backward and reductions, without charging
-  // the unit's compute and its reductions one after the other).
+  // the step: the backward runs no faster than the reductions. stepcast issues a unit's
+  // buckets when its weight-gradient pass ends (not as each fills during it), so it applies
+  // the wait per unit: the next compute task waits for the buckets issued before the unit's
+  // own. A unit issuing one bucket j waits for j-1, as DeepSpeed does; one issuing several
+  // keeps them all in flight (one unit of slack instead of one bucket: the same rate, max of
+  // backward and reductions, without charging the unit's compute and its reductions one
+  // after the other).
   double zero2_bucket_bytes(double dense, double expert) const {
     if (par_.zero != 2) return 0;
     const double buffers = par_.overlap_grad_reduce ? 2 : 1;

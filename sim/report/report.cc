@@ -156,8 +156,9 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
     if (!lo.stop_after_stage) floor = memory_floor_bytes(out.program);
     if (!floor.empty() && *std::max_element(floor.begin(), floor.end()) > capacity) {
       // Stages not lowered (the lowering stopped before them) are bounded by their state.
-      std::vector<double> per_stage = stopped ? state_per_stage_gib
-                                              : std::vector<double>(static_cast<size_t>(sc.parallel.pp), 0.0);
+      std::vector<double> per_stage =
+          stopped ? state_per_stage_gib
+                  : std::vector<double>(static_cast<size_t>(sc.parallel.pp), 0.0);
       for (size_t i = 0; i < floor.size(); ++i) {
         double& slot = per_stage[static_cast<size_t>(out.program.ranks[i].pp_stage)];
         slot = std::max(slot, floor[i] / kGiB);
