@@ -122,6 +122,7 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
   const bool bounded = opt.skip_when_compute_exceeds_s < std::numeric_limits<double>::infinity() &&
                        sc.network != NetworkMode::kFlow;
   TimeNs stage_bound_ns = -1;  // a stage's step_floor_ns beyond the bound: the plan is pruned
+  Durations staged;            // each stage's durations, costed once in the hook
   if (lo.folded && (opt.skip_when_state_exceeds_memory || bounded)) {
     // Give up on the plan at the first stage that cannot fit or whose chain of dependent
     // tasks alone exceeds the bound (both below), before lowering the rest: stage 0 holds
@@ -139,7 +140,9 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
         stage.gpus_per_node = so_far.gpus_per_node;
         stage.groups = so_far.groups;
         stage.ranks = {rp};
-        const TimeNs ns = step_floor_ns(stage, task_durations(stage, sc.profile, speeds));
+        const Durations d = task_durations(stage, sc.profile, speeds);
+        staged.push_back(d[0]);
+        const TimeNs ns = step_floor_ns(stage, d);
         if (to_s(ns) > opt.skip_when_compute_exceeds_s) {
           stage_bound_ns = ns;
           return true;
@@ -169,7 +172,7 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
     }
   }
   // A plan that cannot be among the best (RunOptions::skip_when_compute_exceeds_s).
-  auto pruned = [&](TimeNs bound_ns) {
+  auto mark_pruned = [&](TimeNs bound_ns) {
     out.result = result_header(sc);
     out.result.step_time_s = to_s(bound_ns);
     out.result.memory_capacity_gib = sc.profile.gpu.memory_bytes / kGiB;
@@ -177,9 +180,11 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
     out.result.pruned = true;
     out.result.folded = out.program.folded;
     out.result.simulated_ranks = static_cast<int>(out.program.ranks.size());
-    return out;
   };
-  if (stage_bound_ns >= 0) return pruned(stage_bound_ns);
+  if (stage_bound_ns >= 0) {
+    mark_pruned(stage_bound_ns);
+    return out;
+  }
   EngineOptions eo;
   eo.keep_matching = opt.critical_path;  // summarize_critical_path reuses it
   eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
@@ -190,11 +195,17 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
   if (sc.network == NetworkMode::kFlow) {  // communication as flows sharing links (flow_mode.h)
     out.timeline = simulate_flow_mode(out.program, sc.profile, eo, speeds);
   } else {
-    const Durations d = task_durations(out.program, sc.profile, speeds);
-    if (bounded) {
+    // Folded and bounded: every stage was costed and bounded in the hook already.
+    const bool costed = bounded && lo.stop_after_stage;
+    const Durations d =
+        costed ? std::move(staged) : task_durations(out.program, sc.profile, speeds);
+    if (bounded && !costed) {
       // Each rank's chain of dependent tasks bounds the step from below (RunOptions).
       const TimeNs floor_ns = step_floor_ns(out.program, d);
-      if (to_s(floor_ns) > opt.skip_when_compute_exceeds_s) return pruned(floor_ns);
+      if (to_s(floor_ns) > opt.skip_when_compute_exceeds_s) {
+        mark_pruned(floor_ns);
+        return out;
+      }
     }
     out.timeline = simulate(out.program, d, eo);
   }

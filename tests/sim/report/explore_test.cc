@@ -27,10 +27,14 @@
 namespace stepcast {
 namespace {
 
+// The shipped one-node Llama 3 8B scenario's document.
+YAML::Node llama3_8b_doc() {
+  return YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) + "/scenarios/llama3-8b-1node-h100.yaml");
+}
+
 Scenario small_llama3_8b() {
   // The shipped one-node Llama 3 8B scenario with a global batch of 16 (fast to simulate).
-  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
-                                  "/scenarios/llama3-8b-1node-h100.yaml");
+  YAML::Node doc = llama3_8b_doc();
   doc["training"]["global_batch"] = 16;
   return load_scenario_node(doc, "llama3-8b-small.yaml");
 }
@@ -99,8 +103,7 @@ TEST(Search, SkippingPlansThatCannotFitChangesNothing) {
 // the threshold, and the threshold is at least the top-th best step time.
 TEST(Search, SkippingPlansThatCannotBeBestKeepsTheBest) {
   std::vector<Scenario> scenarios = {small_llama3_8b()};
-  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
-                                  "/scenarios/llama3-8b-1node-h100.yaml");
+  YAML::Node doc = llama3_8b_doc();
   doc["training"]["global_batch"] = 16;
   doc["training"]["seq_len"] = 16384;
   scenarios.push_back(load_scenario_node(YAML::Clone(doc), "long.yaml"));  // source kept
@@ -487,8 +490,7 @@ TEST(Search, ZbH1WinsWhenThePipelineIsMostlyBubble) {
 // sequences) the cp kinds, and keeps the scenario's TP overlap on every plan with tp > 1;
 // every candidate names its settings, and those are what its scenario says.
 TEST(Search, SpaceCoversSchedulesZeroOverlapAndCpKinds) {
-  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
-                                  "/scenarios/llama3-8b-1node-h100.yaml");
+  YAML::Node doc = llama3_8b_doc();
   doc["training"]["global_batch"] = 16;
   doc["training"]["seq_len"] = 32768;  // long enough for cp
   doc["parallel"]["overlap"]["tp_comm"] = true;
@@ -612,8 +614,7 @@ TEST(Search, StateBeyondMemoryIsALowerBoundOfTheSimulatedPeak) {
   // tp 1, pp 1, plain DP: 8.03 B parameters x (2 B weights + 4 B fp32 grads + 12 B master
   // and Adam) = 145 GB of resident state on every GPU, beyond 80 GiB: not simulated, and the
   // simulated peak of the same plan is at least that state.
-  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
-                                  "/scenarios/llama3-8b-1node-h100.yaml");
+  YAML::Node doc = llama3_8b_doc();
   doc["training"]["global_batch"] = 16;
   doc["parallel"]["tp"] = 1;
   doc["parallel"]["dp"] = 8;
@@ -663,8 +664,7 @@ TEST(Search, APlanStopsLoweringAtItsFirstStageThatCannotFit) {
   // few GiB. The search gives up after lowering stage 0 (one simulated rank; the other
   // stages' bounds are their state alone), and each stage's bound stays below the peak the
   // full simulation gives that stage.
-  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
-                                  "/scenarios/llama3-8b-1node-h100.yaml");
+  YAML::Node doc = llama3_8b_doc();
   doc["parallel"]["tp"] = 2;
   doc["parallel"]["pp"] = 4;
   doc["parallel"]["dp"] = 1;
@@ -697,8 +697,7 @@ TEST(Search, APlanStopsLoweringAtItsFirstStageBeyondTheBound) {
   // Stage 0's own chain of dependent tasks already exceeds it (under 1F1B each stage
   // computes for about m / (m + pp - 1) = 16 / 19 of the step, well above half), so the plan
   // is pruned after one stage, with a bound between the threshold and the simulated step.
-  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
-                                  "/scenarios/llama3-8b-1node-h100.yaml");
+  YAML::Node doc = llama3_8b_doc();
   doc["parallel"]["tp"] = 2;
   doc["parallel"]["pp"] = 4;
   doc["parallel"]["dp"] = 1;
