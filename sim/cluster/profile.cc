@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -188,6 +191,47 @@ std::string splice(YAML::Node root, const std::vector<std::string>& segs,
   return "";
 }
 
+// Profiles that loaded without a problem, by path and file text. A search or a sweep loads
+// each plan as a scenario of its own, so the same profile file was read and parsed once per
+// plan: 7% of a 70B search (perf, load_profile). The text is read every time and compared, so
+// an edited file is parsed again; a file with problems is never kept, so its errors are
+// reported every time. Shared by all threads.
+class ParsedProfiles {
+ public:
+  bool find(const std::string& path, const std::string& text, HwProfile& out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_path_.find(path);
+    if (it == by_path_.end() || it->second.first != text) return false;
+    out = it->second.second;
+    return true;
+  }
+  void keep(const std::string& path, const std::string& text, const HwProfile& prof) {
+    std::lock_guard<std::mutex> lock(mu_);
+    by_path_.insert_or_assign(path, std::make_pair(text, prof));
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::pair<std::string, HwProfile>> by_path_;
+};
+
+ParsedProfiles& parsed_profiles() {
+  static ParsedProfiles cache;
+  return cache;
+}
+
+// The profile file alone, without overrides (kept for the next load of the same text).
+HwProfile parse_profile_file(const std::string& path, const std::string& text) {
+  HwProfile prof;
+  if (parsed_profiles().find(path, text, prof)) return prof;
+  IssueList issues;
+  YamlReader r(path, issues);
+  prof = parse_profile(r, load_yaml_text(text, path));
+  issues.throw_if_any();
+  parsed_profiles().keep(path, text, prof);
+  return prof;
+}
+
 }  // namespace
 
 HwProfile load_profile(const std::string& name_or_path, const std::string& profiles_dir,
@@ -204,7 +248,10 @@ HwProfile load_profile(const std::string& name_or_path, const std::string& profi
                     list.empty() ? "none" : list,
                     hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint))});
   }
-  YAML::Node root = load_yaml_file(path);
+  const std::string text = read_text_file(path);
+  if (!overrides || overrides.IsNull() || (overrides.IsMap() && overrides.size() == 0))
+    return parse_profile_file(path, text);
+  YAML::Node root = load_yaml_text(text, path);
   IssueList issues;
   YamlReader r(path, issues);
   const std::string prefix = "cluster.overrides.";
@@ -239,12 +286,13 @@ HwProfile load_profile(const std::string& name_or_path, const std::string& profi
   }
   HwProfile prof = parse_profile(r, root);
   issues.throw_if_any();
-  if (overrides && overrides.IsMap() && overrides.size() > 0) {
-    IssueList base_issues;
-    YamlReader br(path, base_issues);
-    const HwProfile base = parse_profile(br, load_yaml_file(path));
-    if (base_issues.empty()) scale_measured_to_overrides(base, prof);
+  HwProfile base;
+  try {
+    base = parse_profile_file(path, text);
+  } catch (const InputError&) {
+    return prof;  // the overrides mended the file: no base figures to scale from
   }
+  scale_measured_to_overrides(base, prof);
   return prof;
 }
 

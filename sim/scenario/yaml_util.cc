@@ -51,7 +51,7 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& file) {
   return root;
 }
 
-YAML::Node load_yaml_file(const std::string& path) {
+std::string read_text_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))  // it opens, reads empty: "the file is empty"
     throw InputError(InputIssue{path, 0, 0, "", "is a directory, not a YAML file"});
@@ -59,7 +59,11 @@ YAML::Node load_yaml_file(const std::string& path) {
   if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open the file"});
   std::stringstream ss;
   ss << in.rdbuf();
-  return load_yaml_text(ss.str(), path);
+  return ss.str();
+}
+
+YAML::Node load_yaml_file(const std::string& path) {
+  return load_yaml_text(read_text_file(path), path);
 }
 
 std::vector<std::string> split_dotted(const std::string& dotted) {

@@ -2,7 +2,9 @@
 // overrides are validated strictly (message, key and line asserted).
 #include "sim/cluster/profile.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -137,6 +139,43 @@ TEST(Profiles, BadProfileReportsEveryProblem) {
     EXPECT_EQ(topo->line, 17);
     EXPECT_NE(topo->message.find("did you mean 'topology'?"), std::string::npos);
   }
+}
+
+// Loaded profiles are kept by path and text (sim/cluster/profile.cc, ParsedProfiles: a search
+// loads the profile once per plan): a second load gives the same profile, an edited file is
+// read afresh, a file with problems reports them on every load, and overrides still apply.
+TEST(Profiles, ReloadsGiveTheFileAsItIsNow) {
+  const std::string path = testing::TempDir() + "stepcast_profile_reload.yaml";
+  const std::string text = read_text_file(kProfiles + "/h100-sxm.yaml");
+  auto write = [&](const std::string& t) {
+    std::ofstream(path, std::ios::trunc) << t;
+  };
+  write(text);
+  const HwProfile a = load_profile(path, kProfiles);
+  const HwProfile b = load_profile(path, kProfiles);
+  EXPECT_EQ(a.gpu.hbm_bytes_per_s, b.gpu.hbm_bytes_per_s);
+  EXPECT_EQ(a.compute.sustained_clock, b.compute.sustained_clock);
+  EXPECT_EQ(a.collectives.calibrated.size(), b.collectives.calibrated.size());
+  // Edited: 3.35 TB/s -> 1.5 TB/s.
+  std::string edited = text;
+  const size_t at = edited.find("hbm_bandwidth: 3.35 TB/s");
+  ASSERT_NE(at, std::string::npos);
+  edited.replace(at, 24, "hbm_bandwidth: 1.5 TB/s");
+  write(edited);
+  EXPECT_DOUBLE_EQ(load_profile(path, kProfiles).gpu.hbm_bytes_per_s, 1.5e12);
+  // Broken (a bare number where a unit is needed): refused on every load, not kept.
+  std::string broken = text;
+  broken.replace(at, 24, "hbm_bandwidth: 3");
+  write(broken);
+  for (int i = 0; i < 2; ++i) EXPECT_THROW(load_profile(path, kProfiles), InputError);
+  // Back to the original, with an override on top of the kept parse.
+  write(text);
+  EXPECT_EQ(load_profile(path, kProfiles).gpu.hbm_bytes_per_s, a.gpu.hbm_bytes_per_s);
+  const HwProfile o =
+      load_profile(path, kProfiles, YAML::Load("{gpu.hbm_bandwidth: 2 TB/s}"), "s.yaml");
+  EXPECT_DOUBLE_EQ(o.gpu.hbm_bytes_per_s, 2e12);
+  EXPECT_EQ(load_profile(path, kProfiles).gpu.hbm_bytes_per_s, a.gpu.hbm_bytes_per_s);
+  std::remove(path.c_str());
 }
 
 TEST(Profiles, SectionsOfTheCostModelAreStrict) {
