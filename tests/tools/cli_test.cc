@@ -450,6 +450,61 @@ TEST(Cli, ValidateComparesTwoResults) {
   EXPECT_NE(r.err.find("junk.json"), std::string::npos);
 }
 
+// validate PREDICTED MEASURED: every bad value is reported at its file:line:col with its key,
+// all at once, exit 2 (issues had line 0; a section value that was not a number was skipped
+// silently, a measured step of 0 divided). A name in only one file is left out.
+TEST(Cli, ValidateBadResultValuesExitTwoAtTheirLineAndKey) {
+  fs::path d = tmpdir();
+  write(d / "s.yaml", kSmall);
+  const std::string p = (d / "p.json").string();
+  ASSERT_EQ(stepcast("run " + (d / "s.yaml").string() + " --json " + p).code, 0);
+  // Columns: line 3 `  "step_time_s": 0,` puts 0 at 2 + 14 + 2 = 18; line 4 puts -1 at
+  // 2 + 16 (key) + 2 (": ") + 1 ("{") + 6 ("gemm") + 2 + 1 = 30 and "fast" at 30 + 2 (-1)
+  // + 2 (", ") + 11 ("attention") + 2 = 47; line 5 `  "breakdown_s": [1]` puts [ at 18.
+  write(d / "m.json", "{\n"
+                      "  \"schema\": \"stepcast.result/1\",\n"
+                      "  \"step_time_s\": 0,\n"
+                      "  \"busy_by_kind_s\": {\"gemm\": -1, \"attention\": \"fast\"},\n"
+                      "  \"breakdown_s\": [1]\n"
+                      "}\n");
+  const std::string m = (d / "m.json").string();
+  CliRun r = stepcast("validate " + p + " " + m);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "stepcast: " + m + ":3:18: step_time_s: expected a positive finite number of seconds "
+            "(the errors divide by it), got 0\n"
+            "stepcast: " + m + ":4:30: busy_by_kind_s.gemm: expected a non-negative finite number "
+            "of seconds, got -1\n"
+            "stepcast: " + m + ":4:47: busy_by_kind_s.attention: expected a non-negative finite "
+            "number of seconds, got string\n"
+            "stepcast: " + m + ":5:18: breakdown_s: expected a mapping of names to seconds, got "
+            "array\n");
+  // A missing key is placed at the object that lacks it; the predicted file is checked too.
+  write(d / "q.json", "\n  {\"schema\": \"stepcast.result/1\"}\n");
+  write(d / "x.json", "{\"schema\": \"stepcast.result/2\"}");
+  const std::string q = (d / "q.json").string(), x = (d / "x.json").string();
+  r = stepcast("validate " + x + " " + q);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: " + x + ":1:12: schema: expected a \"stepcast.result/1\" document\n"
+                   "stepcast: " + q + ":2:3: step_time_s: missing or not a number\n");
+  // A measured timeline with one kind and no phases: only the step and that kind compare
+  // (predicted 2 x measured: error +100%).
+  const nlohmann::json pred = nlohmann::json::parse(slurp(p));
+  const double step = pred["step_time_s"].get<double>();
+  const double gemm = pred["busy_by_kind_s"]["gemm"].get<double>();
+  write(d / "one.json", nlohmann::json{{"schema", "stepcast.result/1"},
+                                       {"step_time_s", step / 2},
+                                       {"busy_by_kind_s", {{"gemm", gemm / 2}}}}
+                            .dump(1));
+  r = stepcast("validate --json " + p + " " + (d / "one.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json rows = nlohmann::json::parse(r.out)["rows"];
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(rows[0]["what"], "step");
+  EXPECT_EQ(rows[1]["what"], "busy_by_kind.gemm");
+  for (const auto& row : rows) EXPECT_NEAR(row["error"].get<double>(), 1.0, 1e-12);
+}
+
 // A cases file of the given validation cases, each "measured" at 1 s.
 std::string cases_file(const std::vector<const char*>& ids) {
   fs::path d = tmpdir();
