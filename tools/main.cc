@@ -256,7 +256,6 @@ int main(int argc, char** argv) {
       sc::Scenario s = sc::load_scenario(scenario);
       sc::LowerOptions lo;
       lo.folded = parse_fidelity(fidelity);
-      sc::check_simulation_size(s, lo.folded);
       sc::Program prog;
       try {
         prog = sc::lower(s, lo);

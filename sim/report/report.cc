@@ -114,8 +114,7 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
   // A slow GPU or link breaks the symmetry folding relies on: every rank is simulated.
   const GpuSpeeds speeds = gpu_speeds(sc);
   LowerOptions lo;
-  lo.folded = opt.folded && speeds.empty();
-  check_simulation_size(sc, lo.folded);
+  lo.folded = opt.folded && speeds.empty();  // lower() checks the size of what it holds
   const double capacity = sc.profile.gpu.memory_bytes;
   std::vector<double> floor;  // memory_floor_bytes per lowered rank
   bool stopped = false;       // a stage cannot fit
