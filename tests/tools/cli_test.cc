@@ -192,14 +192,35 @@ TEST(Cli, PlansTooLargeToSimulateExitTwoWithFileLineAndKey) {
   EXPECT_NE(r.err.find("full.yaml:10:10: cluster.nodes: simulating every rank (full fidelity) holds"),
             std::string::npos) << r.err;
 
-  // A task longer than stepcast simulates (seq_len 2^32) is about the whole step: it names
-  // the scenario and its first line (it had no file or line before).
+  // A task longer than stepcast simulates (seq_len 2^32) is about the whole step (it had no
+  // file or line, then the scenario's first line without a key): it is placed at the
+  // workload size furthest beyond the largest published one, seq_len 2^32 / 131,072 = 32,768
+  // times Llama 3's long context (hidden 2048 and ffn 5632 are below theirs).
   text = slurp(kSrc + "/tests/data/good/moe_interleaved_h200.yaml");
   text.replace(text.find("seq_len: 8192"), 13, "seq_len: 4294967296");
   write(d / "seq.yaml", text);
   r = stepcast("run " + (d / "seq.yaml").string());
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("seq.yaml:5:1: task 'fwd.L0.attn0.mb0' would take"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("seq.yaml:20:12: training.seq_len: task 'fwd.L0.attn0.mb0' would take"),
+            std::string::npos)
+      << r.err;
+  // Every size at most the published one (seq_len 131,072, hidden 25,600, ffn 102,400:
+  // ratios 1, not beyond) and a bf16 peak of 1 GFLOP/s (the least a profile takes): the
+  // attention of one 131,072-token sequence, ~4 s^2 h = 1.8e15 FLOPs, takes ~1.85e6 s. It is
+  // the profile's doing: placed at cluster.overrides (line 6, its mapping at column 14).
+  write(d / "slow.yaml", "name: slow profile\n"
+                         "model: {layers: 2, hidden: 25600, ffn_hidden: 102400, heads: 160, "
+                         "vocab: 32000}\n"
+                         "cluster:\n"
+                         "  profile: h100-sxm\n"
+                         "  gpus: 1\n"
+                         "  overrides: {gpu.peak.bf16: 1 GFLOP/s}\n"
+                         "training: {seq_len: 131072, global_batch: 1}\n");
+  r = stepcast("run " + (d / "slow.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("slow.yaml:6:14: cluster.overrides: task 'fwd.L0.attn.mb0' would take"),
+            std::string::npos)
+      << r.err;
 
   // Too many gradient buckets with the default bucket size (no parallel.bucket_mb, so the
   // lowering's issue had no line): the MoE example with experts of 2^31 columns puts
@@ -432,7 +453,21 @@ TEST(Cli, RegressDetectsMovesUpdatesAndMissingFiles) {
   ASSERT_EQ(stepcast("regress --update --dir " + (d / "sc").string()).code, 0);
   EXPECT_EQ(stepcast("regress --dir " + (d / "sc").string()).code, 0);
   // Bad input: exit 2.
-  EXPECT_EQ(stepcast("regress --dir " + (d / "nope").string()).code, 2);
+  CliRun nope = stepcast("regress --dir " + (d / "nope").string());
+  EXPECT_EQ(nope.code, 2);
+  EXPECT_EQ(nope.err, "stepcast: " + (d / "nope").string() + ": --dir: not a directory\n");
+}
+
+// fit --base with an unknown profile named the scenario key cluster.profile (there is no
+// scenario): now the flag, exit 2.
+TEST(Cli, FitWithAnUnknownBaseProfileNamesTheFlag) {
+  fs::path d = tmpdir();
+  CliRun r = stepcast("fit " + kSrc + "/tests/data/calibration/h100_azure_gemm_fp8.json --base " +
+                      "h100-sxn -o " + (d / "f.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("stepcast: --base: unknown profile \"h100-sxn\" (known in ", 0), 0u)
+      << r.err;
+  EXPECT_NE(r.err.find("did you mean 'h100-sxm'?"), std::string::npos) << r.err;
 }
 
 TEST(Cli, ValidateComparesTwoResults) {
