@@ -131,7 +131,12 @@ int main(int argc, char** argv) {
   auto* validate = app.add_subcommand(
       "validate", "compare predictions with measurements: --cases FILE, or PREDICTED.json MEASURED.json");
   validate->add_option("--cases", cases_file, "cases file (measured training runs)");
-  validate->add_option("FILES", compare_files, "PREDICTED.json MEASURED.json")->expected(0, 2);
+  validate
+      ->add_option("FILES", compare_files,
+                   "PREDICTED.json MEASURED.json (stepcast.result/1): compares the step, busy "
+                   "time per kind and phase, and the breakdown; a name in only one file is left "
+                   "out (a measured timeline may lack kinds)")
+      ->expected(0, 2);
   validate->add_flag("--json", validate_json, "print JSON instead of the table");
   validate->add_option("--threads", threads, "worker threads for --cases (same report for any count)")
       ->check(CLI::Range(1, 1024));
@@ -251,7 +256,6 @@ int main(int argc, char** argv) {
       sc::Scenario s = sc::load_scenario(scenario);
       sc::LowerOptions lo;
       lo.folded = parse_fidelity(fidelity);
-      sc::check_simulation_size(s, lo.folded);
       sc::Program prog;
       try {
         prog = sc::lower(s, lo);
@@ -342,8 +346,9 @@ int main(int argc, char** argv) {
         return over ? kExitInternal : kExitOk;
       }
       nlohmann::json out;
-      std::string text = sc::compare_results(sc::read_json_file(compare_files[0]), compare_files[0],
-                                             sc::read_json_file(compare_files[1]), compare_files[1], &out);
+      std::string text =
+          sc::compare_results(sc::read_text_file(compare_files[0]), compare_files[0],
+                              sc::read_text_file(compare_files[1]), compare_files[1], &out);
       if (validate_json) {
         std::cout << out.dump(2) << "\n";
       } else {

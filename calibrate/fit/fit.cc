@@ -666,7 +666,16 @@ void write_yaml(const HwProfile& base, const FitReport& rep, const Measurements&
 void fit_profile(const std::string& measurements_path, const std::string& base_profile,
                  const std::string& out_yaml, FitReport* report) {
   const Measurements m = load_measurements(measurements_path);
-  const HwProfile base = load_profile(base_profile, default_profiles_dir());
+  HwProfile base;
+  try {
+    base = load_profile(base_profile, default_profiles_dir());
+  } catch (const InputError& e) {
+    // An unknown name is the --base flag's (load_profile names a scenario's cluster.profile).
+    std::vector<InputIssue> issues = e.issues();
+    for (InputIssue& i : issues)
+      if (i.file.empty() && i.key == "cluster.profile") i.key = "--base";
+    throw InputError(std::move(issues));
+  }
 
   FitReport rep;
   rep.measurements_file = measurements_path;

@@ -1313,6 +1313,7 @@ std::vector<int> virtual_stage_layers(const Scenario& sc) {
 }
 
 Program lower(const Scenario& sc, const LowerOptions& opt) {
+  check_simulation_size(sc, opt.folded);
   Lowerer l(sc, opt);
   return l.run();
 }

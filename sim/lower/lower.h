@@ -43,6 +43,8 @@ struct LowerOptions {
   std::function<bool(const Program&)> stop_after_stage;
 };
 
+// Throws InputError (check_simulation_size) before lowering a full-fidelity plan too large
+// to hold, and InputError / InvariantError on a plan it cannot lay out.
 Program lower(const Scenario& sc, const LowerOptions& opt = {});
 
 // Per pipeline stage, the bytes of weights, gradients and optimizer state every rank of the

@@ -27,7 +27,7 @@ static bool is_cases_file(const fs::path& p) {
 std::vector<std::string> find_scenarios(const std::string& dir) {
   std::vector<std::string> out;
   if (!fs::is_directory(dir)) {
-    throw InputError(InputIssue{dir, 0, 0, "", "not a directory"});
+    throw InputError(InputIssue{dir, 0, 0, "--dir", "not a directory"});
   }
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     if (!e.is_regular_file() || e.path().extension() != ".yaml") continue;

@@ -82,13 +82,50 @@ InputError locate_in_scenario(const InputError& e, const Scenario& sc) {
   return InputError(issues);
 }
 
+// The key an issue about the whole step is placed at: a task longer than kMaxTaskSeconds
+// (sim/cost/coster.cc) or more than 2^60 ns of work in the step (sim/engine/engine.cc),
+// raised where no scenario key is known. No one key causes them (a task's time grows with
+// the model's widths, the tokens of a microbatch and the slowness of the profile), so the
+// issue names the workload size furthest beyond the largest published one or, when none
+// is beyond it, the hardware profile (its overrides when the scenario gives some). The
+// published sizes: hidden 25,600 and ffn_hidden 102,400 (the 1T GPT of Korthikanti et al.
+// 2022, model/arch.cc gpt-1t), head_dim 256 (Gemma), vocab 256,000 (Gemma), seq_len 131,072
+// (Llama 3's long context), microbatch 32 (the largest in scenarios/).
+static std::string whole_step_key(const Scenario& sc) {
+  const ModelArch& m = sc.model;
+  const std::pair<const char*, double> sizes[] = {
+      {"training.seq_len", static_cast<double>(sc.training.seq_len) / 131072},
+      {"model.hidden", static_cast<double>(m.hidden) / 25600},
+      {"model.ffn_hidden", static_cast<double>(m.ffn_hidden) / 102400},
+      {"model.moe.ffn_hidden", m.moe ? static_cast<double>(m.moe->ffn_hidden) / 102400 : 0.0},
+      {"model.head_dim", static_cast<double>(m.head_dim) / 256},
+      {"model.vocab", static_cast<double>(m.vocab) / 256000},
+      {"parallel.microbatch", static_cast<double>(sc.parallel.microbatch) / 32}};
+  std::string key;
+  double most = 1;
+  for (const auto& [k, ratio] : sizes) {
+    if (ratio > most) {
+      most = ratio;
+      key = k;
+    }
+  }
+  if (!key.empty()) return key;
+  const YAML::Node& cluster = sc.source;  // const access: the document may be shared
+  const bool overrides = cluster.IsMap() && cluster["cluster"] && cluster["cluster"].IsMap() &&
+                         cluster["cluster"]["overrides"];
+  return overrides ? "cluster.overrides" : "cluster.profile";
+}
+
 static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt);
 
 Prediction predict(const Scenario& sc, const RunOptions& opt) {
   try {
     return predict_unlocated(sc, opt);
   } catch (const InputError& e) {
-    throw locate_in_scenario(e, sc);
+    std::vector<InputIssue> issues = e.issues();
+    for (InputIssue& i : issues)
+      if (i.key.empty()) i.key = whole_step_key(sc);
+    throw locate_in_scenario(InputError(std::move(issues)), sc);
   }
 }
 
@@ -114,8 +151,7 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
   // A slow GPU or link breaks the symmetry folding relies on: every rank is simulated.
   const GpuSpeeds speeds = gpu_speeds(sc);
   LowerOptions lo;
-  lo.folded = opt.folded && speeds.empty();
-  check_simulation_size(sc, lo.folded);
+  lo.folded = opt.folded && speeds.empty();  // lower() checks the size of what it holds
   const double capacity = sc.profile.gpu.memory_bytes;
   std::vector<double> floor;  // memory_floor_bytes per lowered rank
   bool stopped = false;       // a stage cannot fit

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -252,7 +253,7 @@ nlohmann::json validation_to_json(const ValidationReport& r) {
   return j;
 }
 
-nlohmann::json read_json_file(const std::string& path) {
+std::string read_text_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))  // it opens, reads empty: "not valid JSON"
     throw InputError(InputIssue{path, 0, 0, "", "is a directory, not a JSON file"});
@@ -260,29 +261,89 @@ nlohmann::json read_json_file(const std::string& path) {
   if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open the file"});
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string text = ss.str();
+  return ss.str();
+}
+
+static nlohmann::json parse_json_text(const std::string& text, const std::string& file) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(json_syntax_issue(text, path, e.byte, e.what()));
+    throw InputError(json_syntax_issue(text, file, e.byte, e.what()));
   }
 }
 
-static void require_result(const nlohmann::json& j, const std::string& file) {
+nlohmann::json read_json_file(const std::string& path) {
+  return parse_json_text(read_text_file(path), path);
+}
+
+namespace {
+
+constexpr const char* kSections[] = {"busy_by_kind_s", "busy_by_phase_s", "breakdown_s"};
+
+// A value for the messages: a number as written, anything else by its type (a mutated
+// document may hold a 20,000-character string).
+std::string show_value(const nlohmann::json& v) {
+  return v.is_number() ? fmt::format("{:.6g}", v.get<double>()) : std::string(v.type_name());
+}
+
+bool seconds_ok(const nlohmann::json& v) {
+  return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0;
+}
+
+// The problems of one stepcast.result/1 document of a comparison, each at the line and
+// column of the offending value (or of the object that lacks a key) in `text`.
+std::vector<InputIssue> result_issues(const nlohmann::json& j, const std::string& text,
+                                      const std::string& file, bool measured) {
+  std::vector<InputIssue> out;
+  auto add = [&](const std::string& key, const std::string& message) {
+    out.push_back(InputIssue{file, 0, 0, key, message});
+  };
   if (!j.is_object() || !j.contains("schema") || j["schema"] != kResultSchema) {
-    throw InputError(InputIssue{file, 0, 0, "schema",
-                                fmt::format("expected a \"{}\" document", kResultSchema)});
+    add("schema", fmt::format("expected a \"{}\" document", kResultSchema));
+  } else {
+    if (!j.contains("step_time_s") || !j["step_time_s"].is_number()) {
+      add("step_time_s", "missing or not a number");
+    } else if (const double t = j["step_time_s"].get<double>();
+               !std::isfinite(t) || t < 0 || (measured && t == 0)) {
+      add("step_time_s",
+          fmt::format("expected a {} finite number of seconds{}, got {}",
+                      measured ? "positive" : "non-negative",
+                      measured ? " (the errors divide by it)" : "", show_value(j["step_time_s"])));
+    }
+    for (const char* section : kSections) {
+      if (!j.contains(section)) continue;
+      const nlohmann::json& sec = j[section];
+      if (!sec.is_object()) {
+        add(section, "expected a mapping of names to seconds, got " + show_value(sec));
+        continue;
+      }
+      for (const auto& [k, v] : sec.items())
+        if (!seconds_ok(v))
+          add(std::string(section) + "." + k,
+              "expected a non-negative finite number of seconds, got " + show_value(v));
+    }
   }
-  if (!j.contains("step_time_s") || !j["step_time_s"].is_number()) {
-    throw InputError(InputIssue{file, 0, 0, "step_time_s", "missing or not a number"});
+  if (!out.empty()) {
+    const JsonLocator at(text);
+    for (InputIssue& i : out) std::tie(i.line, i.column) = at.find(i.key);
+    std::stable_sort(out.begin(), out.end(), [](const InputIssue& a, const InputIssue& b) {
+      return std::tie(a.line, a.column) < std::tie(b.line, b.column);  // in the file's order
+    });
   }
+  return out;
 }
 
-std::string compare_results(const nlohmann::json& pred, const std::string& pred_file,
-                            const nlohmann::json& meas, const std::string& meas_file,
+}  // namespace
+
+std::string compare_results(const std::string& pred_text, const std::string& pred_file,
+                            const std::string& meas_text, const std::string& meas_file,
                             nlohmann::json* json_out) {
-  require_result(pred, pred_file);
-  require_result(meas, meas_file);
+  const nlohmann::json pred = parse_json_text(pred_text, pred_file);
+  const nlohmann::json meas = parse_json_text(meas_text, meas_file);
+  std::vector<InputIssue> issues = result_issues(pred, pred_text, pred_file, false);
+  for (InputIssue& i : result_issues(meas, meas_text, meas_file, true))
+    issues.push_back(std::move(i));
+  if (!issues.empty()) throw InputError(std::move(issues));
   nlohmann::json rows = nlohmann::json::array();
   std::string o = fmt::format("{:<28} {:>12} {:>12} {:>8}\n", "what", "predicted", "measured",
                               "error");
@@ -293,10 +354,11 @@ std::string compare_results(const nlohmann::json& pred, const std::string& pred_
     rows.push_back({{"what", what}, {"predicted_s", p}, {"measured_s", m}, {"error", err}});
   };
   row("step", pred["step_time_s"].get<double>(), meas["step_time_s"].get<double>());
-  for (const char* section : {"busy_by_kind_s", "busy_by_phase_s", "breakdown_s"}) {
+  // A key in only one file is left out (a measured timeline may lack kinds or phases).
+  for (const char* section : kSections) {
     if (!pred.contains(section) || !meas.contains(section)) continue;
     for (const auto& [k, v] : pred[section].items()) {
-      if (!v.is_number() || !meas[section].contains(k) || !meas[section][k].is_number()) continue;
+      if (!meas[section].contains(k)) continue;
       row(std::string(section).substr(0, std::string(section).size() - 2) + "." + k,
           v.get<double>(), meas[section][k].get<double>());
     }

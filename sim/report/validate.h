@@ -77,13 +77,19 @@ ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOp
 std::string render_validation(const ValidationReport& r);
 nlohmann::json validation_to_json(const ValidationReport& r);
 
-// Compares two stepcast.result/1 documents (predicted and measured, e.g. from the GPU
-// executor): step time, busy time per task kind and per phase. Returns the table text and
-// fills `json_out`. Throws InputError on a document that is not stepcast.result/1.
-std::string compare_results(const nlohmann::json& predicted, const std::string& predicted_file,
-                            const nlohmann::json& measured, const std::string& measured_file,
+// Compares two stepcast.result/1 documents, given as their text (predicted and measured,
+// e.g. from the GPU executor): step time, busy time per task kind and per phase, exposed
+// time per breakdown category. A name in a section of only one document is left out (a
+// measured timeline may lack kinds). Returns the table text and fills `json_out`. Throws
+// InputError, every issue at file:line:col of the value (or of the object lacking the key):
+// invalid JSON, not stepcast.result/1, step_time_s missing, negative or not finite (or 0 in
+// the measured document: the errors divide by it), a section not a mapping, or a value in
+// it not a non-negative finite number.
+std::string compare_results(const std::string& predicted_text, const std::string& predicted_file,
+                            const std::string& measured_text, const std::string& measured_file,
                             nlohmann::json* json_out);
 
+std::string read_text_file(const std::string& path);  // InputError on failure
 nlohmann::json read_json_file(const std::string& path);  // InputError on failure
 
 }  // namespace stepcast

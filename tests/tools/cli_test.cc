@@ -192,14 +192,35 @@ TEST(Cli, PlansTooLargeToSimulateExitTwoWithFileLineAndKey) {
   EXPECT_NE(r.err.find("full.yaml:10:10: cluster.nodes: simulating every rank (full fidelity) holds"),
             std::string::npos) << r.err;
 
-  // A task longer than stepcast simulates (seq_len 2^32) is about the whole step: it names
-  // the scenario and its first line (it had no file or line before).
+  // A task longer than stepcast simulates (seq_len 2^32) is about the whole step (it had no
+  // file or line, then the scenario's first line without a key): it is placed at the
+  // workload size furthest beyond the largest published one, seq_len 2^32 / 131,072 = 32,768
+  // times Llama 3's long context (hidden 2048 and ffn 5632 are below theirs).
   text = slurp(kSrc + "/tests/data/good/moe_interleaved_h200.yaml");
   text.replace(text.find("seq_len: 8192"), 13, "seq_len: 4294967296");
   write(d / "seq.yaml", text);
   r = stepcast("run " + (d / "seq.yaml").string());
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("seq.yaml:5:1: task 'fwd.L0.attn0.mb0' would take"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("seq.yaml:20:12: training.seq_len: task 'fwd.L0.attn0.mb0' would take"),
+            std::string::npos)
+      << r.err;
+  // Every size at most the published one (seq_len 131,072, hidden 25,600, ffn 102,400:
+  // ratios 1, not beyond) and a bf16 peak of 1 GFLOP/s (the least a profile takes): the
+  // attention of one 131,072-token sequence, ~4 s^2 h = 1.8e15 FLOPs, takes ~1.85e6 s. It is
+  // the profile's doing: placed at cluster.overrides (line 6, its mapping at column 14).
+  write(d / "slow.yaml", "name: slow profile\n"
+                         "model: {layers: 2, hidden: 25600, ffn_hidden: 102400, heads: 160, "
+                         "vocab: 32000}\n"
+                         "cluster:\n"
+                         "  profile: h100-sxm\n"
+                         "  gpus: 1\n"
+                         "  overrides: {gpu.peak.bf16: 1 GFLOP/s}\n"
+                         "training: {seq_len: 131072, global_batch: 1}\n");
+  r = stepcast("run " + (d / "slow.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("slow.yaml:6:14: cluster.overrides: task 'fwd.L0.attn.mb0' would take"),
+            std::string::npos)
+      << r.err;
 
   // Too many gradient buckets with the default bucket size (no parallel.bucket_mb, so the
   // lowering's issue had no line): the MoE example with experts of 2^31 columns puts
@@ -432,7 +453,21 @@ TEST(Cli, RegressDetectsMovesUpdatesAndMissingFiles) {
   ASSERT_EQ(stepcast("regress --update --dir " + (d / "sc").string()).code, 0);
   EXPECT_EQ(stepcast("regress --dir " + (d / "sc").string()).code, 0);
   // Bad input: exit 2.
-  EXPECT_EQ(stepcast("regress --dir " + (d / "nope").string()).code, 2);
+  CliRun nope = stepcast("regress --dir " + (d / "nope").string());
+  EXPECT_EQ(nope.code, 2);
+  EXPECT_EQ(nope.err, "stepcast: " + (d / "nope").string() + ": --dir: not a directory\n");
+}
+
+// fit --base with an unknown profile named the scenario key cluster.profile (there is no
+// scenario): now the flag, exit 2.
+TEST(Cli, FitWithAnUnknownBaseProfileNamesTheFlag) {
+  fs::path d = tmpdir();
+  CliRun r = stepcast("fit " + kSrc + "/tests/data/calibration/h100_azure_gemm_fp8.json --base " +
+                      "h100-sxn -o " + (d / "f.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("stepcast: --base: unknown profile \"h100-sxn\" (known in ", 0), 0u)
+      << r.err;
+  EXPECT_NE(r.err.find("did you mean 'h100-sxm'?"), std::string::npos) << r.err;
 }
 
 TEST(Cli, ValidateComparesTwoResults) {
@@ -448,6 +483,61 @@ TEST(Cli, ValidateComparesTwoResults) {
   r = stepcast("validate " + (d / "p.json").string() + " " + (d / "junk.json").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("junk.json"), std::string::npos);
+}
+
+// validate PREDICTED MEASURED: every bad value is reported at its file:line:col with its key,
+// all at once, exit 2 (issues had line 0; a section value that was not a number was skipped
+// silently, a measured step of 0 divided). A name in only one file is left out.
+TEST(Cli, ValidateBadResultValuesExitTwoAtTheirLineAndKey) {
+  fs::path d = tmpdir();
+  write(d / "s.yaml", kSmall);
+  const std::string p = (d / "p.json").string();
+  ASSERT_EQ(stepcast("run " + (d / "s.yaml").string() + " --json " + p).code, 0);
+  // Columns: line 3 `  "step_time_s": 0,` puts 0 at 2 + 14 + 2 = 18; line 4 puts -1 at
+  // 2 + 16 (key) + 2 (": ") + 1 ("{") + 6 ("gemm") + 2 + 1 = 30 and "fast" at 30 + 2 (-1)
+  // + 2 (", ") + 11 ("attention") + 2 = 47; line 5 `  "breakdown_s": [1]` puts [ at 18.
+  write(d / "m.json", "{\n"
+                      "  \"schema\": \"stepcast.result/1\",\n"
+                      "  \"step_time_s\": 0,\n"
+                      "  \"busy_by_kind_s\": {\"gemm\": -1, \"attention\": \"fast\"},\n"
+                      "  \"breakdown_s\": [1]\n"
+                      "}\n");
+  const std::string m = (d / "m.json").string();
+  CliRun r = stepcast("validate " + p + " " + m);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "stepcast: " + m + ":3:18: step_time_s: expected a positive finite number of seconds "
+            "(the errors divide by it), got 0\n"
+            "stepcast: " + m + ":4:30: busy_by_kind_s.gemm: expected a non-negative finite number "
+            "of seconds, got -1\n"
+            "stepcast: " + m + ":4:47: busy_by_kind_s.attention: expected a non-negative finite "
+            "number of seconds, got string\n"
+            "stepcast: " + m + ":5:18: breakdown_s: expected a mapping of names to seconds, got "
+            "array\n");
+  // A missing key is placed at the object that lacks it; the predicted file is checked too.
+  write(d / "q.json", "\n  {\"schema\": \"stepcast.result/1\"}\n");
+  write(d / "x.json", "{\"schema\": \"stepcast.result/2\"}");
+  const std::string q = (d / "q.json").string(), x = (d / "x.json").string();
+  r = stepcast("validate " + x + " " + q);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: " + x + ":1:12: schema: expected a \"stepcast.result/1\" document\n"
+                   "stepcast: " + q + ":2:3: step_time_s: missing or not a number\n");
+  // A measured timeline with one kind and no phases: only the step and that kind compare
+  // (predicted 2 x measured: error +100%).
+  const nlohmann::json pred = nlohmann::json::parse(slurp(p));
+  const double step = pred["step_time_s"].get<double>();
+  const double gemm = pred["busy_by_kind_s"]["gemm"].get<double>();
+  write(d / "one.json", nlohmann::json{{"schema", "stepcast.result/1"},
+                                       {"step_time_s", step / 2},
+                                       {"busy_by_kind_s", {{"gemm", gemm / 2}}}}
+                            .dump(1));
+  r = stepcast("validate --json " + p + " " + (d / "one.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json rows = nlohmann::json::parse(r.out)["rows"];
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(rows[0]["what"], "step");
+  EXPECT_EQ(rows[1]["what"], "busy_by_kind.gemm");
+  for (const auto& row : rows) EXPECT_NEAR(row["error"].get<double>(), 1.0, 1e-12);
 }
 
 // A cases file of the given validation cases, each "measured" at 1 s.

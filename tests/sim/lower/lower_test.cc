@@ -845,6 +845,34 @@ TEST(Lower, MoreThanAMillionBucketsPerStageIsBadInput) {
   }
 }
 
+// lower() itself refuses a full-fidelity plan too large to hold (check_simulation_size; only
+// predict() and the `lower` command checked, so a library caller could lower it): dp 8 with
+// 65,536 microbatches per rank of tiny_gpt's 8 layers is 65,536 x 8 x 8 GPUs / pp 1 =
+// 4,194,304 rank layer passes > kMaxRankLayerPasses = 3 x 2^20 = 3,145,728. Refused before
+// any task is made, at cluster.nodes (its line: 3, column: 10).
+TEST(Lower, FullFidelityPlansTooLargeToHoldAreBadInput) {
+  Plan p;
+  p.dp = 8;
+  p.microbatches = 65536;
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  sc.file = "big.yaml";
+  sc.source = YAML::Load("name: t\ncluster:\n  nodes: 1\n");
+  ASSERT_EQ(simulated_layer_passes(sc, false), 4194304);
+  LowerOptions full;
+  full.folded = false;
+  try {
+    lower(sc, full);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    const InputIssue& i = e.issues()[0];
+    EXPECT_EQ(i.str(), "big.yaml:3:10: cluster.nodes: simulating every rank (full fidelity) "
+                       "holds 65536 microbatches x 8 layers x 8 GPUs / pp 1 = 4194304 layer "
+                       "passes, more than the 3145728 one simulation can hold: give a larger "
+                       "microbatch or a smaller global_batch, or run folded");
+  }
+}
+
 TEST(Lower, DpBucketDefaultIsMegatronCores) {
   // bucket_mb not given (bucket_bytes 0): Megatron-Core's DDP default bucket of
   // max(40M, 1M x dp) parameters of fp32 gradients. tiny_gpt widened to hidden 2048,

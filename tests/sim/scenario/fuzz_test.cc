@@ -39,11 +39,6 @@ namespace {
 namespace fs = std::filesystem;
 using fuzz::Tally;
 
-// The limits on a whole step (a task longer than 1e6 s, more than 300 years of GPU time:
-// sim/cost/coster.cc, sim/engine/engine.cc) concern no one key: they name the scenario's file
-// and its first line, without a key.
-const char* const kWholeStep = "stepcast simulates";
-
 // Runs a scenario file as the CLI does: load, predict (full fidelity with stragglers); then
 // up to `points` of its sweep points (sweep_candidates, each loaded without its sweep: block
 // as explore.cc does) and, when `search`, the first plan of the search space and one at
@@ -55,7 +50,7 @@ void run_scenario(const std::string& file, const std::string& ctx, bool search, 
     s = load_scenario(file);
   } catch (const InputError& e) {
     ++t.refused;
-    fuzz::expect_located(e, ctx, true, kWholeStep);
+    fuzz::expect_located(e, ctx);
     return;
   } catch (const std::exception& e) {
     ADD_FAILURE() << ctx << ": not an InputError: " << e.what();
@@ -67,7 +62,7 @@ void run_scenario(const std::string& file, const std::string& ctx, bool search, 
         opt.folded = s.stragglers.empty();
         (void)predict(s, opt);
       },
-      ctx, t, true, kWholeStep);
+      ctx, t);
   auto run_point = [&](const PlanCandidate& c, const RunOptions& opt, const std::string& what) {
     fuzz::expect_runs_or_refuses(
         [&] {
@@ -78,7 +73,7 @@ void run_scenario(const std::string& file, const std::string& ctx, bool search, 
           o.folded = p.stragglers.empty();
           (void)predict(p, o);
         },
-        ctx + " [" + what + "]", t, true, kWholeStep);
+        ctx + " [" + what + "]", t);
   };
   if (!s.sweep.empty()) {
     const std::vector<PlanCandidate> cands = sweep_candidates(s);
@@ -108,7 +103,9 @@ void run_scenario(const std::string& file, const std::string& ctx, bool search, 
 // layer passes under the old limit killed for memory, full-fidelity plans past it
 // (std::bad_alloc), step-level limits (task > 1e6 s) and gradient-bucket counts without
 // file or line, and a validation case whose scenario file is missing or not a mapping
-// reported without line or key (tests in tests/tools/cli_test.cc).
+// reported without line or key (tests in tests/tools/cli_test.cc). The step-level limits
+// then named the file and first line without a key; they now name a key too
+// (sim/report/report.cc, whole_step_key), and every refusal here must.
 
 struct Base {
   std::string file;   // relative to the source tree
@@ -251,8 +248,8 @@ cases:
     std::string what;
     std::ofstream(file) << fuzz::emit(fuzz::mutate(doc, rng, what));
     fuzz::announce("cases: " + what);
-    fuzz::expect_runs_or_refuses([&] { (void)run_cases(load_cases(file), {}); }, "cases: " + what, t,
-                                 true, kWholeStep);
+    fuzz::expect_runs_or_refuses([&] { (void)run_cases(load_cases(file), {}); }, "cases: " + what,
+                                 t);
   }
   if (!fuzz::campaign()) {
     EXPECT_GT(t.ran, 5);
