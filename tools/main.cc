@@ -347,8 +347,8 @@ int main(int argc, char** argv) {
       }
       nlohmann::json out;
       std::string text =
-          sc::compare_results(sc::read_text_file(compare_files[0]), compare_files[0],
-                              sc::read_text_file(compare_files[1]), compare_files[1], &out);
+          sc::compare_results(sc::read_text_file(compare_files[0], "JSON"), compare_files[0],
+                              sc::read_text_file(compare_files[1], "JSON"), compare_files[1], &out);
       if (validate_json) {
         std::cout << out.dump(2) << "\n";
       } else {

@@ -253,17 +253,6 @@ nlohmann::json validation_to_json(const ValidationReport& r) {
   return j;
 }
 
-std::string read_text_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))  // it opens, reads empty: "not valid JSON"
-    throw InputError(InputIssue{path, 0, 0, "", "is a directory, not a JSON file"});
-  std::ifstream in(path);
-  if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open the file"});
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 static nlohmann::json parse_json_text(const std::string& text, const std::string& file) {
   try {
     return nlohmann::json::parse(text);
@@ -273,7 +262,7 @@ static nlohmann::json parse_json_text(const std::string& text, const std::string
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-  return parse_json_text(read_text_file(path), path);
+  return parse_json_text(read_text_file(path, "JSON"), path);
 }
 
 namespace {

@@ -89,7 +89,6 @@ std::string compare_results(const std::string& predicted_text, const std::string
                             const std::string& measured_text, const std::string& measured_file,
                             nlohmann::json* json_out);
 
-std::string read_text_file(const std::string& path);  // InputError on failure
 nlohmann::json read_json_file(const std::string& path);  // InputError on failure
 
 }  // namespace stepcast

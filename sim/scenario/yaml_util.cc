@@ -51,10 +51,11 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& file) {
   return root;
 }
 
-std::string read_text_file(const std::string& path) {
+std::string read_text_file(const std::string& path, const char* format) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))  // it opens, reads empty: "the file is empty"
-    throw InputError(InputIssue{path, 0, 0, "", "is a directory, not a YAML file"});
+    throw InputError(InputIssue{path, 0, 0, "", fmt::format("is a directory, not a {} file",
+                                                            format)});
   std::ifstream in(path);
   if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open the file"});
   std::stringstream ss;

@@ -19,8 +19,9 @@ namespace stepcast {
 // Parses a file. A missing file, a YAML syntax error, an empty document or a top level that
 // is not a mapping throw InputError naming the file (and line/column for syntax errors).
 YAML::Node load_yaml_file(const std::string& path);
-// The file's text, with load_yaml_file's errors for a directory or a file that cannot open.
-std::string read_text_file(const std::string& path);
+// The file's text. A directory ("is a directory, not a <format> file") or a file that cannot
+// open throws InputError naming the path.
+std::string read_text_file(const std::string& path, const char* format = "YAML");
 // Same for text already in memory (tests, sweeps); `file` names it in messages.
 YAML::Node load_yaml_text(const std::string& text, const std::string& file);
 
