@@ -15,6 +15,7 @@
 #include <map>
 #include <array>
 #include <charconv>
+#include <cstring>
 #include <cmath>
 #include <numeric>
 #include <tuple>
@@ -59,10 +60,14 @@ void append_int(std::string& s, long long v) {
   s.append(buf, r.ptr);
 }
 
-// "fwd.L12.qkv.mb3"
+// "fwd.L12.qkv.mb3". Sized exactly up front: a label of up to 15 characters then stays in the
+// string's own buffer (reserving more, as this did, allocated every label on the heap).
 std::string make_label(const char* prefix, const std::string& unit, const std::string& op, int mb) {
+  char digits[12];
+  const auto mb_end = std::to_chars(digits, digits + sizeof(digits), mb).ptr;
   std::string s;
-  s.reserve(8 + unit.size() + op.size() + 8);
+  s.reserve(std::strlen(prefix) + 1 + unit.size() + 1 + op.size() +
+            (mb >= 0 ? 3 + static_cast<size_t>(mb_end - digits) : 0));
   s.append(prefix);
   s.push_back('.');
   s.append(unit);
@@ -70,7 +75,7 @@ std::string make_label(const char* prefix, const std::string& unit, const std::s
   s.append(op);
   if (mb >= 0) {
     s.append(".mb");
-    append_int(s, mb);
+    s.append(digits, mb_end);
   }
   return s;
 }
