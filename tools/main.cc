@@ -193,12 +193,12 @@ int main(int argc, char** argv) {
   };
   // Evaluates the candidates, this rank's share of them under mpirun; rank 0 gets them all.
   auto evaluate_split = [&](const std::vector<sc::PlanCandidate>& cands, const sc::Scenario& s,
-                            const sc::RunOptions& run_opt, const std::string& what) {
+                            const sc::RunOptions& run_opt, const sc::Progress& progress) {
     in_split = true;
     auto pts = sc::gather_points(
         dist, sc::evaluate_candidates(cands, s.file, run_opt, threads,
-                                      dist.rank == 0 ? terminal_progress(what) : nullptr,
-                                      dist.rank, dist.size));
+                                      dist.rank == 0 ? progress : nullptr, dist.rank,
+                                      dist.size));
     in_split = false;
     return pts;
   };
@@ -272,7 +272,7 @@ int main(int argc, char** argv) {
     }
     if (sweep->parsed()) {
       sc::Scenario s = sc::load_scenario(scenario);
-      auto pts = evaluate_split(sc::sweep_candidates(s), s, {}, "sweep");
+      auto pts = evaluate_split(sc::sweep_candidates(s), s, {}, terminal_progress("sweep"));
       if (dist.rank != 0) return kExitOk;
       std::cout << sc::render_points(pts);
       if (!csv_out.empty()) write_file(csv_out, sc::points_csv(pts));
@@ -286,10 +286,10 @@ int main(int argc, char** argv) {
       so.threads = threads;
       auto out = sc::search_in_two_passes(
           sc::search_candidates(s), sc::search_run_options(so), top,
-          [&](const std::vector<sc::PlanCandidate>& c, const sc::RunOptions& run_opt) {
-            return evaluate_split(c, s, run_opt, "search");
-          },
-          [&](double threshold) { return sc::broadcast_from_rank0(dist, threshold); });
+          [&](const std::vector<sc::PlanCandidate>& c, const sc::RunOptions& run_opt,
+              const sc::Progress& progress) { return evaluate_split(c, s, run_opt, progress); },
+          [&](double threshold) { return sc::broadcast_from_rank0(dist, threshold); },
+          dist.rank == 0 ? terminal_progress("search") : nullptr);
       if (dist.rank != 0) return kExitOk;
       std::cout << fmt::format("search: {} plans considered, {} invalid, {} do not fit, {} cannot "
                                "be among the best {} (not simulated); best {}:\n",

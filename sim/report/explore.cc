@@ -1,7 +1,9 @@
 #include "sim/report/explore.h"
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
+#include <numeric>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -160,6 +162,19 @@ PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
   return c;
 }
 
+// A cheap guess of a plan's step relative to the others', used only to order the search
+// (search_in_two_passes: the likely best first, so that they bound the others early; any
+// order gives the same best plans). The 1F1B / interleaved pipeline bubble, (pp - 1) / (m vpp)
+// of the step (Narayanan et al. 2021, Sec. 2.2), times the work recomputation adds: a
+// forward pass of the three (4/3) for full, the attention core only for selective (taken as
+// half-way to none; an ordering guess, not a cost).
+double order_hint(int pp, int vpp, std::int64_t micro, const char* recompute) {
+  const double bubble = static_cast<double>(pp - 1) / (static_cast<double>(micro) * vpp);
+  const std::string rc = recompute;
+  const double redo = rc == "full" ? 4.0 / 3.0 : rc == "selective" ? 1.0 + 1.0 / 6.0 : 1.0;
+  return (1.0 + bubble) * redo;
+}
+
 }  // namespace
 
 std::vector<int> balanced_stage_layers(int layers, int stages) {
@@ -237,6 +252,7 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
                         cands.back().first_pass = sched == schedules.front() &&
                                                   ck == cp_kinds.front() &&
                                                   zero == (dp > 1 ? 2 : 0);
+                        cands.back().order_hint = order_hint(pp, vpp, micro, rc);
                       }
                   }
             }
@@ -285,35 +301,46 @@ SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top) {
 SearchOutcome search_in_two_passes(
     const std::vector<PlanCandidate>& cands, const RunOptions& run, int top,
     const std::function<std::vector<ExplorePoint>(const std::vector<PlanCandidate>&,
-                                                  const RunOptions&)>& evaluate,
-    const std::function<double(double)>& share) {
-  std::vector<PlanCandidate> pass[2];
-  std::vector<size_t> index[2];
-  for (size_t i = 0; i < cands.size(); ++i) {
-    const int k = cands[i].first_pass ? 0 : 1;
-    pass[k].push_back(cands[i]);
-    index[k].push_back(i);
-  }
-  std::vector<ExplorePoint> first = evaluate(pass[0], run);
-  // The top-th best fitting step time of the first pass (every process that holds the
-  // points computes the same; `share` hands rank 0's to the others).
-  std::vector<double> times;
-  for (const auto& p : first)
-    if (p.valid && p.result.simulated && p.result.fits_memory) times.push_back(p.result.step_time_s);
-  double threshold = std::numeric_limits<double>::infinity();
-  if (top >= 1 && times.size() >= static_cast<size_t>(top)) {
-    std::nth_element(times.begin(), times.begin() + (top - 1), times.end());
-    threshold = times[static_cast<size_t>(top - 1)];
-  }
-  if (share) threshold = share(threshold);
-  RunOptions bounded = run;
-  bounded.skip_when_compute_exceeds_s = threshold;
-  std::vector<ExplorePoint> second = evaluate(pass[1], bounded);
+                                                  const RunOptions&, const Progress&)>& evaluate,
+    const std::function<double(double)>& share, const Progress& progress) {
+  std::vector<size_t> order(cands.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    const PlanCandidate &a = cands[x], &b = cands[y];
+    if (a.first_pass != b.first_pass) return a.first_pass;
+    return a.first_pass && a.order_hint < b.order_hint;
+  });
   std::vector<ExplorePoint> all;
-  if (!first.empty() || !second.empty()) {  // MPI ranks other than 0 hold no points
-    all.resize(cands.size());
-    for (size_t k = 0; k < first.size(); ++k) all[index[0][k]] = std::move(first[k]);
-    for (size_t k = 0; k < second.size(); ++k) all[index[1][k]] = std::move(second[k]);
+  std::vector<double> times;  // of the fitting simulated plans so far
+  double threshold = std::numeric_limits<double>::infinity();
+  for (size_t begin = 0; begin < order.size(); begin += kSearchChunk) {
+    const size_t end = std::min(order.size(), begin + kSearchChunk);
+    std::vector<PlanCandidate> chunk;
+    chunk.reserve(end - begin);
+    for (size_t k = begin; k < end; ++k) chunk.push_back(cands[order[k]]);
+    RunOptions bounded = run;
+    bounded.skip_when_compute_exceeds_s = threshold;
+    Progress chunk_progress;
+    if (progress)
+      chunk_progress = [&, begin](size_t done, size_t) { progress(begin + done, cands.size()); };
+    std::vector<ExplorePoint> pts = evaluate(chunk, bounded, chunk_progress);
+    if (!pts.empty()) {  // MPI ranks other than 0 hold no points
+      if (all.empty()) all.resize(cands.size());
+      for (size_t k = 0; k < pts.size(); ++k) {
+        const ExplorePoint& p = pts[k];
+        if (p.valid && p.result.simulated && p.result.fits_memory)
+          times.push_back(p.result.step_time_s);
+        all[order[begin + k]] = std::move(pts[k]);
+      }
+    }
+    // The top-th best fitting step time so far (every process that holds the points
+    // computes the same; `share` hands rank 0's to the others).
+    if (top >= 1 && times.size() >= static_cast<size_t>(top)) {
+      std::vector<double> t = times;
+      std::nth_element(t.begin(), t.begin() + (top - 1), t.end());
+      threshold = t[static_cast<size_t>(top - 1)];
+    }
+    if (share) threshold = share(threshold);
   }
   SearchOutcome out = summarize_search(std::move(all), top);
   out.prune_threshold_s = threshold;
@@ -327,9 +354,10 @@ SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
                             opt.top);
   return search_in_two_passes(
       search_candidates(base), search_run_options(opt), opt.top,
-      [&](const std::vector<PlanCandidate>& c, const RunOptions& run) {
-        return evaluate_candidates(c, base.file, run, opt.threads, opt.progress);
-      });
+      [&](const std::vector<PlanCandidate>& c, const RunOptions& run, const Progress& progress) {
+        return evaluate_candidates(c, base.file, run, opt.threads, progress);
+      },
+      nullptr, opt.progress);
 }
 
 std::vector<std::uint8_t> points_to_cbor(const std::vector<const ExplorePoint*>& pts) {

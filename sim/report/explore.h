@@ -32,9 +32,11 @@ struct PlanCandidate {
   // several threads at once.
   std::function<YAML::Node()> make_doc;
   std::vector<std::pair<std::string, std::string>> settings;
-  // Search: evaluated in the first pass, whose `top`-th best step time bounds the second
-  // (search_in_two_passes). Sweeps ignore it.
+  // Search: evaluated first, in ascending order of `order_hint` (search_in_two_passes), so
+  // that the plans likely to be among the best set the bound for the others early. Sweeps
+  // ignore both.
   bool first_pass = true;
+  double order_hint = 0;
 
   // `doc`, or, when it is null, what make_doc builds (a fresh document each call).
   YAML::Node document() const { return doc.IsNull() && make_doc ? make_doc() : doc; }
@@ -60,8 +62,8 @@ struct SearchOptions {
   // Skip costing and simulating plans whose weights, gradients and optimizer state alone
   // exceed a GPU's memory (they cannot fit; the outcome is the same, only faster).
   bool skip_plans_that_cannot_fit = true;
-  // Evaluate in two passes and skip simulating plans whose compute lower bound cannot be
-  // among the best `top` (search_in_two_passes; the best `top` are the same, only faster).
+  // Evaluate in chunks and skip simulating plans whose lower bound cannot be among the best
+  // `top` (search_in_two_passes; the best `top` are the same, only faster).
   bool skip_plans_that_cannot_be_best = true;
 };
 
@@ -79,8 +81,8 @@ struct SearchOutcome {
   int considered = 0;
   int invalid = 0;
   int not_fitting = 0;
-  // Not simulated: their compute lower bound exceeds the `top`-th best step time of the
-  // first pass, so they cannot be among the best (search_in_two_passes). Fit unknown.
+  // Not simulated: their lower bound exceeds the `top`-th best step time of the chunks run
+  // before theirs, so they cannot be among the best (search_in_two_passes). Fit unknown.
   int pruned = 0;
   double prune_threshold_s = std::numeric_limits<double>::infinity();
   std::vector<double> fitting_step_times;  // of every simulated plan that fits, ascending
@@ -99,18 +101,23 @@ std::vector<int> balanced_stage_layers(int layers, int stages);
 RunOptions search_run_options(const SearchOptions& opt);
 // Counts the invalid and non-fitting points and keeps the best `top` fitting ones.
 SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top);
-// Evaluates the first-pass candidates with `run`, then the others with
-// run.skip_when_compute_exceeds_s = the `top`-th best fitting step time of the first pass
-// (none when fewer fit), and summarises them all in candidate order. A plan is skipped only
-// when its compute lower bound is above that time: it cannot be among the best `top`, so
-// `best` is what evaluating every plan fully gives. `evaluate` runs a list of candidates
-// (evaluate_candidates, or split over MPI ranks); `share` makes the threshold the same
-// everywhere (MPI: rank 0's; identity for one process).
+// Evaluates the candidates in chunks of kSearchChunk: the first-pass ones first, in
+// ascending order of their order_hint (ties in candidate order), then the others in
+// candidate order. Each chunk runs with run.skip_when_compute_exceeds_s = the `top`-th best
+// fitting step time of the chunks before it (none while fewer fit), and all are summarised
+// in candidate order. A plan is skipped only when its lower bound is above that time: `top`
+// plans already evaluated are faster, so it cannot be among the best `top`, and `best` is
+// what evaluating every plan fully gives. The chunks do not depend on the thread or process
+// count, so neither does the outcome. `evaluate` runs a list of candidates
+// (evaluate_candidates, or split over MPI ranks) reporting to the progress it is given;
+// `share` makes the threshold the same everywhere (MPI: rank 0's; identity for one
+// process); `progress` sees (plans evaluated, all plans).
+inline constexpr size_t kSearchChunk = 128;
 SearchOutcome search_in_two_passes(
     const std::vector<PlanCandidate>& cands, const RunOptions& run, int top,
     const std::function<std::vector<ExplorePoint>(const std::vector<PlanCandidate>&,
-                                                  const RunOptions&)>& evaluate,
-    const std::function<double(double)>& share = nullptr);
+                                                  const RunOptions&, const Progress&)>& evaluate,
+    const std::function<double(double)>& share = nullptr, const Progress& progress = nullptr);
 // search_in_two_passes(search_candidates(base)) on opt.threads threads (one pass over every
 // candidate without opt.skip_plans_that_cannot_be_best).
 SearchOutcome run_search(const Scenario& base, const SearchOptions& opt);

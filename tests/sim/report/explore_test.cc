@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -132,6 +133,102 @@ TEST(Search, SkippingPlansThatCannotBeBestKeepsTheBest) {
     EXPECT_GE(a.prune_threshold_s, b.best.back().result.step_time_s) << sc.file;
     EXPECT_EQ(render_points(a.best), render_points(b.best)) << sc.file;
   }
+}
+
+// search_in_two_passes with a stand-in evaluator over 300 synthetic plans (120 first-pass
+// ones with shuffled order hints, 180 others; every plan fits, plan i takes
+// (100 + 37 i mod 300) / 100 s, a permutation of 1.00..3.99 s, and a plan is "pruned" when
+// its step is above the threshold it is given, as a lower bound equal to the step would
+// prune it). The stand-in checks what a search must do:
+//  - chunks of kSearchChunk (128, 128, 44), the first-pass plans first in ascending order of
+//    their hint, then the others in candidate order;
+//  - each chunk's threshold is the top-th (5th) smallest fitting step of the chunks before
+//    it, infinite before 5 fit; it goes through `share` after every chunk;
+//  - progress counts plans over the whole search, up to 300 of 300;
+// and the outcome holds the 5 fastest plans of all 300 in candidate order.
+TEST(Search, ChunksTightenTheBoundAsTheyGo) {
+  const int top = 5;
+  std::vector<PlanCandidate> cands(300);
+  std::vector<int> hint(120);
+  std::iota(hint.begin(), hint.end(), 0);
+  std::shuffle(hint.begin(), hint.end(), std::mt19937(7));
+  for (int i = 0; i < 300; ++i) {
+    cands[static_cast<size_t>(i)].settings = {{"id", std::to_string(i)}};
+    cands[static_cast<size_t>(i)].first_pass = i < 120;
+    cands[static_cast<size_t>(i)].order_hint = i < 120 ? hint[static_cast<size_t>(i)] : 0;
+  }
+  auto step_of_id = [](int i) { return (100 + 37 * i % 300) / 100.0; };
+  auto step_of = [&](const PlanCandidate& c) { return step_of_id(std::stoi(c.settings[0].second)); };
+  std::vector<int> seen;          // candidate ids in evaluation order
+  std::vector<double> fit_times;  // of the plans simulated so far
+  std::vector<double> thresholds, shared;
+  size_t chunks = 0, last_done = 0, last_total = 0;
+  auto evaluate = [&](const std::vector<PlanCandidate>& chunk, const RunOptions& run,
+                      const Progress& progress) {
+    ++chunks;
+    EXPECT_LE(chunk.size(), kSearchChunk);
+    // The threshold is the 5th best of what ran before (infinite before 5 did).
+    double expect = std::numeric_limits<double>::infinity();
+    if (fit_times.size() >= static_cast<size_t>(top)) {
+      std::vector<double> t = fit_times;
+      std::sort(t.begin(), t.end());
+      expect = t[top - 1];
+    }
+    EXPECT_EQ(run.skip_when_compute_exceeds_s, expect) << "chunk " << chunks;
+    thresholds.push_back(run.skip_when_compute_exceeds_s);
+    std::vector<ExplorePoint> pts(chunk.size());
+    for (size_t k = 0; k < chunk.size(); ++k) {
+      seen.push_back(std::stoi(chunk[k].settings[0].second));
+      ExplorePoint& p = pts[k];
+      p.settings = chunk[k].settings;
+      p.valid = true;
+      const double step = step_of(chunk[k]);
+      p.result.step_time_s = step;
+      p.result.fits_memory = true;
+      p.result.simulated = step <= run.skip_when_compute_exceeds_s;
+      p.result.pruned = !p.result.simulated;
+      if (p.result.simulated) fit_times.push_back(step);
+      if (progress) progress(k + 1, chunk.size());
+    }
+    return pts;
+  };
+  const SearchOutcome out = search_in_two_passes(
+      cands, RunOptions{}, top, evaluate,
+      [&](double t) {
+        shared.push_back(t);
+        return t;
+      },
+      [&](size_t done, size_t total) {
+        EXPECT_GE(done, last_done);
+        last_done = done;
+        last_total = total;
+      });
+  EXPECT_EQ(chunks, 3u);  // 128 + 128 + 44
+  EXPECT_EQ(shared.size(), 3u);
+  EXPECT_EQ(last_done, 300u);
+  EXPECT_EQ(last_total, 300u);
+  // Order: the 120 first-pass plans by hint, then 120..299.
+  ASSERT_EQ(seen.size(), 300u);
+  for (int k = 0; k < 120; ++k) {
+    EXPECT_EQ(hint[static_cast<size_t>(seen[static_cast<size_t>(k)])], k) << k;
+  }
+  for (int k = 120; k < 300; ++k) EXPECT_EQ(seen[static_cast<size_t>(k)], k);
+  // The first chunk runs unbounded (plans 0..127: 37 i mod 300 takes 128 distinct values,
+  // the 5 smallest 0, 1, 2, 3, 4 at i = 0, 73, 146 > 127, ... so computed here), then the
+  // bound tightens.
+  EXPECT_EQ(thresholds[0], std::numeric_limits<double>::infinity());
+  std::vector<double> first;
+  for (int i = 0; i < 128; ++i) first.push_back(step_of_id(i));
+  std::sort(first.begin(), first.end());
+  EXPECT_EQ(thresholds[1], first[top - 1]);
+  EXPECT_LT(thresholds[2], thresholds[1]);
+  // The 5 fastest of all 300 are 1.00..1.04 s: ids with 37 i = 0..4 mod 300.
+  ASSERT_EQ(out.best.size(), 5u);
+  for (size_t k = 0; k < 5; ++k)
+    EXPECT_EQ(out.best[k].result.step_time_s, static_cast<double>(100 + k) / 100.0);
+  EXPECT_EQ(out.prune_threshold_s, 104 / 100.0);
+  EXPECT_EQ(out.pruned, 300 - static_cast<int>(fit_times.size()));
+  EXPECT_GT(out.pruned, 100);  // measured 165 of the last two chunks' 172
 }
 
 // Bitwise equality of doubles (NaN == NaN, -0 != +0): what "the same result" means for
