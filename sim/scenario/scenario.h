@@ -107,14 +107,16 @@ std::string stragglers_text(const Scenario& sc);
 // (that x the gpus / pp ranks of a stage) a full-fidelity one may. Measured (Release,
 // `stepcast run` with its critical path): a dense 8-layer model folded with 25,000
 // microbatches (200,000 passes, 5.9 million tasks) peaks at 3.4 GB in 11 s, about 17 KB a
-// pass; full fidelity adds about 1.7-2.6 KB a pass per rank (the ranks of a stage share
+// pass; full fidelity adds about 1.7-4.1 KB a pass per rank (the ranks of a stage share
 // one task list; their timings are their own): Llama 3 405B on 16,384 GPUs, 2,064,384
-// rank passes, at 3.5 GB (README, "Speed"). So each bound keeps a run under about 9 GB;
-// 2^21 folded passes (the limit before) let a plan reach ~35 GB and be killed for memory.
+// rank passes, peaks at 8.5 GB (README, "Speed"; 3.5 GB before ZeRO-2's per-bucket copies and
+// reduce-scatters doubled its events, when this bound was 3 x 2^20). So each bound keeps a
+// run under about 9 GB; 2^21 folded passes (the limit before) let a plan reach ~35 GB and be
+// killed for memory.
 // The largest shipped folded scenario holds 65,536 (Korthikanti's 1T: 512 microbatches x
 // 128 layers).
 inline constexpr std::int64_t kMaxLayerPasses = std::int64_t{1} << 19;
-inline constexpr std::int64_t kMaxRankLayerPasses = std::int64_t{3} << 20;
+inline constexpr std::int64_t kMaxRankLayerPasses = std::int64_t{1} << 21;
 // Folded: microbatches x layers (the loader bounds it). Full fidelity: that for each of the
 // gpus / pp ranks of a pipeline stage.
 std::int64_t simulated_layer_passes(const Scenario& sc, bool folded);

@@ -182,7 +182,7 @@ TEST(Cli, PlansTooLargeToSimulateExitTwoWithFileLineAndKey) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("strag.yaml:12:5: cluster.stragglers: simulating every rank (full fidelity, "
                        "as stragglers need) holds 1024 microbatches x 32 layers x 128 GPUs / pp 1 "
-                       "= 4194304 layer passes, more than the 3145728"),
+                       "= 4194304 layer passes, more than the 2097152"),
             std::string::npos) << r.err;
   // `lower --fidelity full` of the same plan without stragglers: at cluster.nodes.
   text.erase(text.find("  stragglers:"), text.find("training:") - text.find("  stragglers:"));

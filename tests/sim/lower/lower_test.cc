@@ -848,7 +848,7 @@ TEST(Lower, MoreThanAMillionBucketsPerStageIsBadInput) {
 // lower() itself refuses a full-fidelity plan too large to hold (check_simulation_size; only
 // predict() and the `lower` command checked, so a library caller could lower it): dp 8 with
 // 65,536 microbatches per rank of tiny_gpt's 8 layers is 65,536 x 8 x 8 GPUs / pp 1 =
-// 4,194,304 rank layer passes > kMaxRankLayerPasses = 3 x 2^20 = 3,145,728. Refused before
+// 4,194,304 rank layer passes > kMaxRankLayerPasses = 2^21 = 2,097,152. Refused before
 // any task is made, at cluster.nodes (its line: 3, column: 10).
 TEST(Lower, FullFidelityPlansTooLargeToHoldAreBadInput) {
   Plan p;
@@ -868,7 +868,7 @@ TEST(Lower, FullFidelityPlansTooLargeToHoldAreBadInput) {
     const InputIssue& i = e.issues()[0];
     EXPECT_EQ(i.str(), "big.yaml:3:10: cluster.nodes: simulating every rank (full fidelity) "
                        "holds 65536 microbatches x 8 layers x 8 GPUs / pp 1 = 4194304 layer "
-                       "passes, more than the 3145728 one simulation can hold: give a larger "
+                       "passes, more than the 2097152 one simulation can hold: give a larger "
                        "microbatch or a smaller global_batch, or run folded");
   }
 }

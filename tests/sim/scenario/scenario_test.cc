@@ -497,8 +497,8 @@ TEST(ScenarioRules, LayerPassesPerStepAreBounded) {
   expect_issue(base().set(14, "  global_batch: 262148"), "training.global_batch", 14,
                "make 524296 layer passes per step");
   // Full fidelity counts every rank of a stage, against its own bound: the shipped 405B
-  // (16 microbatches x 126 layers x 16,384 GPUs / pp 16 = 2,064,384 rank passes; 3.5 GB,
-  // README "Speed") stays allowed.
+  // (16 microbatches x 126 layers x 16,384 GPUs / pp 16 = 2,064,384 rank passes, under
+  // 2^21 = 2,097,152; 8.5 GB, README "Speed") stays allowed.
   const Scenario big = load_scenario(std::string(STEPCAST_SOURCE_DIR) +
                                      "/scenarios/llama3-405b-2048node-h100.yaml");
   EXPECT_EQ(simulated_layer_passes(big, false), 2064384);
