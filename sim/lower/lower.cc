@@ -320,6 +320,17 @@ class Lowerer {
   // ---- groups --------------------------------------------------------------------------
 
   int group_of(GroupKind kind, int rank) {
+    // Asked once per collective emitted, always for the few ranks being lowered: remembered
+    // per (kind, rank), so the members are listed once (a dp group of 256 ranks was listed
+    // for every bucket of every microbatch).
+    const std::int64_t asked = static_cast<std::int64_t>(kind) * layout_.world_size() + rank;
+    if (auto hit = group_of_rank_.find(asked); hit != group_of_rank_.end()) return hit->second;
+    const int id = find_or_add_group(kind, rank);
+    group_of_rank_.emplace(asked, id);
+    return id;
+  }
+
+  int find_or_add_group(GroupKind kind, int rank) {
     std::vector<int> members;
     switch (kind) {
       case GroupKind::kTp: members = layout_.tp_group(rank); break;
@@ -1285,7 +1296,8 @@ class Lowerer {
   std::vector<std::vector<PassOp>> orders_;
   std::vector<double> f_start_, b_start_;  // nominal, per (virtual stage, microbatch)
   Program prog_;
-  std::unordered_map<std::int64_t, int> group_ids_;
+  std::unordered_map<std::int64_t, int> group_ids_;     // (kind, first member) -> id
+  std::unordered_map<std::int64_t, int> group_of_rank_;  // (kind, rank) -> id (group_of)
   // per rank being lowered
   std::vector<DeferredBucket> deferred_;
   std::vector<int> grad_sync_;
