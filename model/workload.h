@@ -129,6 +129,8 @@ struct LayerOps {
   double grad_bytes_fp32 = 0;    // main-grad bytes for this layer on this rank
 };
 
+// Depends on `layer` only through arch.is_moe_layer(layer): the lowering computes it once per
+// kind of layer (tested over the built-in models).
 LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard);
 
 // Attention core for a (seq_q, seq_kv) block: FLOPs 4*b*heads*sq*skv*d (fwd, halved when

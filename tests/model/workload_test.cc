@@ -84,6 +84,61 @@ ShardSpec shard(std::int64_t b, std::int64_t s, int tp = 1, bool sp = false, int
   return sh;
 }
 
+// What two LayerOps differ in, "" when they are the same op for op.
+std::string ops_difference(const LayerOps& a, const LayerOps& b) {
+  if (a.param_count != b.param_count || a.expert_param_count != b.expert_param_count ||
+      a.grad_bytes_fp32 != b.grad_bytes_fp32)
+    return "parameters";
+  const std::pair<const std::vector<Step>*, const std::vector<Step>*> lists[] = {
+      {&a.fwd, &b.fwd}, {&a.bwd_input, &b.bwd_input}, {&a.bwd_weight, &b.bwd_weight}};
+  for (const auto& [x, y] : lists) {
+    if (names(*x) != names(*y)) return "op names";
+    for (size_t i = 0; i < x->size(); ++i) {
+      const Step &s = (*x)[i], &t = (*y)[i];
+      const Op &o = s.op, &q = t.op;
+      if (s.recompute_selective != t.recompute_selective || s.comm.bytes != t.comm.bytes ||
+          s.comm.feeds_wgrad != t.comm.feeds_wgrad || o.kind != q.kind ||
+          o.flops != q.flops || o.bytes_read != q.bytes_read ||
+          o.bytes_written != q.bytes_written ||
+          std::tie(o.gemm.m, o.gemm.n, o.gemm.k, o.gemm.batch) !=
+              std::tie(q.gemm.m, q.gemm.n, q.gemm.k, q.gemm.batch) ||
+          std::tie(o.attn.batch, o.attn.heads, o.attn.kv_heads, o.attn.seq_q, o.attn.seq_kv,
+                   o.attn.head_dim) != std::tie(q.attn.batch, q.attn.heads, q.attn.kv_heads,
+                                                q.attn.seq_q, q.attn.seq_kv, q.attn.head_dim))
+        return "step " + std::to_string(i) + " (" + o.name + s.comm.name + ")";
+    }
+  }
+  return "";
+}
+
+// The lowering computes layer_ops once per kind of layer, dense or MoE, and shares it
+// (sim/lower/lower.cc build_units), which holds only while layer_ops depends on the layer
+// through is_moe_layer alone (model/workload.h). Checked for every layer of every built-in
+// model, without and with tp 8 and sequence parallelism: each layer's ops equal those of the
+// first layer of its kind.
+TEST(Workload, LayerOpsDependOnTheLayerOnlyThroughItsKind) {
+  for (const std::string& name : builtin_model_names()) {
+    const ModelArch& arch = *find_builtin_model(name);
+    for (const ShardSpec& sh : {shard(1, 4096), shard(2, 4096, 8, true)}) {
+      const int first_dense = [&] {
+        for (int l = 0; l < arch.layers; ++l)
+          if (!arch.is_moe_layer(l)) return l;
+        return -1;
+      }();
+      const int first_moe = [&] {
+        for (int l = 0; l < arch.layers; ++l)
+          if (arch.is_moe_layer(l)) return l;
+        return -1;
+      }();
+      for (int l = 0; l < arch.layers; ++l) {
+        const int first = arch.is_moe_layer(l) ? first_moe : first_dense;
+        EXPECT_EQ(ops_difference(layer_ops(arch, l, sh), layer_ops(arch, first, sh)), "")
+            << name << " layer " << l << " tp " << sh.tp;
+      }
+    }
+  }
+}
+
 TEST(Workload, DtypeBytes) {
   EXPECT_EQ(dtype_bytes(DType::kBf16), 2);
   EXPECT_EQ(dtype_bytes(DType::kFp8), 1);
