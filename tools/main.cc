@@ -284,7 +284,7 @@ int main(int argc, char** argv) {
       sc::SearchOptions so;
       so.top = top;
       so.threads = threads;
-      auto out = sc::search_in_two_passes(
+      auto out = sc::search_in_chunks(
           sc::search_candidates(s), sc::search_run_options(so), top,
           [&](const std::vector<sc::PlanCandidate>& c, const sc::RunOptions& run_opt,
               const sc::Progress& progress) { return evaluate_split(c, s, run_opt, progress); },

@@ -163,7 +163,7 @@ PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
 }
 
 // A cheap guess of a plan's step relative to the others', used only to order the search
-// (search_in_two_passes: the likely best first, so that they bound the others early; any
+// (search_in_chunks: the likely best first, so that they bound the others early; any
 // order gives the same best plans). The 1F1B / interleaved pipeline bubble, (pp - 1) / (m vpp)
 // of the step (Narayanan et al. 2021, Sec. 2.2), times the work recomputation adds: a
 // forward pass of the three (4/3) for full, the attention core only for selective (taken as
@@ -298,7 +298,7 @@ SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top) {
   return out;
 }
 
-SearchOutcome search_in_two_passes(
+SearchOutcome search_in_chunks(
     const std::vector<PlanCandidate>& cands, const RunOptions& run, int top,
     const std::function<std::vector<ExplorePoint>(const std::vector<PlanCandidate>&,
                                                   const RunOptions&, const Progress&)>& evaluate,
@@ -307,8 +307,8 @@ SearchOutcome search_in_two_passes(
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
     const PlanCandidate &a = cands[x], &b = cands[y];
-    if (a.first_pass != b.first_pass) return a.first_pass;
-    return a.first_pass && a.order_hint < b.order_hint;
+    if (a.order_hint != b.order_hint) return a.order_hint < b.order_hint;
+    return a.first_pass && !b.first_pass;
   });
   std::vector<ExplorePoint> all;
   std::vector<double> times;  // of the fitting simulated plans so far
@@ -352,7 +352,7 @@ SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
     return summarize_search(evaluate_candidates(search_candidates(base), base.file,
                                                 search_run_options(opt), opt.threads, opt.progress),
                             opt.top);
-  return search_in_two_passes(
+  return search_in_chunks(
       search_candidates(base), search_run_options(opt), opt.top,
       [&](const std::vector<PlanCandidate>& c, const RunOptions& run, const Progress& progress) {
         return evaluate_candidates(c, base.file, run, opt.threads, progress);

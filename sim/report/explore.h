@@ -32,9 +32,9 @@ struct PlanCandidate {
   // several threads at once.
   std::function<YAML::Node()> make_doc;
   std::vector<std::pair<std::string, std::string>> settings;
-  // Search: evaluated first, in ascending order of `order_hint` (search_in_two_passes), so
-  // that the plans likely to be among the best set the bound for the others early. Sweeps
-  // ignore both.
+  // Search: candidates run in ascending order of `order_hint`, and among equal hints the
+  // first-pass ones first (search_in_chunks), so that the plans likely to be among the best
+  // set the bound for the others early. Sweeps ignore both.
   bool first_pass = true;
   double order_hint = 0;
 
@@ -63,7 +63,7 @@ struct SearchOptions {
   // exceed a GPU's memory (they cannot fit; the outcome is the same, only faster).
   bool skip_plans_that_cannot_fit = true;
   // Evaluate in chunks and skip simulating plans whose lower bound cannot be among the best
-  // `top` (search_in_two_passes; the best `top` are the same, only faster).
+  // `top` (search_in_chunks; the best `top` are the same, only faster).
   bool skip_plans_that_cannot_be_best = true;
 };
 
@@ -82,14 +82,15 @@ struct SearchOutcome {
   int invalid = 0;
   int not_fitting = 0;
   // Not simulated: their lower bound exceeds the `top`-th best step time of the chunks run
-  // before theirs, so they cannot be among the best (search_in_two_passes). Fit unknown.
+  // before theirs, so they cannot be among the best (search_in_chunks). Fit unknown.
   int pruned = 0;
   double prune_threshold_s = std::numeric_limits<double>::infinity();
   std::vector<double> fitting_step_times;  // of every simulated plan that fits, ascending
 };
 // Every plan of the space; for each layout (tp, pp, cp, dp, ep, mb, vpp, recompute) the
 // variant most likely to fit and be fast (1f1b or interleaved, ring attention, TP overlap
-// on with tp > 1, zero 2 with dp > 1) is marked first_pass.
+// on with tp > 1, zero 2 with dp > 1) is marked first_pass; each plan's order_hint is its
+// pipeline bubble and recomputation (explore.cc, order_hint).
 std::vector<PlanCandidate> search_candidates(const Scenario& base);
 // Layers per stage for `layers` over `stages` (virtual) pipeline stages, as even as
 // possible, the stages with one layer fewer at both ends (first, last, second, ...), where
@@ -101,9 +102,8 @@ std::vector<int> balanced_stage_layers(int layers, int stages);
 RunOptions search_run_options(const SearchOptions& opt);
 // Counts the invalid and non-fitting points and keeps the best `top` fitting ones.
 SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top);
-// Evaluates the candidates in chunks of kSearchChunk: the first-pass ones first, in
-// ascending order of their order_hint (ties in candidate order), then the others in
-// candidate order. Each chunk runs with run.skip_when_compute_exceeds_s = the `top`-th best
+// Evaluates the candidates in chunks of kSearchChunk, in ascending order of their
+// order_hint; among equal hints the first-pass ones first, then candidate order. Each chunk runs with run.skip_when_compute_exceeds_s = the `top`-th best
 // fitting step time of the chunks before it (none while fewer fit), and all are summarised
 // in candidate order. A plan is skipped only when its lower bound is above that time: `top`
 // plans already evaluated are faster, so it cannot be among the best `top`, and `best` is
@@ -113,12 +113,12 @@ SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top);
 // `share` makes the threshold the same everywhere (MPI: rank 0's; identity for one
 // process); `progress` sees (plans evaluated, all plans).
 inline constexpr size_t kSearchChunk = 128;
-SearchOutcome search_in_two_passes(
+SearchOutcome search_in_chunks(
     const std::vector<PlanCandidate>& cands, const RunOptions& run, int top,
     const std::function<std::vector<ExplorePoint>(const std::vector<PlanCandidate>&,
                                                   const RunOptions&, const Progress&)>& evaluate,
     const std::function<double(double)>& share = nullptr, const Progress& progress = nullptr);
-// search_in_two_passes(search_candidates(base)) on opt.threads threads (one pass over every
+// search_in_chunks(search_candidates(base)) on opt.threads threads (one pass over every
 // candidate without opt.skip_plans_that_cannot_be_best).
 SearchOutcome run_search(const Scenario& base, const SearchOptions& opt);
 // One line placing the scenario's own plan (`own`, its prediction) among the searched
