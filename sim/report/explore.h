@@ -103,15 +103,16 @@ RunOptions search_run_options(const SearchOptions& opt);
 // Counts the invalid and non-fitting points and keeps the best `top` fitting ones.
 SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top);
 // Evaluates the candidates in chunks of kSearchChunk, in ascending order of their
-// order_hint; among equal hints the first-pass ones first, then candidate order. Each chunk runs with run.skip_when_compute_exceeds_s = the `top`-th best
-// fitting step time of the chunks before it (none while fewer fit), and all are summarised
-// in candidate order. A plan is skipped only when its lower bound is above that time: `top`
-// plans already evaluated are faster, so it cannot be among the best `top`, and `best` is
-// what evaluating every plan fully gives. The chunks do not depend on the thread or process
-// count, so neither does the outcome. `evaluate` runs a list of candidates
-// (evaluate_candidates, or split over MPI ranks) reporting to the progress it is given;
-// `share` makes the threshold the same everywhere (MPI: rank 0's; identity for one
-// process); `progress` sees (plans evaluated, all plans).
+// order_hint; among equal hints the first-pass ones first, then candidate order. Each chunk
+// runs with run.skip_when_compute_exceeds_s = the `top`-th best fitting step time of the
+// chunks before it (none while fewer fit), and all are summarised in candidate order. A
+// plan is skipped only when its lower bound is above that time: `top` plans already
+// evaluated are faster, so it cannot be among the best `top`, and `best` is what evaluating
+// every plan fully gives. The chunks do not depend on the thread or process count, so
+// neither does the outcome. `evaluate` runs a list of candidates (evaluate_candidates, or
+// split over MPI ranks) reporting to the progress it is given; `share` makes the threshold
+// the same everywhere (MPI: rank 0's; identity for one process); `progress` sees (plans
+// evaluated, all plans).
 inline constexpr size_t kSearchChunk = 128;
 SearchOutcome search_in_chunks(
     const std::vector<PlanCandidate>& cands, const RunOptions& run, int top,

@@ -168,7 +168,9 @@ TEST(Search, ChunksTightenTheBoundAsTheyGo) {
   for (int h = 1; h < 120; ++h) expected.push_back(by_hint[static_cast<size_t>(h)]);
   for (int i = 120; i < 290; ++i) expected.push_back(i);
   auto step_of_id = [](int i) { return (100 + 37 * i % 300) / 100.0; };
-  auto step_of = [&](const PlanCandidate& c) { return step_of_id(std::stoi(c.settings[0].second)); };
+  auto step_of = [&](const PlanCandidate& c) {
+    return step_of_id(std::stoi(c.settings[0].second));
+  };
   std::vector<int> seen;          // candidate ids in evaluation order
   std::vector<double> fit_times;  // of the plans simulated so far
   std::vector<double> thresholds, shared;
