@@ -3,8 +3,10 @@
 # C++ compiler (standalone build of calibrate/bench), runs a short sweep (a few minutes on
 # one 8-GPU node) and writes OUTDIR/measurements.json (plus OUTDIR/bench.log). Then builds
 # the reference executor (calibrate/exec) the same way and runs the validation loop on the
-# small scenarios of tests/data/exec: lower (full fidelity), predict, execute, validate —
-# the 1-GPU one always, the 8-GPU one with 8+ GPUs — into OUTDIR/exec/.
+# scenarios of tests/data/exec: lower (full fidelity), predict, execute, validate — the 1-GPU
+# ones always (tiny_1gpu, and mcore_1.7B_1gpu: one GPU's share of the Megatron-Core 1.7B
+# validation case, issue #6), the 8-GPU one with 8+ GPUs — into OUTDIR/exec/. Unless
+# PROGRAM is given, the GEMM sweep also times the exact GEMM shapes of mcore_1.7B_1gpu.
 # Usage: calibrate/run_on_gpu.sh OUTDIR [extra stepcast-bench options...]
 # Environment: BUILD_DIR (default OUTDIR/build), CUDA_ARCH (default: native GPUs),
 #              PROGRAM (a Program JSON whose GEMM shapes to time too),
@@ -37,10 +39,24 @@ build_standalone() {
     { tail -n 30 "$outdir/cmake.log" >&2; exit 1; }
 }
 
+# The stepcast CLI, for lowering Programs and the validation loop (DESIGN.md step 3-4).
+stepcast=${STEPCAST:-}
+if [[ -z $stepcast && -x $root/build/stepcast ]]; then stepcast=$root/build/stepcast; fi
+if [[ -z $stepcast ]] && "$root/tools/stepcast" --help >/dev/null 2>&1; then
+  stepcast=$root/tools/stepcast
+fi
+export STEPCAST_PROFILES=${STEPCAST_PROFILES:-$root/hw_profiles}
+mkdir -p "$outdir/exec"
+
 if [[ ${BENCH:-1} != 0 ]]; then
   build_standalone "$here/bench" "$build"
   extra=()
-  if [[ -n "${PROGRAM:-}" ]]; then extra+=(--program "$PROGRAM"); fi
+  program=${PROGRAM:-}
+  if [[ -z $program && -n $stepcast ]]; then
+    program=$outdir/exec/mcore_1.7B_1gpu.program.json
+    "$stepcast" lower "$root/tests/data/exec/mcore_1.7B_1gpu.yaml" --fidelity full -o "$program"
+  fi
+  if [[ -n $program ]]; then extra+=(--program "$program"); fi
   subs=(gemm memory)
   if [[ $ngpu -ge 2 ]]; then subs+=(nccl overlap); fi
   # Quick sweep: GEMM grid 512/2048/8192 (x3 dtypes), memory 1 MiB..1 GiB, collectives
@@ -52,21 +68,14 @@ if [[ ${BENCH:-1} != 0 ]]; then
 fi
 
 [[ ${EXEC:-1} != 0 ]] || exit 0
-# The validation loop (DESIGN.md step 3-4): needs the stepcast CLI for lower/run/validate.
-stepcast=${STEPCAST:-}
-if [[ -z $stepcast && -x $root/build/stepcast ]]; then stepcast=$root/build/stepcast; fi
-if [[ -z $stepcast ]] && "$root/tools/stepcast" --help >/dev/null 2>&1; then
-  stepcast=$root/tools/stepcast
-fi
 if [[ -z $stepcast ]]; then
   echo "stepcast CLI not available (set STEPCAST=...): executor loop skipped" >&2
   exit 0
 fi
-export STEPCAST_PROFILES=${STEPCAST_PROFILES:-$root/hw_profiles}
 build_standalone "$here/exec" "$build-exec"
-mkdir -p "$outdir/exec"
 cases=(tiny_1gpu)
 if [[ $ngpu -ge 8 ]]; then cases+=(tiny_8gpu); fi
+cases+=(mcore_1.7B_1gpu)  # last: it needs ~40 GB of GPU memory (exit 3 where it does not fit)
 for c in "${cases[@]}"; do
   o=$outdir/exec/$c
   "$stepcast" lower "$root/tests/data/exec/$c.yaml" --fidelity full -o "$o.program.json"

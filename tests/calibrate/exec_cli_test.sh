@@ -31,6 +31,17 @@ expect() {
 "$stepcast" lower "$src/tests/data/exec/tiny_8gpu.yaml" -o "$out/folded.json" >/dev/null || exit 1
 
 expect 0 "tasks      126: gemm 54 attention 8 memory_bound 46 alloc 9 free 9" "$exec_bin" "$out/one.json" --dry-run
+# One GPU's share of the Megatron-Core 1.7B case, which calibrate/run_on_gpu.sh executes:
+# per microbatch (4) and layer (24), 4 forward GEMMs + 4 input-gradient + 4 weight-gradient
+# = 12, plus the logits' 3: 12*24*4 + 3*4 = 1164; attention forward and backward: 2*24*4 =
+# 192; memory-bound: 8 per layer-microbatch (ln1, ln2, act, residual, forward and backward)
+# = 768, final norm and cross entropy forward and backward 4*4 = 16, embedding forward and
+# its weight gradient 2*4 = 8, the gradient-buffer zeroing and the optimizer step 2: 794.
+"$stepcast" lower "$src/tests/data/exec/mcore_1.7B_1gpu.yaml" --fidelity full -o "$out/m17.json" \
+  >/dev/null || exit 1
+expect 0 "tasks      2356: gemm 1164 attention 192 memory_bound 794 alloc 103 free 103" \
+  "$exec_bin" "$out/m17.json" --dry-run
+expect 0 "" bash -n "$src/calibrate/run_on_gpu.sh"
 expect 0 "rendezvous 368 collectives, 32 send/recv pairs" "$exec_bin" "$out/full.json" --dry-run
 expect 0 "issue order 2176 steps, no deadlock" "$exec_bin" "$out/full.json" --dry-run --gpus 8
 expect 2 "the Program has 8 ranks but this process sees 4 GPU(s)" "$exec_bin" "$out/full.json" --dry-run --gpus 4
