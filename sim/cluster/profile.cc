@@ -170,6 +170,25 @@ namespace {
 
 // Sets `value` at the dotted path `segs` of `root`, creating mappings on the way. Returns
 // an error message, or "" on success.
+// map[key] = value, except that a mapping value merges into a mapping already there, key by
+// key and recursively: `compute: {comm_sms: 20}` changes comm_sms and keeps the rest of the
+// section. (Replacing the section left every key the override did not repeat at its built-in
+// default — sustained_clock 1, the default GEMM curve — and so moved a prediction by 12%
+// without a word.) Sequences and scalars replace what was there.
+void merge_or_set(YAML::Node map, const std::string& key, const YAML::Node& value) {
+  YAML::Node there = map[key];
+  if (!there.IsMap() || !value.IsMap()) {
+    map[key] = value;
+    return;
+  }
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    if (it->first.IsScalar())
+      merge_or_set(there, it->first.Scalar(), it->second);
+    else
+      there[it->first] = it->second;  // not a key the schema has: reported as unknown
+  }
+}
+
 std::string splice(YAML::Node root, const std::vector<std::string>& segs,
                    const YAML::Node& value) {
   YAML::Node cur = root;
@@ -187,7 +206,7 @@ std::string splice(YAML::Node root, const std::vector<std::string>& segs,
     }
     cur.reset(next);
   }
-  cur[segs.back()] = value;
+  merge_or_set(cur, segs.back(), value);
   return "";
 }
 

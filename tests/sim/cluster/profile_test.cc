@@ -267,6 +267,50 @@ TEST(ProfileOverrides, ChangeValues) {
   EXPECT_DOUBLE_EQ(q.fabric.latency_s, 2e-6);
 }
 
+// A mapping merges into the section it names, key by key: `compute: {comm_sms: 20}` used to
+// replace the whole compute section, so sustained_clock fell back to 1.0 and the GEMM curve to
+// the built-in one, and the Megatron-Core 1.7B case went 373.96 -> 329.83 ms with an override
+// that repeated the file's own comm_sms (16). Sequences and scalars still replace.
+TEST(ProfileOverrides, AMappingMergesIntoItsSection) {
+  const HwProfile file = load_profile("h100-sxm", kProfiles, YAML::Node(), "s.yaml");
+  // h100-sxm.yaml: compute.sustained_clock 0.82, gemm {max_efficiency 0.880, half_m 107}.
+  ASSERT_DOUBLE_EQ(file.compute.sustained_clock, 0.82);
+  ASSERT_DOUBLE_EQ(file.compute.gemm_half_m, 107);
+  HwProfile p = load_profile("h100-sxm", kProfiles,
+                             YAML::Load("{compute: {comm_sms: 20, gemm: {max_efficiency: 0.7}}}"),
+                             "s.yaml");
+  EXPECT_EQ(p.compute.comm_sms, 20);
+  EXPECT_DOUBLE_EQ(p.compute.gemm_max_eff, 0.7);
+  EXPECT_DOUBLE_EQ(p.compute.sustained_clock, 0.82);  // kept from the file
+  EXPECT_DOUBLE_EQ(p.compute.gemm_half_m, 107);        // kept from the file's gemm section
+  EXPECT_DOUBLE_EQ(p.compute.gemm_fixed_time_s, file.compute.gemm_fixed_time_s);
+  // Repeating the file's own value changes nothing.
+  HwProfile same = load_profile("h100-sxm", kProfiles, YAML::Load("{compute: {comm_sms: 16}}"),
+                                "s.yaml");
+  EXPECT_DOUBLE_EQ(same.compute.sustained_clock, file.compute.sustained_clock);
+  EXPECT_DOUBLE_EQ(same.compute.gemm_max_eff, file.compute.gemm_max_eff);
+  EXPECT_DOUBLE_EQ(same.compute.attn_fwd_eff, file.compute.attn_fwd_eff);
+  EXPECT_DOUBLE_EQ(same.compute.membound_eff, file.compute.membound_eff);
+  // The dotted and the nested spelling agree.
+  HwProfile dotted = load_profile("h100-sxm", kProfiles, YAML::Load("{compute.comm_sms: 20}"),
+                                  "s.yaml");
+  EXPECT_EQ(dotted.compute.comm_sms, p.compute.comm_sms);
+  EXPECT_DOUBLE_EQ(dotted.compute.sustained_clock, p.compute.sustained_clock);
+  // A sequence replaces: no calibrated collective entries left.
+  ASSERT_FALSE(file.collectives.calibrated.empty());
+  HwProfile none = load_profile("h100-sxm", kProfiles,
+                                YAML::Load("{collectives: {calibrated: []}}"), "s.yaml");
+  EXPECT_TRUE(none.collectives.calibrated.empty());
+  EXPECT_DOUBLE_EQ(none.collectives.nic_busbw, file.collectives.nic_busbw);
+  // An unknown key inside the mapping is reported in the scenario, with its full path.
+  auto v = issues_of("h100-sxm", "\n{compute: {comm_smz: 1}}");
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].file, "s.yaml");
+  EXPECT_EQ(v[0].line, 2);
+  EXPECT_EQ(v[0].key, "cluster.overrides.compute.comm_smz");
+  EXPECT_NE(v[0].message.find("did you mean 'comm_sms'?"), std::string::npos) << v[0].message;
+}
+
 // Quantities outside any plausible range are rejected where they are written: 1e-300 GB/s or a
 // 1e300 us overhead used to overflow simulated time (exit 1, "negative duration"), 1e300
 // TB/s became an infinite bandwidth and 1e300 GiB an "inf GiB" capacity that fit anything.
