@@ -181,11 +181,12 @@ void merge_or_set(YAML::Node map, const std::string& key, const YAML::Node& valu
     map[key] = value;
     return;
   }
+  const YAML::Node& existing = there;  // const lookups: a missing key is not created
   for (auto it = value.begin(); it != value.end(); ++it) {
-    if (it->first.IsScalar())
+    if (it->first.IsScalar() && existing[it->first.Scalar()])
       merge_or_set(there, it->first.Scalar(), it->second);
-    else
-      there[it->first] = it->second;  // not a key the schema has: reported as unknown
+    else  // a new key: the override's own key node, so an issue about it has its line
+      there[it->first] = it->second;
   }
 }
 

@@ -296,6 +296,9 @@ TEST(ProfileOverrides, AMappingMergesIntoItsSection) {
                                   "s.yaml");
   EXPECT_EQ(dotted.compute.comm_sms, p.compute.comm_sms);
   EXPECT_DOUBLE_EQ(dotted.compute.sustained_clock, p.compute.sustained_clock);
+  // A key the file does not have (fabric.latency) is added inside the section.
+  EXPECT_DOUBLE_EQ(load_profile("h100-sxm", kProfiles, YAML::Load("{fabric: {latency: 2 us}}"),
+                                "s.yaml").fabric.latency_s, 2e-6);
   // A sequence replaces: no calibrated collective entries left.
   ASSERT_FALSE(file.collectives.calibrated.empty());
   HwProfile none = load_profile("h100-sxm", kProfiles,
@@ -303,10 +306,11 @@ TEST(ProfileOverrides, AMappingMergesIntoItsSection) {
   EXPECT_TRUE(none.collectives.calibrated.empty());
   EXPECT_DOUBLE_EQ(none.collectives.nic_busbw, file.collectives.nic_busbw);
   // An unknown key inside the mapping is reported in the scenario, with its full path.
-  auto v = issues_of("h100-sxm", "\n{compute: {comm_smz: 1}}");
+  auto v = issues_of("h100-sxm", "compute:\n  comm_smz: 1\n");
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].file, "s.yaml");
   EXPECT_EQ(v[0].line, 2);
+  EXPECT_EQ(v[0].column, 3);
   EXPECT_EQ(v[0].key, "cluster.overrides.compute.comm_smz");
   EXPECT_NE(v[0].message.find("did you mean 'comm_sms'?"), std::string::npos) << v[0].message;
 }
