@@ -168,8 +168,6 @@ HwProfile parse_profile(YamlReader& r, const YAML::Node& root) {
 
 namespace {
 
-// Sets `value` at the dotted path `segs` of `root`, creating mappings on the way. Returns
-// an error message, or "" on success.
 // map[key] = value, except that a mapping value merges into a mapping already there, key by
 // key and recursively: `compute: {comm_sms: 20}` changes comm_sms and keeps the rest of the
 // section. (Replacing the section left every key the override did not repeat at its built-in
@@ -190,6 +188,8 @@ void merge_or_set(YAML::Node map, const std::string& key, const YAML::Node& valu
   }
 }
 
+// Sets `value` at the dotted path `segs` of `root`, creating mappings on the way. Returns
+// an error message, or "" on success.
 std::string splice(YAML::Node root, const std::vector<std::string>& segs,
                    const YAML::Node& value) {
   YAML::Node cur = root;
