@@ -18,6 +18,7 @@ struct GpuSpec {
   double hbm_bytes_per_s = 0;
   int sms = 0;
   std::map<DType, double> peak_flop_per_s;  // dense, per dtype (bf16, fp16, fp8, fp32)
+  bool operator==(const GpuSpec&) const = default;
 };
 
 struct NodeSpec {
@@ -27,6 +28,7 @@ struct NodeSpec {
   bool nvls = false;              // NVSwitch with multicast (Hopper+)
   int nics = 8;
   double nic_bytes_per_s = 0;     // per NIC per direction (line rate)
+  bool operator==(const NodeSpec&) const = default;
 };
 
 struct FabricSpec {
@@ -36,6 +38,7 @@ struct FabricSpec {
   // Per switch a transfer crosses between nodes (sim/cost/collective.cc fabric_hops), added
   // on top of NCCL's per-step network latency constants; optional, 0: those constants alone.
   double latency_s = 0;
+  bool operator==(const FabricSpec&) const = default;
 };
 
 struct HwProfile {
@@ -52,6 +55,7 @@ struct HwProfile {
   // mode, sim/engine/flow_mode.h flow_cost_profile): the cost of one transfer alone on the
   // links, each GPU with a whole NIC; the flows sharing the NIC add the rest.
   bool lone_transfers = false;
+  bool operator==(const HwProfile&) const = default;
 };
 
 // How fast one GPU runs against its profile (scenario cluster.stragglers; DESIGN.md,

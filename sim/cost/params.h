@@ -39,6 +39,7 @@ struct GemmPoint {
   std::int64_t m = 0, n = 0, k = 0;
   DType dtype = DType::kBf16;
   double flop_per_s = 0;
+  bool operator==(const GemmPoint&) const = default;
 };
 
 struct ComputeParams {
@@ -76,6 +77,7 @@ struct ComputeParams {
   int comm_sms = 16;                // SMs a communication kernel holds (SM interference)
   std::vector<GemmPoint> gemm_table;
   std::string source;
+  bool operator==(const ComputeParams&) const = default;
 };
 
 enum class CollAlgo { kRing, kTree, kNvls, kNvlsTree, kPat, kDirect };
@@ -95,6 +97,7 @@ struct CollectiveCalib {
   double min_bytes = 0, max_bytes = 0;
   double latency_s = 0, busbw_bytes_per_s = 0;
   std::string source;
+  bool operator==(const CollectiveCalib&) const = default;
 };
 
 struct CollectiveParams {
@@ -110,6 +113,7 @@ struct CollectiveParams {
   // YAML: collectives.launch_overhead (a time). Default 0 (graph-captured launches).
   double launch_overhead_s = 0;
   std::vector<CollectiveCalib> calibrated;
+  bool operator==(const CollectiveParams&) const = default;
 };
 
 void parse_compute_params(YamlReader& r, const YAML::Node& node, const std::string& path,

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -313,6 +314,51 @@ TEST(ProfileOverrides, AMappingMergesIntoItsSection) {
   EXPECT_EQ(v[0].column, 3);
   EXPECT_EQ(v[0].key, "cluster.overrides.compute.comm_smz");
   EXPECT_NE(v[0].message.find("did you mean 'comm_sms'?"), std::string::npos) << v[0].message;
+}
+
+// Property over every key of every shipped profile: an override that repeats the value the
+// file already has changes nothing, dotted (`compute.gemm.half_m: 107`) or nested
+// (`compute: {gemm: {half_m: 107}}`), for scalars and whole sequences alike. Before mappings
+// merged, every nested spelling of a key below a section reset that section's other keys.
+TEST(ProfileOverrides, RepeatingTheFilesOwnValueChangesNothing) {
+  int checked = 0;
+  for (const std::string& name : builtin_profile_names(kProfiles)) {
+    const HwProfile file = load_profile(name, kProfiles, YAML::Node(), "s.yaml");
+    const YAML::Node doc = YAML::LoadFile(kProfiles + "/" + name + ".yaml");
+    // (segments, value) of every scalar and every sequence under a mapping.
+    std::vector<std::pair<std::vector<std::string>, YAML::Node>> leaves;
+    std::function<void(const YAML::Node&, std::vector<std::string>&)> walk =
+        [&](const YAML::Node& n, std::vector<std::string>& segs) {
+          for (const auto& kv : n) {
+            segs.push_back(kv.first.Scalar());
+            if (kv.second.IsMap())
+              walk(kv.second, segs);
+            else
+              leaves.emplace_back(segs, kv.second);
+            segs.pop_back();
+          }
+        };
+    std::vector<std::string> segs;
+    walk(doc, segs);
+    ASSERT_GT(leaves.size(), 30u) << name;
+    for (const auto& [path, value] : leaves) {
+      std::string dotted;
+      for (const auto& s : path) dotted += (dotted.empty() ? "" : ".") + s;
+      SCOPED_TRACE(name + ": " + dotted);
+      YAML::Node flat;
+      flat[dotted] = YAML::Clone(value);
+      EXPECT_TRUE(load_profile(name, kProfiles, flat, "s.yaml") == file);
+      YAML::Node nested = YAML::Clone(value);
+      for (auto it = path.rbegin(); it != path.rend(); ++it) {
+        YAML::Node up;
+        up[*it] = nested;
+        nested = up;
+      }
+      EXPECT_TRUE(load_profile(name, kProfiles, nested, "s.yaml") == file);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 100);
 }
 
 // Quantities outside any plausible range are rejected where they are written: 1e-300 GB/s or a
