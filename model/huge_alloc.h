@@ -5,13 +5,13 @@
 // touch faults in 2 MiB at a time instead of 4 KiB: on a virtual machine a 4 KiB fault costs
 // microseconds, and a 5.7 M-task program would otherwise spend most of its run faulting
 // pages in (tests/bench/bench_lower.cc). Freeing such a block unmaps it, so its memory goes
-// back to the system at once, except for the few kept for reuse (below). They
-// used to come from glibc (aligned_alloc), whose dynamic
-// mmap threshold rises to the size of the last freed mapped block (up to 32 MiB): blocks
-// below it were then carved from the per-thread arenas and never returned, and a plan search
-// over 2,652 Llama 3 70B plans on two threads peaked at 2.0 GB RSS for 1.3 GB of live heap
-// (heaptrack); with its own mappings 1.1 GB (README.md, Performance). Smaller blocks come from
-// operator new as usual. Stateless; all instances compare equal.
+// back to the system at once, except for the few kept for reuse (below). They used to come
+// from glibc (aligned_alloc), whose dynamic mmap threshold rises to the size of the last
+// freed mapped block (up to 32 MiB): blocks below it were then carved from the per-thread
+// arenas and never returned, and a plan search over 2,652 Llama 3 70B plans on two threads
+// peaked at 2.0 GB RSS for 1.3 GB of live heap (heaptrack); with its own mappings 1.1 GB
+// (README.md, Performance). Smaller blocks come from operator new as usual. Stateless; all
+// instances compare equal.
 #pragma once
 
 #include <cstddef>
@@ -58,7 +58,8 @@ class HugeBlockCache {
     static HugeBlockCache* const cache = new HugeBlockCache;  // never destroyed, see above
     return *cache;
   }
-  // A cached block of exactly `bytes` (whole huge pages), or nullptr.
+  // A cached block of exactly `bytes` (huge_block_bytes: a power of two of huge pages), or
+  // nullptr.
   void* take(std::size_t bytes) noexcept {
     std::lock_guard<std::mutex> lock(mu_);
     for (int i = count_; i-- > 0;) {
