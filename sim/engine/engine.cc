@@ -11,11 +11,14 @@
 // Instant semantics (all order-independent, so results do not depend on tie-breaking):
 //  - a task starts at the instant its last dependency ends (or, for a rendezvous, when its
 //    last member becomes ready);
-//  - SM interference: a compute task of positive duration that starts at instant t is
-//    stretched by (1 + compute_slowdown_when_comm) when a communication task of its rank is
-//    running over [t, t+): started at or before t and ending after t. Compute starts are
-//    therefore deferred until every end and every zero-duration cascade of instant t is done.
-//  - HBM contention (engine.h): memory-bound compute is stretched by the larger of that
+//  - SM interference: a compute task of positive duration runs at 1 / (1 +
+//    compute_slowdown_when_comm) of its speed while a communication task of its rank runs
+//    over [t, t+) (started at or before t and ending after t). Compute starts are therefore
+//    deferred until every end and every zero-duration cascade of instant t is done, and the
+//    running compute tasks of a rank whose communication changed at t are re-timed then
+//    (Engine::retime_running), from the final set: the result does not depend on the order
+//    in which the instant's events were processed.
+//  - HBM contention (engine.h): memory-bound compute runs slower by the larger of that
 //    slowdown and the summed HBM shares of the communication running over [t, t+); a
 //    rendezvous with an HBM share starting at t is deferred likewise and lengthened by
 //    share x overlap when a member's memory-bound compute runs over [t-, t+) (started
@@ -205,6 +208,35 @@ class Engine {
   std::vector<std::int32_t> mb_running_, mb_started_at_last_;
   std::vector<TimeNs> mb_last_start_, mb_end_;  // mb_end_: end of the latest one launched
   std::vector<std::int32_t> deferred_rdv_;  // rendezvous waiting for the instant to settle
+  // Interference over the overlap (engine.h): each rank's running compute tasks with their
+  // work left (ns at full speed) as of `since` and the factor they run slower by since then.
+  // A change of a rank's running communication marks it; when the instant settles, its
+  // running compute tasks are re-timed (their old queue entries go stale: run() skips an
+  // entry whose time is no longer its task's end).
+  struct Running {
+    std::uint32_t g;
+    double work_ns;
+    TimeNs since;
+    double factor;
+  };
+  bool interference_ = false;
+  std::vector<std::vector<Running>> running_;
+  std::vector<char> comm_changed_;
+  std::vector<std::uint32_t> changed_ranks_;
+  void mark_comm_changed(size_t r) {
+    if (!interference_ || comm_changed_[r]) return;
+    comm_changed_[r] = 1;
+    changed_ranks_.push_back(static_cast<std::uint32_t>(r));
+  }
+  // How much slower a compute task runs now, from the communication running on its rank.
+  double slowdown_factor(size_t r, std::uint32_t g) const {
+    if (comm_running_[r] == 0) return 1.0;
+    double slow = options_->compute_slowdown_when_comm;
+    if (hbm_ && (flags_[g] & kFlagMemBound))
+      slow = std::max(slow, static_cast<double>(comm_hbm_ppm_[r]) * 1e-6);
+    return 1.0 + slow;
+  }
+  void retime_running(TimeNs t);
   bool mb_running_before(size_t r, TimeNs t) const {
     return mb_running_[r] - (mb_last_start_[r] == t ? mb_started_at_last_[r] : 0) > 0;
   }
@@ -405,6 +437,11 @@ void Engine::build(const Durations& d) {
   mb_last_start_.assign(nranks, -1);
   mb_end_.assign(nranks, 0);
   deferred_rdv_.clear();
+  interference_ = options_->compute_slowdown_when_comm > 0 || hbm_;
+  running_.resize(interference_ ? nranks : 0);
+  for (auto& v : running_) v.clear();
+  comm_changed_.assign(interference_ ? nranks : 0, 0);
+  changed_ranks_.clear();
   comm_running_.assign(nranks, 0);
   mem_now_.assign(nranks, 0.0);
   mem_peak_.assign(nranks, 0.0);
@@ -560,6 +597,7 @@ void Engine::start_rendezvous(int inst, TimeNs t) {
       tm.start = t;
       tm.end = t;
       ++comm_running_[static_cast<size_t>(rank_of_[g])];
+      mark_comm_changed(static_cast<size_t>(rank_of_[g]));
     }
     const TimeNs alpha = inst_alpha_[static_cast<size_t>(inst)];
     if (alpha == 0) {
@@ -577,8 +615,7 @@ void Engine::start_rendezvous(int inst, TimeNs t) {
 }
 
 void Engine::start_task(std::uint32_t g, TimeNs t, TimeNs duration) {
-  if ((flags_[g] & kFlagCompute) && duration > 0 &&
-      (options_->compute_slowdown_when_comm > 0 || hbm_)) {
+  if ((flags_[g] & kFlagCompute) && duration > 0 && interference_) {
     start_of(g) = t;  // marks it started; its length is decided when the instant settles
     deferred_.push_back(g);
     return;
@@ -600,6 +637,7 @@ void Engine::launch(std::uint32_t g, TimeNs t, TimeNs duration) {
   if (flags_[g] & kFlagComm) {
     ++comm_running_[r];
     if (hbm_) comm_hbm_ppm_[r] += inst_hbm_ppm_[static_cast<size_t>(match_.instance_of[g])];
+    mark_comm_changed(r);
   }
   if (hbm_ && (flags_[g] & kFlagMemBound)) {
     ++mb_running_[r];
@@ -623,8 +661,18 @@ void Engine::finish(std::uint32_t g, TimeNs t) {
     --comm_running_[r];
     const std::int32_t inst = match_.instance_of[g];
     if (hbm_ && inst >= 0) comm_hbm_ppm_[r] -= inst_hbm_ppm_[static_cast<size_t>(inst)];
+    mark_comm_changed(r);
   }
   if (hbm_ && (flags_[g] & kFlagMemBound) && tm.end > tm.start) --mb_running_[r];
+  if (interference_ && (flags_[g] & kFlagCompute) && tm.end > tm.start) {
+    auto& run = running_[r];
+    for (size_t k = 0; k < run.size(); ++k) {
+      if (run[k].g != g) continue;
+      run[k] = run.back();
+      run.pop_back();
+      break;
+    }
+  }
   const ListGraph& lg = *graph_of_[r];
   const std::uint32_t base = rank_offset_[r], i = g - base;
   for (std::uint32_t e = lg.succ_off[i]; e < lg.succ_off[i + 1]; ++e) {
@@ -653,7 +701,10 @@ void Engine::settle(TimeNs t) {
       zero_stack_.pop_back();
       finish(g, t);
     }
-    if (deferred_.empty() && deferred_rdv_.empty()) return;
+    if (deferred_.empty() && deferred_rdv_.empty()) {
+      if (!changed_ranks_.empty()) retime_running(t);
+      return;
+    }
     // Every end and zero-length cascade of this instant is done: the sets of running tasks
     // are final, so the interference decisions do not depend on processing order. First the
     // rendezvous (stretched when a member's memory-bound compute runs from before t), then
@@ -676,19 +727,44 @@ void Engine::settle(TimeNs t) {
     std::vector<std::uint32_t>& now = now_;
     now.swap(deferred_);
     for (std::uint32_t g : now) {
-      TimeNs d = dur(g);
+      const TimeNs d = dur(g);
       const auto r = static_cast<size_t>(rank_of_[g]);
-      if (comm_running_[r] > 0) {
-        double slow = options_->compute_slowdown_when_comm;
-        if (hbm_ && (flags_[g] & kFlagMemBound))
-          slow = std::max(slow, static_cast<double>(comm_hbm_ppm_[r]) * 1e-6);
-        d = stretch(d, 1.0 + slow);
-      }
-      launch(g, t, d);
+      const double f = slowdown_factor(r, g);
+      running_[r].push_back({g, static_cast<double>(d), t, f});
+      launch(g, t, f == 1.0 ? d : stretch(d, f));
     }
     now.clear();
     if (deferred_.empty()) deferred_.swap(now);  // keep the capacity
   }
+}
+
+// Instant t has settled and the communication running on these ranks changed during it:
+// each of their running compute tasks goes on at its new speed with the work it has left. A
+// task that started at t and was timed with the final set keeps its end.
+void Engine::retime_running(TimeNs t) {
+  for (const std::uint32_t ur : changed_ranks_) {
+    const size_t r = ur;
+    comm_changed_[r] = 0;
+    for (Running& x : running_[r]) {
+      const double f = slowdown_factor(r, x.g);
+      if (f == x.factor) continue;
+      x.work_ns -= static_cast<double>(t - x.since) / x.factor;
+      x.since = t;
+      x.factor = f;
+      // Still running after t (tasks ending at t were finished before the instant settled).
+      const TimeNs end = t + std::max<TimeNs>(1, std::llround(std::max(0.0, x.work_ns) * f));
+      TaskTiming& tm = at(x.g);
+      if (end == tm.end) continue;
+      tm.end = end;
+      queue_.push(end, x.g);
+      if (hbm_ && (flags_[x.g] & kFlagMemBound)) {
+        mb_end_[r] = end;
+        for (const Running& y : running_[r])
+          if (flags_[y.g] & kFlagMemBound) mb_end_[r] = std::max(mb_end_[r], at(y.g).end);
+      }
+    }
+  }
+  changed_ranks_.clear();
 }
 
 Timeline Engine::run() {
@@ -722,7 +798,7 @@ Timeline Engine::run() {
       for (const std::uint32_t g : batch_) {
         if (g >= n)
           start_flows(static_cast<int>(g - n), t);  // latency over: bytes start moving
-        else
+        else if (left_[g] >= 0 && at(g).end == t)  // else a stale entry of a re-timed task
           finish(g, t);
       }
     }

@@ -17,19 +17,23 @@
 //    the k-th collective on a group at each participant meet; the k-th send s->d with a tag
 //    meets the k-th recv d<-s with that tag (s == d allowed, on different streams);
 //  - a rendezvous lasts the longest of its members' durations;
-//  - SM interference applies to gemm/attention/memory_bound tasks starting at t while a
-//    collective/send/recv of the same rank covers t (start <= t < end); the stretched length
-//    is llround(d * (1 + slowdown)). Without it, every time is a max-plus expression of the
-//    durations, so lengthening a task never shortens the step; with it, it can;
+//  - SM interference: a gemm/attention/memory_bound task runs at 1 / (1 + slowdown) of its
+//    speed while a collective/send/recv of its rank runs ([start, end)), at full speed
+//    otherwise. Its end is decided at its start from what runs then (llround(d x factor))
+//    and re-decided whenever the communication running on its rank changes: it keeps the
+//    work it has left, work = d - (time at each factor / that factor). Without
+//    interference, every time is a max-plus expression of the durations, so lengthening a
+//    task never shortens the step; with it, it can (a delayed collective may overlap less
+//    compute);
 //  - HBM contention (EngineOptions::comm_hbm_share): both sides of an overlap between
 //    communication and a memory-bound kernel slow, by (1 + share) over the overlap —
 //    proportional sharing of HBM when the kernel alone would saturate it (demands C and
 //    share x C on a capacity C: both run at 1 / (1 + share) of their speed while they
-//    overlap). As with the SM rule, a task's stretch is decided when it starts, from what
-//    runs then: a memory-bound kernel is stretched over its whole length (kernels are short
-//    next to the communication they overlap), a rendezvous by share x the remaining time of
-//    the kernel running then; a communication task is not stretched by compute that starts
-//    after it (that compute is stretched instead). Flow-mode transfers take no part (their
+//    overlap). The memory-bound kernel follows the SM rule above with 1 + the larger of the
+//    SM slowdown and the summed shares of the communication running on its rank; a
+//    rendezvous is lengthened when it starts, by share x the time the memory-bound kernel
+//    running then still has to run (at its speed then); a communication task is not
+//    stretched by compute that starts after it (that compute is slowed instead). Flow-mode transfers take no part (their
 //    rates come from the network model);
 //  - memory: allocs/frees apply in causal order within an instant; the curve keeps one
 //    sample per instant (the value after it);
@@ -136,14 +140,14 @@ struct FlowMode {
 };
 
 struct EngineOptions {
-  // SM interference: a compute task that starts while a communication task of the same rank
-  // runs takes this much longer (fraction; 0 = none). Set from the profile by the caller.
+    // SM interference: a compute task runs this much slower (fraction; 0 = none) while a
+  // communication task of its rank runs (above). Set from the profile by the caller.
   double compute_slowdown_when_comm = 0.0;
   // HBM contention (NETWORK.md pitfall 1: "both slow when HBM-bound"): per communication
   // task, the fraction of its GPU's achievable HBM bandwidth its kernels use while it runs
-  // (sim/cost/coster.h comm_hbm_share; unset: no HBM contention). Then a memory-bound
-  // compute task (kMemoryBound) that starts while communication runs on its rank is
-  // stretched by 1 + the larger of the SM slowdown and the sum of their shares, and an
+    // (sim/cost/coster.h comm_hbm_share; unset: no HBM contention). Then a memory-bound
+  // compute task (kMemoryBound) runs slower by 1 + the larger of the SM slowdown and the sum
+  // of their shares while communication runs on its rank, and an
   // analytical communication rendezvous that starts while a memory-bound compute task of a
   // member rank runs (started before this instant) is lengthened by share x the time that
   // task still runs (capped at the rendezvous' duration).

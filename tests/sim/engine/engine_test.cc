@@ -268,22 +268,72 @@ TEST(Engine, MemoryPeakOnAllocFree) {
   EXPECT_DOUBLE_EQ(t2.ranks[0].peak_bytes, 1500);
 }
 
-TEST(Engine, SmInterferenceStretchesComputeStartedDuringComm) {
-  // dp allreduce runs [0, 150). Compute a (100) starts at 0 while it runs: 100 * 1.5 = 150.
-  // Compute b starts at 150, when the allreduce has just ended ([s, e) semantics): 100.
-  Builder b;
-  const int r = b.rank(0);
-  const int g = b.group(GroupKind::kDp, {0});
-  b.coll(r, "ar", g, 150, {}, StreamKind::kDp, Category::kDpComm);
-  b.compute(r, "a", 100);
-  b.compute(r, "b", 100);
-  EngineOptions o;
-  o.compute_slowdown_when_comm = 0.5;
-  const Timeline tl = simulate(b.p, b.d, o);
-  EXPECT_EQ(tl.ranks[0].tasks[1].end, 150);
-  EXPECT_EQ(tl.ranks[0].tasks[2].start, 150);
-  EXPECT_EQ(tl.ranks[0].tasks[2].end, 250);
-  EXPECT_EQ(tl.step_ns, 250);
+TEST(Engine, SmInterferenceSlowsComputeWhileCommRuns) {
+  // Slowdown 0.5: a kernel progresses at 1/1.5 of its speed while communication of its rank
+  // runs, at full speed otherwise.
+  // dp allreduce runs [0, 150). Compute a (100) starts at 0 and overlaps it throughout:
+  // 100 x 1.5 = 150. Compute b starts at 150, when the allreduce has just ended ([s, e)
+  // semantics): 100.
+  {
+    Builder b;
+    const int r = b.rank(0);
+    const int g = b.group(GroupKind::kDp, {0});
+    b.coll(r, "ar", g, 150, {}, StreamKind::kDp, Category::kDpComm);
+    b.compute(r, "a", 100);
+    b.compute(r, "b", 100);
+    EngineOptions o;
+    o.compute_slowdown_when_comm = 0.5;
+    const Timeline tl = simulate(b.p, b.d, o);
+    EXPECT_EQ(tl.ranks[0].tasks[1].end, 150);
+    EXPECT_EQ(tl.ranks[0].tasks[2].start, 150);
+    EXPECT_EQ(tl.ranks[0].tasks[2].end, 250);
+    EXPECT_EQ(tl.step_ns, 250);
+  }
+  // Compute c (300) starts at 0; a tp collective x runs [0, 100), then the dp allreduce
+  // [100, 200). c is slowed over the whole of both: 200 ns of wall time do 200 / 1.5 =
+  // 133.33 ns of work, the other 166.67 run at full speed: ends at 366.67 -> 367.
+  // Compute d (100) starts at 0 on another rank whose only collective runs [0, 50): over it
+  // d does 33.33 of its work, the other 66.67 after: ends at 50 + 67 = 117. The start-based
+  // rule (a kernel slowed over its whole length when communication runs as it starts) gave
+  // 450 and 150.
+  {
+    Builder b;
+    const int r0 = b.rank(0);
+    const int r1 = b.rank(1);
+    const int c = b.compute(r0, "c", 300);
+    const int x = b.coll(r0, "x", b.group(GroupKind::kTp, {0}), 100);
+    b.coll(r0, "ar", b.group(GroupKind::kDp, {0}), 100, {x}, StreamKind::kDp, Category::kDpComm);
+    const int dd = b.compute(r1, "d", 100);
+    b.coll(r1, "y", b.group(GroupKind::kTp, {1}), 50);
+    EngineOptions o;
+    o.compute_slowdown_when_comm = 0.5;
+    const Timeline tl = simulate(b.p, b.d, o);
+    EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(c)].end, 367);
+    EXPECT_EQ(tl.ranks[1].tasks[static_cast<size_t>(dd)].end, 117);
+    EXPECT_EQ(tl.step_ns, 367);
+  }
+  // A kernel that started before the collective is slowed from the collective's start on:
+  // compute e (300) starts at 0 on rank 0 with nothing else running; the dp allreduce of
+  // ranks 0 and 1 waits for rank 1's compute q (100) and runs [100, 200). e does 100 of its
+  // work by 100, 66.67 over the allreduce, the other 133.33 after: ends at 333.33 -> 333.
+  // (Start-based: 300, not slowed at all.)
+  {
+    Builder b;
+    const int r0 = b.rank(0);
+    const int r1 = b.rank(1);
+    const int dp = b.group(GroupKind::kDp, {0, 1});
+    const int e = b.compute(r0, "e", 300);
+    b.coll(r0, "ar", dp, 100, {}, StreamKind::kDp, Category::kDpComm);
+    const int q = b.compute(r1, "q", 100);
+    b.coll(r1, "ar", dp, 100, {q}, StreamKind::kDp, Category::kDpComm);
+    EngineOptions o;
+    o.compute_slowdown_when_comm = 0.5;
+    const Timeline tl = simulate(b.p, b.d, o);
+    EXPECT_EQ(tl.ranks[0].tasks[1].start, 100);
+    EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(e)].end, 333);
+    EXPECT_EQ(tl.ranks[1].tasks[static_cast<size_t>(q)].end, 100);
+    EXPECT_EQ(tl.step_ns, 333);
+  }
 }
 
 // HBM contention (engine.h): every comm task here uses half the HBM bandwidth (share 0.5);
@@ -344,11 +394,16 @@ TEST(Engine, HbmContentionSlowsCommStartingUnderAMemoryBoundKernel) {
   EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(ar)].end, 100 + 1325);
 }
 
-TEST(Engine, SmInterferenceCanMakeLongerInputsFaster) {
-  // Why monotonicity is only claimed without SM interference: a dp allreduce runs [0, 150);
-  // a tp collective of length x runs first, then compute b (100, x1.5 when it starts during
-  // communication). x = 149: b starts inside the allreduce, ends 149 + 150 = 299. x = 150: b
-  // starts as it ends, 150 + 100 = 250 — a longer input, a shorter step.
+TEST(Engine, SmInterferenceFollowsTheOverlap) {
+  // A dp allreduce runs [0, 150); a tp collective of length x runs first, then compute b
+  // (100, at 1/1.5 of its speed while communication runs). Its slowdown is 0.5 x its
+  // overlap with communication, counted in its own work: b starts at x and overlaps the
+  // allreduce for max(0, 150 - x) ns of wall time, doing (150 - x) / 1.5 of its work then.
+  //   x = 100: 33.33 done by 150, ends 150 + 66.67 -> 217;
+  //   x = 149: 0.67 done by 150, ends 150 + 99.33 -> 249;
+  //   x = 150: no overlap, ends 250.
+  // The start-based rule (slowed over its whole length when communication runs at its start)
+  // gave 250, 299 and 250: a longer input could make the step shorter.
   auto step = [](TimeNs x) {
     Builder b;
     const int r = b.rank(0);
@@ -361,7 +416,8 @@ TEST(Engine, SmInterferenceCanMakeLongerInputsFaster) {
     o.compute_slowdown_when_comm = 0.5;
     return simulate(b.p, b.d, o).step_ns;
   };
-  EXPECT_EQ(step(149), 299);
+  EXPECT_EQ(step(100), 217);
+  EXPECT_EQ(step(149), 249);
   EXPECT_EQ(step(150), 250);
 }
 
