@@ -27,6 +27,19 @@ __global__ void fill_kernel(T* p, std::size_t n, unsigned seed) {
   }
 }
 
+// Holds its stream for `ns` nanoseconds of the GPU's global timer (at most 1e7 polls, so it
+// cannot hang). Enqueued before timed launches, it lets the host queue them all: started on
+// an idle GPU, each GEMM would wait for its own submission and a short GEMM's sample would
+// include the host's launch latency (microseconds) instead of the GPU time alone.
+__global__ void hold_kernel(unsigned long long ns) {
+  unsigned long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (int i = 0; i < 10000000; ++i) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start >= ns) break;
+  }
+}
+
 template <typename T>
 void fill(void* p, std::size_t n, unsigned seed, cudaStream_t s) {
   fill_kernel<T><<<1024, 256, 0, s>>>(static_cast<T*>(p), n, seed);
@@ -71,6 +84,18 @@ bool dtype_supported(const std::string& dtype, int device) {
 }
 
 GemmRunner::GemmRunner(const GemmShapeSpec& s, cudaStream_t stream) : shape_(s), stream_(stream) {
+  // A throwing constructor runs no destructor: free the buffers here, or every skipped shape
+  // of a sweep (run_gemm goes on after it) leaks them.
+  try {
+    init();
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void GemmRunner::init() {
+  const GemmShapeSpec& s = shape_;
   const DtypeInfo info = dtype_info(s.dtype);
   layout_ = info.transpose_a ? "TN" : "NN";
   const std::size_t a_elems = static_cast<std::size_t>(s.m) * s.k * s.batch;
@@ -124,8 +149,10 @@ GemmRunner::GemmRunner(const GemmShapeSpec& s, cudaStream_t stream) : shape_(s),
   algo_ = heur.algo;
 }
 
-GemmRunner::~GemmRunner() {
-  // Destructors must not throw: errors here are ignored (the run already reported its own).
+GemmRunner::~GemmRunner() { release(); }
+
+void GemmRunner::release() noexcept {
+  // Must not throw: errors here are ignored (the run already reported its own).
   if (la_) cublasLtMatrixLayoutDestroy(la_);
   if (lb_) cublasLtMatrixLayoutDestroy(lb_);
   if (ld_) cublasLtMatrixLayoutDestroy(ld_);
@@ -152,6 +179,9 @@ std::vector<double> GemmRunner::time_us(int warmup, int repeats) {
   for (int i = 0; i < warmup; ++i) launch();
   std::vector<cudaEvent_t> ev(2 * repeats);
   for (auto& e : ev) STEPCAST_CUDA_CHECK(cudaEventCreate(&e));
+  // 50 us per timed launch covers the host's cublasLtMatmul and two event records.
+  hold_kernel<<<1, 1, 0, stream_>>>(50000ull * static_cast<unsigned long long>(repeats));
+  STEPCAST_CUDA_CHECK_LAUNCH();
   for (int i = 0; i < repeats; ++i) {
     STEPCAST_CUDA_CHECK(cudaEventRecord(ev[2 * i], stream_));
     launch();

@@ -30,13 +30,16 @@ class GemmRunner {
   GemmRunner& operator=(const GemmRunner&) = delete;
 
   void launch();  // enqueues one GEMM on the stream
-  // Times `repeats` launches (each between two events) after `warmup`; microseconds.
+  // Times `repeats` launches (each between two events) after `warmup`, queued behind a
+  // short GPU-side wait so that host launch latency stays out of the samples; microseconds.
   std::vector<double> time_us(int warmup, int repeats);
   double flops() const;  // 2*m*n*k*batch
   const std::string& layout() const { return layout_; }
 
  private:
   static constexpr std::size_t kWorkspaceBytes = 32u << 20;
+  void init();              // the constructor's work
+  void release() noexcept;  // frees whatever was created (destructor, failed constructor)
   GemmShapeSpec shape_;
   cudaStream_t stream_;
   std::string layout_;

@@ -10,7 +10,8 @@
 //    backward pass (read P and dP, write dS), dQ = dS K, dK = dS^T Q. Causal masking is not
 //    exploited: the full seq_q x seq_kv product runs (README: how this biases the result).
 //    Batched GEMMs over heads in chunks whose S is at most kAttnChunkBytes;
-//  - memory_bound: one kernel that reads bytes_read and writes bytes_written (float4);
+//  - memory_bound: one kernel that reads bytes_read and writes bytes_written (float4; over
+//    4 GiB in pieces of 4 GiB, see launch_memory);
 //  - collective: on the group's communicator, buffer S = bytes as nccl-tests counts it:
 //    allreduce / broadcast (root 0) count S, reduce_scatter recvcount S/n, allgather
 //    sendcount S/n, all_to_all S/n to each member as ncclSend/ncclRecv pairs;
@@ -82,7 +83,7 @@ struct AttnPart {
 struct Local {
   int rank = 0;
   int device = 0;
-  std::array<cudaStream_t, 7> streams{};
+  std::array<cudaStream_t, 8> streams{};  // one per kStreams entry (set_up checks the count)
   cudaEvent_t zero = nullptr;
   std::vector<cudaEvent_t> start, end;  // per task
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::string, int>,
@@ -101,12 +102,23 @@ struct Local {
   cudaMemPool_t pool = nullptr;
 };
 
+// A memory-bound task larger than the scratch buffers streams through them in pieces of at
+// most kMemScratchBytes read and written (mcore_1.7B's optimizer step reads 45 GB: full-size
+// scratch would take 2 x 45 GB beside the Program's own memory). Pieces of GiBs stay
+// HBM-bound (L2 is ~50 MB) and add a launch each.
+constexpr double kMemScratchBytes = 4.0 * (std::size_t{1} << 30);
+
 void launch_memory(Local& l, cudaStream_t s, double read, double written) {
-  const auto n_read = static_cast<std::size_t>(read / 16);
-  const auto n_write = static_cast<std::size_t>(written / 16);
-  memory_kernel<<<1024, 512, 0, s>>>(static_cast<const float4*>(l.mem_src),
-                                       static_cast<float4*>(l.mem_dst), n_read, n_write);
-  STEPCAST_CUDA_CHECK_LAUNCH();
+  do {
+    const double r = std::min(read, kMemScratchBytes), w = std::min(written, kMemScratchBytes);
+    const auto n_read = static_cast<std::size_t>(r / 16);
+    const auto n_write = static_cast<std::size_t>(w / 16);
+    memory_kernel<<<1024, 512, 0, s>>>(static_cast<const float4*>(l.mem_src),
+                                         static_cast<float4*>(l.mem_dst), n_read, n_write);
+    STEPCAST_CUDA_CHECK_LAUNCH();
+    read -= r;
+    written -= w;
+  } while (read > 0 || written > 0);
 }
 
 GemmRunner* gemm_for(Local& l, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
@@ -256,6 +268,9 @@ void* scratch(std::size_t bytes, cudaStream_t s, const std::string& dtype) {
 
 // Streams, events, GEMM runners and scratch buffers of one rank.
 void set_up(const Plan& plan, Local& l) {
+  if (l.streams.size() != kStreams.size())
+    throw BenchError("internal: " + std::to_string(kStreams.size()) + " Program streams, " +
+                     std::to_string(l.streams.size()) + " CUDA streams per rank");
   STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));
   for (auto& s : l.streams) STEPCAST_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   STEPCAST_CUDA_CHECK(cudaEventCreate(&l.zero));
@@ -274,6 +289,7 @@ void set_up(const Plan& plan, Local& l) {
     if (t.kind == Kind::kSend || t.kind == Kind::kRecv) p2p = std::max(p2p, t.bytes);
   }
   cudaStream_t s0 = l.streams[0];
+  mem = std::min(mem, kMemScratchBytes);  // launch_memory streams larger tasks in pieces
   l.mem_src = scratch(static_cast<std::size_t>(mem), s0, "");
   l.mem_dst = scratch(static_cast<std::size_t>(mem), s0, "");
   l.coll_send = scratch(static_cast<std::size_t>(coll), s0, "");
