@@ -11,8 +11,17 @@
 # Environment: BUILD_DIR (default OUTDIR/build), CUDA_ARCH (default: native GPUs),
 #              PROGRAM (a Program JSON whose GEMM shapes to time too),
 #              STEPCAST (the stepcast binary for lower/run/validate; default build/stepcast,
-#              else tools/stepcast, which builds it), BENCH=0 / EXEC=0 (skip a part).
+#              else tools/stepcast, which builds it), BENCH=0 / EXEC=0 (skip a part),
+#              LOWERED=DIR (the cases' CASE.program.json and CASE.predicted.json, made
+#              elsewhere with LOWER_ONLY=1: for a GPU box where the stepcast CLI cannot be
+#              built, e.g. one without yaml-cpp or network; validate then runs back there:
+#              stepcast validate CASE.predicted.json CASE.measured.json),
+#              LOWER_ONLY=1 (on any machine: only lower and predict the cases into
+#              OUTDIR/exec, then stop; needs the stepcast CLI, no GPU).
+# A failed sweep or case is reported and the script goes on to the next (GPU time is scarce);
+# it exits 1 at the end if any failed.
 set -euo pipefail
+failed=0
 if [[ $# -lt 1 ]]; then
   echo "usage: $0 OUTDIR [stepcast-bench options...]" >&2
   exit 2
@@ -40,19 +49,38 @@ build_standalone() {
 }
 
 # The stepcast CLI, for lowering Programs and the validation loop (DESIGN.md step 3-4).
+# With LOWERED, only an explicit STEPCAST or a ready build/stepcast: on a box that cannot
+# build it, tools/stepcast would spend minutes failing to install what is missing.
 stepcast=${STEPCAST:-}
 if [[ -z $stepcast && -x $root/build/stepcast ]]; then stepcast=$root/build/stepcast; fi
-if [[ -z $stepcast ]] && "$root/tools/stepcast" --help >/dev/null 2>&1; then
+if [[ -z $stepcast && -z ${LOWERED:-} ]] && "$root/tools/stepcast" --help >/dev/null 2>&1; then
   stepcast=$root/tools/stepcast
 fi
 export STEPCAST_PROFILES=${STEPCAST_PROFILES:-$root/hw_profiles}
 mkdir -p "$outdir/exec"
+lowered=${LOWERED:-}
+if [[ -n $lowered ]]; then lowered=$(cd "$lowered" && pwd); fi
+all_cases=(tiny_1gpu tiny_8gpu mcore_1.7B_1gpu)
+
+if [[ ${LOWER_ONLY:-0} != 0 ]]; then
+  [[ -n $stepcast ]] || { echo "LOWER_ONLY needs the stepcast CLI (set STEPCAST=...)" >&2; exit 2; }
+  for c in "${all_cases[@]}"; do
+    "$stepcast" lower "$root/tests/data/exec/$c.yaml" --fidelity full \
+      -o "$outdir/exec/$c.program.json"
+    "$stepcast" run "$root/tests/data/exec/$c.yaml" --json "$outdir/exec/$c.predicted.json" \
+      >/dev/null
+  done
+  echo "wrote $outdir/exec/: carry it to the GPU box and run LOWERED=<it> $0 OUTDIR there"
+  exit 0
+fi
 
 if [[ ${BENCH:-1} != 0 ]]; then
   build_standalone "$here/bench" "$build"
   extra=()
   program=${PROGRAM:-}
-  if [[ -z $program && -n $stepcast ]]; then
+  if [[ -z $program && -n $lowered && -f $lowered/mcore_1.7B_1gpu.program.json ]]; then
+    program=$lowered/mcore_1.7B_1gpu.program.json
+  elif [[ -z $program && -n $stepcast ]]; then
     program=$outdir/exec/mcore_1.7B_1gpu.program.json
     if ! "$stepcast" lower "$root/tests/data/exec/mcore_1.7B_1gpu.yaml" --fidelity full \
         -o "$program"; then
@@ -65,27 +93,53 @@ if [[ ${BENCH:-1} != 0 ]]; then
   if [[ $ngpu -ge 2 ]]; then subs+=(nccl overlap); fi
   # Quick sweep: GEMM grid 512/2048/8192 (x3 dtypes), memory 1 MiB..1 GiB, collectives
   # 1 KiB..1 GiB in x4 steps over 2/4/8 GPUs.
+  rc=0
   "$build/stepcast-bench" "${subs[@]}" --quick --repeats 10 --max-bytes 1073741824 \
-    --source "calibrate/run_on_gpu.sh on $(hostname)" "${extra[@]}" "$@" \
-    -o "$outdir/measurements.json" 2>&1 | tee "$outdir/bench.log"
-  echo "wrote $outdir/measurements.json"
+    --source "calibrate/run_on_gpu.sh on $(hostname)" ${extra[@]+"${extra[@]}"} "$@" \
+    -o "$outdir/measurements.json" 2>&1 | tee "$outdir/bench.log" || rc=$?
+  if [[ $rc -eq 0 ]]; then
+    echo "wrote $outdir/measurements.json"
+  else
+    echo "stepcast-bench failed (exit $rc, see $outdir/bench.log); going on" >&2
+    failed=1
+  fi
 fi
 
-[[ ${EXEC:-1} != 0 ]] || exit 0
-if [[ -z $stepcast ]]; then
-  echo "stepcast CLI not available (set STEPCAST=...): executor loop skipped" >&2
-  exit 0
+[[ ${EXEC:-1} != 0 ]] || exit $failed
+if [[ -z $stepcast && -z $lowered ]]; then
+  echo "stepcast CLI not available (set STEPCAST=... or LOWERED=...): executor loop skipped" >&2
+  exit $failed
 fi
 build_standalone "$here/exec" "$build-exec"
 cases=(tiny_1gpu)
 if [[ $ngpu -ge 8 ]]; then cases+=(tiny_8gpu); fi
-cases+=(mcore_1.7B_1gpu)  # last: it needs ~40 GB of GPU memory (exit 3 where it does not fit)
+cases+=(mcore_1.7B_1gpu)  # last: it needs ~53 GB of GPU memory (exit 3 where it does not fit)
 for c in "${cases[@]}"; do
   o=$outdir/exec/$c
-  "$stepcast" lower "$root/tests/data/exec/$c.yaml" --fidelity full -o "$o.program.json"
-  "$stepcast" run "$root/tests/data/exec/$c.yaml" --json "$o.predicted.json" >/dev/null
-  "$build-exec/stepcast-exec" "$o.program.json" --warmup 2 --timeline -o "$o.measured.json" 2>&1 |
-    tee "$o.exec.log"
-  "$stepcast" validate "$o.predicted.json" "$o.measured.json" | tee "$o.validate.txt"
+  rc=0
+  if [[ -n $lowered ]]; then
+    cp "$lowered/$c.program.json" "$o.program.json" || rc=$?
+    [[ $rc -ne 0 ]] || cp "$lowered/$c.predicted.json" "$o.predicted.json" || rc=$?
+  else
+    "$stepcast" lower "$root/tests/data/exec/$c.yaml" --fidelity full -o "$o.program.json" ||
+      rc=$?
+    [[ $rc -ne 0 ]] || "$stepcast" run "$root/tests/data/exec/$c.yaml" \
+      --json "$o.predicted.json" >/dev/null || rc=$?
+  fi
+  if [[ $rc -eq 0 ]]; then
+    "$build-exec/stepcast-exec" "$o.program.json" --warmup 2 --timeline -o "$o.measured.json" \
+      2>&1 | tee "$o.exec.log" || rc=$?
+  fi
+  if [[ $rc -eq 0 && -z $stepcast ]]; then
+    echo "$c: measured; validate it where stepcast runs: stepcast validate" \
+      "$c.predicted.json $c.measured.json" >&2
+  elif [[ $rc -eq 0 ]]; then
+    "$stepcast" validate "$o.predicted.json" "$o.measured.json" | tee "$o.validate.txt" || rc=$?
+  fi
+  if [[ $rc -ne 0 ]]; then
+    echo "$c: failed (exit $rc; 3 = does not fit in GPU memory); going on" >&2
+    failed=1
+  fi
 done
 echo "wrote $outdir/exec/"
+exit $failed

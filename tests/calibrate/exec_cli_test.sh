@@ -42,6 +42,18 @@ expect 0 "tasks      126: gemm 54 attention 8 memory_bound 46 alloc 9 free 9" "$
 expect 0 "tasks      2356: gemm 1164 attention 192 memory_bound 794 alloc 103 free 103" \
   "$exec_bin" "$out/m17.json" --dry-run
 expect 0 "" bash -n "$src/calibrate/run_on_gpu.sh"
+# The script's CPU half (LOWER_ONLY: lower and predict the cases for a GPU box that cannot
+# build the CLI) writes each case's Program and prediction; the mcore Program is the one
+# dry-run above, task for task.
+expect 0 "wrote $out/low/exec/: carry it" env STEPCAST="$stepcast" LOWER_ONLY=1 \
+  "$src/calibrate/run_on_gpu.sh" "$out/low"
+for c in tiny_1gpu tiny_8gpu mcore_1.7B_1gpu; do
+  for f in program predicted; do
+    [[ -s $out/low/exec/$c.$f.json ]] || { echo "FAIL: LOWER_ONLY wrote no $c.$f.json"; fail=1; }
+  done
+done
+expect 0 "tasks      2356: gemm 1164 attention 192 memory_bound 794 alloc 103 free 103" \
+  "$exec_bin" "$out/low/exec/mcore_1.7B_1gpu.program.json" --dry-run
 expect 0 "rendezvous 368 collectives, 32 send/recv pairs" "$exec_bin" "$out/full.json" --dry-run
 expect 0 "issue order 2176 steps, no deadlock" "$exec_bin" "$out/full.json" --dry-run --gpus 8
 expect 2 "the Program has 8 ranks but this process sees 4 GPU(s)" "$exec_bin" "$out/full.json" --dry-run --gpus 4
