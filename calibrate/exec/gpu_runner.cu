@@ -258,7 +258,16 @@ void enqueue_nccl(const Plan& plan, Local& l, const Task& t) {
 
 void* scratch(std::size_t bytes, cudaStream_t s, const std::string& dtype) {
   void* p = nullptr;
-  STEPCAST_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16) + 16));
+  const std::size_t size = std::max<std::size_t>(bytes, 16) + 16;
+  const cudaError_t err = cudaMalloc(&p, size);
+  if (err == cudaErrorMemoryAllocation) {  // exit 3, as an allocation of the Program's own
+    (void)cudaGetLastError();
+    throw OutOfMemory("the executor's scratch buffer of " +
+                      std::to_string(static_cast<double>(size) / (1024.0 * 1024 * 1024)) +
+                      " GiB does not fit in GPU memory (it is allocated before the Program's"
+                      " own memory: the plan would not fit beside it)");
+  }
+  STEPCAST_CUDA_CHECK(err);
   if (dtype.empty())
     STEPCAST_CUDA_CHECK(cudaMemsetAsync(p, 0, std::max<std::size_t>(bytes, 16) + 16, s));
   else
