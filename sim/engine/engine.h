@@ -33,8 +33,8 @@
 //    SM slowdown and the summed shares of the communication running on its rank; a
 //    rendezvous is lengthened when it starts, by share x the time the memory-bound kernel
 //    running then still has to run (at its speed then); a communication task is not
-//    stretched by compute that starts after it (that compute is slowed instead). Flow-mode transfers take no part (their
-//    rates come from the network model);
+//    stretched by compute that starts after it (that compute is slowed instead). Flow-mode
+//    transfers take no part (their rates come from the network model);
 //  - memory: allocs/frees apply in causal order within an instant; the curve keeps one
 //    sample per instant (the value after it);
 //  - a program where tasks remain but none can start throws InvariantError naming each stuck
