@@ -172,7 +172,10 @@ struct MemorySample {
 
 struct RankTimeline {
   std::span<TaskTiming> tasks;      // per task id (into Timeline::task_timing)
-  TimeNs end = 0;                   // last task end
+    TimeNs end = 0;                   // last task end
+  // Time its compute tasks ran longer than their durations: SM interference and HBM
+  // contention (the sum over gemm/attention/memory_bound tasks of end - start - duration).
+  TimeNs interference_ns = 0;
   double peak_bytes = 0;
   std::vector<MemorySample> memory; // when record_memory_curve
 };

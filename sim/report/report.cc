@@ -293,9 +293,10 @@ Result make_result(const Scenario& sc, const Program& p, const Timeline& t) {
       if (task.kind == TaskKind::kAlloc || task.kind == TaskKind::kFree) continue;
       const TaskTiming& tt = rt.tasks[static_cast<size_t>(task.id)];
       double sec = to_s(tt.end - tt.start);
-      r.busy_by_kind_s[task_kind_name(task.kind)] += sec;
+            r.busy_by_kind_s[task_kind_name(task.kind)] += sec;
       r.busy_by_phase_s[phase_name(task.phase)] += sec;
     }
+    r.interference_s = to_s(rt.interference_ns);
   }
   r.critical_rank = p.ranks.empty() ? 0 : p.ranks[static_cast<size_t>(t.critical_rank)].rank;
   r.events = t.events;
@@ -392,8 +393,11 @@ std::string render_text(const Result& r) {
   for (int i = 0; i <= kCategoryCount; ++i) {
     double v = r.breakdown_s[static_cast<size_t>(i)];
     double pct = r.step_time_s > 0 ? 100.0 * v / r.step_time_s : 0.0;
-    o += fmt::format("    {:<10} {:>12}  {:5.1f} %\n", breakdown_name(i), format_time(v), pct);
+        o += fmt::format("    {:<10} {:>12}  {:5.1f} %\n", breakdown_name(i), format_time(v), pct);
   }
+  if (r.interference_s > 0)
+    o += fmt::format("    (kernels slowed by communication beside them: +{} of busy time)\n",
+                     format_time(r.interference_s));
   if (r.has_critical_path) {
     const CriticalPathSummary& cp = r.critical_path;
     o += fmt::format("\n  Critical path: {} tasks on rank{} {}\n", cp.tasks,
@@ -428,7 +432,8 @@ nlohmann::json result_to_json(const Result& r) {
   for (int i = 0; i <= kCategoryCount; ++i) b[breakdown_name(i)] = r.breakdown_s[static_cast<size_t>(i)];
   j["breakdown_s"] = b;
   j["busy_by_kind_s"] = r.busy_by_kind_s;
-  j["busy_by_phase_s"] = r.busy_by_phase_s;
+    j["busy_by_phase_s"] = r.busy_by_phase_s;
+  j["interference_s"] = r.interference_s;
   j["critical_rank"] = r.critical_rank;
   j["simulated_ranks"] = r.simulated_ranks;
   j["folded"] = r.folded;
@@ -483,7 +488,8 @@ Result result_from_json(const nlohmann::json& j) {
   if (j.contains("scenario_file")) j["scenario_file"].get_to(r.scenario_file);
   if (j.contains("simulated")) j["simulated"].get_to(r.simulated);
   if (j.contains("pruned")) j["pruned"].get_to(r.pruned);
-  if (j.contains("stragglers")) j["stragglers"].get_to(r.stragglers);
+    if (j.contains("stragglers")) j["stragglers"].get_to(r.stragglers);
+  if (j.contains("interference_s")) j["interference_s"].get_to(r.interference_s);
   if (j.contains("critical_path")) {
     const nlohmann::json& c = j["critical_path"];
     CriticalPathSummary& cp = r.critical_path;

@@ -66,8 +66,11 @@ struct Result {
   std::uint64_t events = 0;
   // Busy time on the critical rank summed per task kind ("gemm", "attention", ...) and per
   // phase ("fwd", "bwd_input", ...): what `validate PREDICTED MEASURED` compares.
-  std::map<std::string, double> busy_by_kind_s;
+    std::map<std::string, double> busy_by_kind_s;
   std::map<std::string, double> busy_by_phase_s;
+  // How much longer the critical rank's kernels ran because communication ran beside them
+  // (SM interference, HBM contention): part of their busy time and of the breakdown.
+  double interference_s = 0;
   int simulated_ranks = 0;
   bool folded = true;
   // cluster.stragglers as text ("gpu 5: compute x0.8; node 1: nic x0.5"), "" without; a

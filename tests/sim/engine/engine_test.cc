@@ -308,9 +308,13 @@ TEST(Engine, SmInterferenceSlowsComputeWhileCommRuns) {
     EngineOptions o;
     o.compute_slowdown_when_comm = 0.5;
     const Timeline tl = simulate(b.p, b.d, o);
-    EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(c)].end, 367);
+        EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(c)].end, 367);
     EXPECT_EQ(tl.ranks[1].tasks[static_cast<size_t>(dd)].end, 117);
     EXPECT_EQ(tl.step_ns, 367);
+    // What interference added to each rank's kernels: 367 - 300 and 117 - 100.
+    EXPECT_EQ(tl.ranks[0].interference_ns, 67);
+    EXPECT_EQ(tl.ranks[1].interference_ns, 17);
+    EXPECT_EQ(simulate(b.p, b.d).ranks[0].interference_ns, 0);  // without interference
   }
   // A kernel that started before the collective is slowed from the collective's start on:
   // compute e (300) starts at 0 on rank 0 with nothing else running; the dp allreduce of
@@ -330,9 +334,11 @@ TEST(Engine, SmInterferenceSlowsComputeWhileCommRuns) {
     o.compute_slowdown_when_comm = 0.5;
     const Timeline tl = simulate(b.p, b.d, o);
     EXPECT_EQ(tl.ranks[0].tasks[1].start, 100);
-    EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(e)].end, 333);
+        EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(e)].end, 333);
     EXPECT_EQ(tl.ranks[1].tasks[static_cast<size_t>(q)].end, 100);
     EXPECT_EQ(tl.step_ns, 333);
+    EXPECT_EQ(tl.ranks[0].interference_ns, 33);
+    EXPECT_EQ(tl.ranks[1].interference_ns, 0);
   }
 }
 
@@ -495,11 +501,13 @@ TEST(EngineProperty, EveryKernelDoesItsWorkAtTheSpeedOfEachMoment) {
         if (is_comm && rt.tasks[i].end > rt.tasks[i].start)
           comm.emplace_back(rt.tasks[i].start, rt.tasks[i].end);
       }
+            TimeNs added = 0;  // what the rank's kernels ran longer than their durations
       for (size_t i = 0; i < tasks.size(); ++i) {
         const TaskKind k = tasks[i].kind;
         const TimeNs d = b.d[r][i];
         if ((k != TaskKind::kGemm && k != TaskKind::kMemoryBound) || d == 0) continue;
         const TimeNs s0 = rt.tasks[i].start, s1 = rt.tasks[i].end;
+        added += s1 - s0 - d;
         // O = |union of the communication spans ∩ [s0, s1)|, by sweeping the cut points.
         std::vector<TimeNs> cuts{s0, s1};
         for (const auto& [a, e] : comm) {
@@ -521,8 +529,9 @@ TEST(EngineProperty, EveryKernelDoesItsWorkAtTheSpeedOfEachMoment) {
         ASSERT_NEAR(work, static_cast<double>(d), 1.0)
             << "trial " << trial << " rank " << r << " task " << i << ": [" << s0 << ", " << s1
             << "), overlap " << overlap;
-        partial += overlap > 0 && overlap < wall;
+                partial += overlap > 0 && overlap < wall;
       }
+      EXPECT_EQ(rt.interference_ns, added) << "trial " << trial << " rank " << r;
     }
   }
   EXPECT_GT(partial, 100);  // the property is about re-timed kernels: there must be many
