@@ -375,6 +375,10 @@ std::string html_report(const Scenario& sc, const Prediction& pred) {
                      r.step_time_s > 0 ? 100 * v / r.step_time_s : 0.0);
   }
   o += "</table>\n";
+  if (r.interference_s > 0)  // Result::interference_s: part of the terms above
+    o += fmt::format("<p>Kernels slowed by communication beside them: +<span "
+                     "id=\"interference\">{:.6f} s</span> of busy time.</p>\n",
+                     r.interference_s);
   if (r.has_critical_path) {
     // The chain of tasks that sets the step time (Result::critical_path).
     const CriticalPathSummary& cp = r.critical_path;

@@ -36,6 +36,9 @@ assert abs(step - r["step_time_s"]) <= 1e-6 * max(1.0, r["step_time_s"]), (step,
 assert abs(float(cell("mfu").split()[0]) - 100 * r["mfu"]) < 0.051
 for k, v in r["breakdown_s"].items():
     assert abs(float(cell(f"breakdown-{k}").split()[0]) - v) <= 1e-6, k
+# pp 4 sends activations beside the kernels: the interference line is there and agrees.
+assert r["interference_s"] > 0
+assert abs(float(cell("interference").split()[0]) - r["interference_s"]) <= 1e-6
 for i, g in enumerate(r["memory_peak_gib_per_stage"]):
     assert abs(float(cell(f"memory-stage-{i}").split()[0]) - g) < 0.0051, i
 svg = ET.parse(f"{out}/p.svg").getroot()
