@@ -66,10 +66,20 @@ std::optional<double> positive_quantity(YamlReader& r, const YAML::Node& map,
 
 void parse_gpu(YamlReader& r, const YAML::Node& g, GpuSpec& out) {
   const std::string p = "gpu";
-  if (!r.expect_map(g, p, {"name", "memory", "hbm_bandwidth", "sms", "peak"})) return;
+    if (!r.expect_map(g, p, {"name", "memory", "memory_reserved", "hbm_bandwidth", "sms", "peak"}))
+    return;
   for (const char* key : {"memory", "hbm_bandwidth", "sms", "peak"}) r.require(g, p, key);
   if (auto v = r.get_string(g, p, "name")) out.name = *v;
-  if (auto v = positive_quantity(r, g, p, "memory", Dimension::kBytes)) out.memory_bytes = *v;
+    if (auto v = positive_quantity(r, g, p, "memory", Dimension::kBytes)) out.memory_bytes = *v;
+  if (auto v = r.get_quantity(g, p, "memory_reserved", Dimension::kBytes)) {
+    if (*v < 0 || *v >= out.memory_bytes) {
+      r.error(g["memory_reserved"], join_path(p, "memory_reserved"),
+              fmt::format("expected at least 0 and less than gpu.memory ({}), got {}",
+                          show_node(g["memory"]), show_node(g["memory_reserved"])));
+    } else {
+      out.memory_reserved_bytes = *v;
+    }
+  }
   if (auto v = positive_quantity(r, g, p, "hbm_bandwidth", Dimension::kBandwidth))
     out.hbm_bytes_per_s = *v;
   if (auto v = r.get_int(g, p, "sms", 1, 100000)) out.sms = static_cast<int>(*v);

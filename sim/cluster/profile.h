@@ -14,7 +14,12 @@ namespace stepcast {
 
 struct GpuSpec {
   std::string name;
-  double memory_bytes = 0;
+    double memory_bytes = 0;
+  // Kept out of the training tensors' reach: the CUDA context, NCCL's buffers, the caching
+  // allocator's fragmentation (YAML gpu.memory_reserved, default 0: not counted). Plans fit
+  // when their peak fits in memory_bytes - memory_reserved_bytes.
+  double memory_reserved_bytes = 0;
+  double usable_memory_bytes() const { return memory_bytes - memory_reserved_bytes; }
   double hbm_bytes_per_s = 0;
   int sms = 0;
   std::map<DType, double> peak_flop_per_s;  // dense, per dtype (bf16, fp16, fp8, fp32)

@@ -57,7 +57,9 @@ struct Result {
   double params_total = 0;
   double memory_peak_gib = 0;    // max over ranks
   std::vector<double> memory_peak_gib_per_stage;
-  double memory_capacity_gib = 0;
+    double memory_capacity_gib = 0;  // what the training tensors may use: the GPU's memory
+                                   // less gpu.memory_reserved
+  double memory_reserved_gib = 0;  // gpu.memory_reserved (JSON only when > 0)
   bool fits_memory = true;
   // exposed seconds on the critical rank: compute, recompute, tp_comm, cp_comm, ep_comm,
   // pp_comm, dp_comm, optimizer, bubble (sum == step_time_s)

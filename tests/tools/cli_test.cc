@@ -409,6 +409,33 @@ parallel: {tp: 8, pp: 1, microbatch: 1, schedule: 1f1b, zero: 0, sequence_parall
   EXPECT_GT(j["step_time_s"].get<double>(), 0);
 }
 
+// A reserve the plan cannot fit beside: llama3-8b on one node (tp 2, sp) peaks at 52.61 GiB
+// (README block); 30 GiB of the H100's 79.65 kept in reserve leaves 49.65: exit 3, and the
+// message says the reserve. 20 GiB leaves 59.65: it fits.
+TEST(Cli, MemoryReservedCanMakeAPlanNotFit) {
+  fs::path d = tmpdir();
+  const std::string plan = R"(name: reserve
+model: llama3-8b
+training: {seq_len: 8192, global_batch: 128, dtype: bf16, optimizer: adam}
+parallel: {tp: 2, pp: 1, cp: 1, microbatch: 1, schedule: 1f1b, zero: 1, sequence_parallel: true,
+           recompute: none, overlap: {grad_reduce: true, param_gather: true}, bucket_mb: 40}
+)";
+  write(d / "tight.yaml", plan + "cluster: {profile: h100-sxm, nodes: 1, overrides: "
+                                 "{gpu.memory_reserved: 30 GiB}}\n");
+  write(d / "roomy.yaml", plan + "cluster: {profile: h100-sxm, nodes: 1, overrides: "
+                                 "{gpu.memory_reserved: 20 GiB}}\n");
+  CliRun tight = stepcast("run " + (d / "tight.yaml").string());
+  EXPECT_EQ(tight.code, 3);
+  EXPECT_NE(tight.err.find("> 49.65 GiB capacity (30.00 GiB of the GPU kept in reserve)"),
+            std::string::npos)
+      << tight.err;
+  CliRun roomy = stepcast("run " + (d / "roomy.yaml").string());
+  EXPECT_EQ(roomy.code, 0) << roomy.err;
+  EXPECT_NE(roomy.out.find("52.61 GiB of 59.65 GiB (fits; 20.00 GiB more kept in reserve)"),
+            std::string::npos)
+      << roomy.out;
+}
+
 TEST(Cli, LowerWritesVersionedProgram) {
   fs::path d = tmpdir();
   write(d / "s.yaml", kSmall);

@@ -387,6 +387,31 @@ TEST(ProfileOverrides, QuantitiesOutsideTheirRangeAreRejected) {
   }
 }
 
+// gpu.memory_reserved (the CUDA context, NCCL buffers, fragmentation) is 0 unless set; set,
+// it must leave some memory: 0 <= reserved < gpu.memory (the H100's 81559 MiB).
+TEST(ProfileOverrides, MemoryReserved) {
+  const HwProfile file = load_profile("h100-sxm", kProfiles, YAML::Node(), "s.yaml");
+  EXPECT_EQ(file.gpu.memory_reserved_bytes, 0);
+  EXPECT_EQ(file.gpu.usable_memory_bytes(), file.gpu.memory_bytes);
+  const HwProfile p =
+      load_profile("h100-sxm", kProfiles, YAML::Load("{gpu.memory_reserved: 4 GiB}"), "s.yaml");
+  EXPECT_DOUBLE_EQ(p.gpu.memory_reserved_bytes, 4.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(p.gpu.usable_memory_bytes(), (81559.0 - 4096.0) * (1 << 20));
+  EXPECT_TRUE(issues_of("h100-sxm", "{gpu.memory_reserved: 0 GiB}").empty());
+  EXPECT_TRUE(issues_of("h100-sxm", "{gpu.memory_reserved: 81558 MiB}").empty());
+  for (const char* ov : {"{gpu.memory_reserved: 81559 MiB}", "{gpu.memory_reserved: 100 GiB}",
+                         "{gpu.memory_reserved: -1 GiB}", "{gpu.memory_reserved: 4}"}) {
+    SCOPED_TRACE(ov);
+    auto v = issues_of("h100-sxm", ov);
+    ASSERT_EQ(v.size(), 1u);
+    EXPECT_EQ(v[0].line, 1);
+    EXPECT_EQ(v[0].key, "cluster.overrides.gpu.memory_reserved");
+  }
+  EXPECT_NE(issues_of("h100-sxm", "{gpu.memory_reserved: 100 GiB}")[0].message.find(
+                "less than gpu.memory"),
+            std::string::npos);
+}
+
 TEST(ProfileOverrides, PodsHoldWholeNodes) {
   // 64 GPUs = 8 nodes of 8: fine; 12 is not a multiple of 8.
   EXPECT_EQ(load_profile("h100-sxm", kProfiles, YAML::Load("{fabric.pod_gpus: 64}"), "s.yaml")

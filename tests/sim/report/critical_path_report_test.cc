@@ -193,5 +193,37 @@ TEST(Report, InterferenceOnTheCriticalRank) {
   EXPECT_EQ(result_to_json(dp).at("interference_s").get<double>(), dp.interference_s);
 }
 
+// gpu.memory_reserved takes memory from the plans: a one-GPU plan of peak P fits in the
+// H100's 79.65 GiB, still fits with all but 1.1 P reserved, and does not with all but 0.9 P;
+// the capacity reported is what is left, the reserve is said in the text and the JSON.
+TEST(Report, MemoryReservedTakesMemoryFromThePlan) {
+  Scenario sc = narrow(1, 1, 1);
+  const Result plain = predict(sc).result;
+  ASSERT_TRUE(plain.fits_memory);
+  EXPECT_FALSE(result_to_json(plain).contains("memory_reserved_gib"));
+  const double total = sc.profile.gpu.memory_bytes, peak = plain.memory_peak_gib * kGiB;
+  sc.profile.gpu.memory_reserved_bytes = total - 1.1 * peak;
+  const Result roomy = predict(sc).result;
+  EXPECT_TRUE(roomy.fits_memory);
+  EXPECT_EQ(roomy.memory_peak_gib, plain.memory_peak_gib);
+  EXPECT_NEAR(roomy.memory_capacity_gib, 1.1 * plain.memory_peak_gib, 1e-9);
+  sc.profile.gpu.memory_reserved_bytes = total - 0.9 * peak;
+  const Result tight = predict(sc).result;
+  EXPECT_FALSE(tight.fits_memory);
+  EXPECT_NEAR(tight.memory_reserved_gib, (total - 0.9 * peak) / kGiB, 1e-9);
+  EXPECT_NE(render_text(tight).find("(does not fit; "), std::string::npos);
+  EXPECT_NE(render_text(tight).find("GiB more kept in reserve)"), std::string::npos);
+  const Result back = result_from_json(result_to_json(tight));
+  EXPECT_EQ(back.memory_reserved_gib, tight.memory_reserved_gib);
+  EXPECT_EQ(back.memory_capacity_gib, tight.memory_capacity_gib);
+  // Search's shortcut (the training state alone against the capacity) uses what is left too.
+  sc.profile.gpu.memory_reserved_bytes = total - 0.01 * peak;
+  RunOptions skip;
+  skip.skip_when_state_exceeds_memory = true;
+  const Result state = predict(sc, skip).result;
+  EXPECT_FALSE(state.fits_memory);
+  EXPECT_FALSE(state.simulated);
+}
+
 }  // namespace
 }  // namespace stepcast
