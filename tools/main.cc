@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
       if (!html_out.empty()) write_file(html_out, sc::html_report(s, p));
       if (!p.result.fits_memory) {
         std::cerr << fmt::format(
-                        "stepcast: the plan does not fit: peak {:.2f} GiB per GPU > {:.2f} GiB capacity{}\n",
+            "stepcast: the plan does not fit: peak {:.2f} GiB per GPU > {:.2f} GiB capacity{}\n",
             p.result.memory_peak_gib, p.result.memory_capacity_gib,
             p.result.memory_reserved_gib > 0
                 ? fmt::format(" ({:.2f} GiB of the GPU kept in reserve)",

@@ -10,8 +10,10 @@ find_library(NCCL_LIBRARY NAMES nccl
 # Else the NCCL of a Python wheel (nvidia-nccl-cu12/13, beside PyTorch on GPU images that
 # have no NCCL package): its prefix holds include/nccl.h and lib/libnccl.so.2 (no libnccl.so).
 if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
-  execute_process(
-    COMMAND python3 -c "import glob, os, nvidia\nfor p in nvidia.__path__:\n  for h in glob.glob(os.path.join(p, '**', 'include', 'nccl.h'), recursive=True):\n    print(os.path.dirname(os.path.dirname(h)))"
+  set(_nccl_py "import glob, os, nvidia\nfor p in nvidia.__path__:\n  for h in glob.glob(")
+  string(APPEND _nccl_py "os.path.join(p, '**', 'include', 'nccl.h'), recursive=True):\n")
+  string(APPEND _nccl_py "    print(os.path.dirname(os.path.dirname(h)))")
+  execute_process(COMMAND python3 -c "${_nccl_py}"
     OUTPUT_VARIABLE _nccl_wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   string(REPLACE "\n" ";" _nccl_wheel "${_nccl_wheel}")
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_wheel} PATH_SUFFIXES include)

@@ -66,11 +66,11 @@ std::optional<double> positive_quantity(YamlReader& r, const YAML::Node& map,
 
 void parse_gpu(YamlReader& r, const YAML::Node& g, GpuSpec& out) {
   const std::string p = "gpu";
-    if (!r.expect_map(g, p, {"name", "memory", "memory_reserved", "hbm_bandwidth", "sms", "peak"}))
+  if (!r.expect_map(g, p, {"name", "memory", "memory_reserved", "hbm_bandwidth", "sms", "peak"}))
     return;
   for (const char* key : {"memory", "hbm_bandwidth", "sms", "peak"}) r.require(g, p, key);
   if (auto v = r.get_string(g, p, "name")) out.name = *v;
-    if (auto v = positive_quantity(r, g, p, "memory", Dimension::kBytes)) out.memory_bytes = *v;
+  if (auto v = positive_quantity(r, g, p, "memory", Dimension::kBytes)) out.memory_bytes = *v;
   if (auto v = r.get_quantity(g, p, "memory_reserved", Dimension::kBytes)) {
     if (*v < 0 || *v >= out.memory_bytes) {
       r.error(g["memory_reserved"], join_path(p, "memory_reserved"),

@@ -14,7 +14,7 @@ namespace stepcast {
 
 struct GpuSpec {
   std::string name;
-    double memory_bytes = 0;
+  double memory_bytes = 0;
   // Kept out of the training tensors' reach: the CUDA context, NCCL's buffers, the caching
   // allocator's fragmentation (YAML gpu.memory_reserved, default 0: not counted). Plans fit
   // when their peak fits in memory_bytes - memory_reserved_bytes.

@@ -664,7 +664,7 @@ void Engine::finish(std::uint32_t g, TimeNs t) {
     mark_comm_changed(r);
   }
   if (hbm_ && (flags_[g] & kFlagMemBound) && tm.end > tm.start) --mb_running_[r];
-    if (interference_ && (flags_[g] & kFlagCompute) && tm.end > tm.start) {
+  if (interference_ && (flags_[g] & kFlagCompute) && tm.end > tm.start) {
     tl_.ranks[r].interference_ns += tm.end - tm.start - dur(g);
     auto& run = running_[r];
     for (size_t k = 0; k < run.size(); ++k) {

@@ -140,12 +140,12 @@ struct FlowMode {
 };
 
 struct EngineOptions {
-    // SM interference: a compute task runs this much slower (fraction; 0 = none) while a
+  // SM interference: a compute task runs this much slower (fraction; 0 = none) while a
   // communication task of its rank runs (above). Set from the profile by the caller.
   double compute_slowdown_when_comm = 0.0;
   // HBM contention (NETWORK.md pitfall 1: "both slow when HBM-bound"): per communication
   // task, the fraction of its GPU's achievable HBM bandwidth its kernels use while it runs
-    // (sim/cost/coster.h comm_hbm_share; unset: no HBM contention). Then a memory-bound
+  // (sim/cost/coster.h comm_hbm_share; unset: no HBM contention). Then a memory-bound
   // compute task (kMemoryBound) runs slower by 1 + the larger of the SM slowdown and the sum
   // of their shares while communication runs on its rank, and an
   // analytical communication rendezvous that starts while a memory-bound compute task of a
@@ -172,7 +172,7 @@ struct MemorySample {
 
 struct RankTimeline {
   std::span<TaskTiming> tasks;      // per task id (into Timeline::task_timing)
-    TimeNs end = 0;                   // last task end
+  TimeNs end = 0;                   // last task end
   // Time its compute tasks ran longer than their durations: SM interference and HBM
   // contention (the sum over gemm/attention/memory_bound tasks of end - start - duration).
   TimeNs interference_ns = 0;

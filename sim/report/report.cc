@@ -40,7 +40,7 @@ static Result result_header(const Scenario& sc) {
   r.gpus = sc.gpus;
   r.layout = layout_string(sc);
   r.params_total = count_params(sc.model).total;
-    r.stragglers = stragglers_text(sc);
+  r.stragglers = stragglers_text(sc);
   r.memory_capacity_gib = sc.profile.gpu.usable_memory_bytes() / kGiB;
   r.memory_reserved_gib = sc.profile.gpu.memory_reserved_bytes / kGiB;
   return r;
@@ -50,7 +50,7 @@ static Result result_header(const Scenario& sc) {
 // does not fit, and its memory fields hold a lower bound per stage.
 static Result unsimulated_result(const Scenario& sc, std::vector<double> per_stage_gib,
                                  bool folded) {
-    Result r = result_header(sc);
+  Result r = result_header(sc);
   for (double g : per_stage_gib) r.memory_peak_gib = std::max(r.memory_peak_gib, g);
   r.memory_peak_gib_per_stage = std::move(per_stage_gib);
   r.fits_memory = false;
@@ -136,7 +136,7 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
   if (opt.skip_when_state_exceeds_memory) {
     // The state is known before lowering (training_state_bytes: the same numbers as the
     // program's "weights" / "grads" / "optimizer" allocations, summed in that order).
-        const double capacity_gib = sc.profile.gpu.usable_memory_bytes() / kGiB;
+    const double capacity_gib = sc.profile.gpu.usable_memory_bytes() / kGiB;
     double state_gib = 0;
     for (const auto& stage : training_state_bytes(sc)) {
       double bytes = 0;
@@ -153,7 +153,7 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
   const GpuSpeeds speeds = gpu_speeds(sc);
   LowerOptions lo;
   lo.folded = opt.folded && speeds.empty();  // lower() checks the size of what it holds
-    const double capacity = sc.profile.gpu.usable_memory_bytes();
+  const double capacity = sc.profile.gpu.usable_memory_bytes();
   std::vector<double> floor;  // memory_floor_bytes per lowered rank
   bool stopped = false;       // a stage cannot fit
   const bool bounded = opt.skip_when_compute_exceeds_s < std::numeric_limits<double>::infinity() &&
@@ -212,7 +212,7 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
   auto mark_pruned = [&](TimeNs bound_ns) {
     out.result = result_header(sc);
     out.result.step_time_s = to_s(bound_ns);
-    
+
     out.result.simulated = false;
     out.result.pruned = true;
     out.result.folded = out.program.folded;
@@ -273,7 +273,7 @@ Result make_result(const Scenario& sc, const Program& p, const Timeline& t) {
     double peak = it != sc.profile.gpu.peak_flop_per_s.end() ? it->second : 0.0;
     r.mfu = peak > 0 ? r.model_flops / (r.step_time_s * sc.gpus * peak) : 0.0;
   }
-    r.memory_peak_gib_per_stage.assign(static_cast<size_t>(sc.parallel.pp), 0.0);
+  r.memory_peak_gib_per_stage.assign(static_cast<size_t>(sc.parallel.pp), 0.0);
   for (size_t i = 0; i < p.ranks.size(); ++i) {
     double gib = t.ranks[i].peak_bytes / kGiB;
     int stage = p.ranks[i].pp_stage;
@@ -293,7 +293,7 @@ Result make_result(const Scenario& sc, const Program& p, const Timeline& t) {
       if (task.kind == TaskKind::kAlloc || task.kind == TaskKind::kFree) continue;
       const TaskTiming& tt = rt.tasks[static_cast<size_t>(task.id)];
       double sec = to_s(tt.end - tt.start);
-            r.busy_by_kind_s[task_kind_name(task.kind)] += sec;
+      r.busy_by_kind_s[task_kind_name(task.kind)] += sec;
       r.busy_by_phase_s[phase_name(task.phase)] += sec;
     }
     r.interference_s = to_s(rt.interference_ns);
@@ -382,7 +382,7 @@ std::string render_text(const Result& r) {
   o += fmt::format("  Tokens/s             {:.0f}\n", r.tokens_per_s);
   o += fmt::format("  TFLOP/s per GPU      {:.1f}\n", r.tflops_per_gpu);
   o += fmt::format("  MFU                  {:.1f} %\n", r.mfu * 100);
-    o += fmt::format("  Peak memory per GPU  {:.2f} GiB of {:.2f} GiB ({}{})\n", r.memory_peak_gib,
+  o += fmt::format("  Peak memory per GPU  {:.2f} GiB of {:.2f} GiB ({}{})\n", r.memory_peak_gib,
                    r.memory_capacity_gib, r.fits_memory ? "fits" : "does not fit",
                    r.memory_reserved_gib > 0
                        ? fmt::format("; {:.2f} GiB more kept in reserve", r.memory_reserved_gib)
@@ -396,7 +396,7 @@ std::string render_text(const Result& r) {
   for (int i = 0; i <= kCategoryCount; ++i) {
     double v = r.breakdown_s[static_cast<size_t>(i)];
     double pct = r.step_time_s > 0 ? 100.0 * v / r.step_time_s : 0.0;
-        o += fmt::format("    {:<10} {:>12}  {:5.1f} %\n", breakdown_name(i), format_time(v), pct);
+    o += fmt::format("    {:<10} {:>12}  {:5.1f} %\n", breakdown_name(i), format_time(v), pct);
   }
   if (r.interference_s > 0)
     o += fmt::format("    (kernels slowed by communication beside them: +{} of busy time)\n",
@@ -429,14 +429,14 @@ nlohmann::json result_to_json(const Result& r) {
   j["params_total"] = r.params_total;
   j["memory_peak_gib"] = r.memory_peak_gib;
   j["memory_peak_gib_per_stage"] = r.memory_peak_gib_per_stage;
-    j["memory_capacity_gib"] = r.memory_capacity_gib;
+  j["memory_capacity_gib"] = r.memory_capacity_gib;
   if (r.memory_reserved_gib > 0) j["memory_reserved_gib"] = r.memory_reserved_gib;
   j["fits_memory"] = r.fits_memory;
   nlohmann::json b = nlohmann::json::object();
   for (int i = 0; i <= kCategoryCount; ++i) b[breakdown_name(i)] = r.breakdown_s[static_cast<size_t>(i)];
   j["breakdown_s"] = b;
   j["busy_by_kind_s"] = r.busy_by_kind_s;
-    j["busy_by_phase_s"] = r.busy_by_phase_s;
+  j["busy_by_phase_s"] = r.busy_by_phase_s;
   j["interference_s"] = r.interference_s;
   j["critical_rank"] = r.critical_rank;
   j["simulated_ranks"] = r.simulated_ranks;
@@ -492,8 +492,8 @@ Result result_from_json(const nlohmann::json& j) {
   if (j.contains("scenario_file")) j["scenario_file"].get_to(r.scenario_file);
   if (j.contains("simulated")) j["simulated"].get_to(r.simulated);
   if (j.contains("pruned")) j["pruned"].get_to(r.pruned);
-    if (j.contains("stragglers")) j["stragglers"].get_to(r.stragglers);
-    if (j.contains("interference_s")) j["interference_s"].get_to(r.interference_s);
+  if (j.contains("stragglers")) j["stragglers"].get_to(r.stragglers);
+  if (j.contains("interference_s")) j["interference_s"].get_to(r.interference_s);
   if (j.contains("memory_reserved_gib")) j["memory_reserved_gib"].get_to(r.memory_reserved_gib);
   if (j.contains("critical_path")) {
     const nlohmann::json& c = j["critical_path"];

@@ -57,7 +57,7 @@ struct Result {
   double params_total = 0;
   double memory_peak_gib = 0;    // max over ranks
   std::vector<double> memory_peak_gib_per_stage;
-    double memory_capacity_gib = 0;  // what the training tensors may use: the GPU's memory
+  double memory_capacity_gib = 0;  // what the training tensors may use: the GPU's memory
                                    // less gpu.memory_reserved
   double memory_reserved_gib = 0;  // gpu.memory_reserved (JSON only when > 0)
   bool fits_memory = true;
@@ -68,7 +68,7 @@ struct Result {
   std::uint64_t events = 0;
   // Busy time on the critical rank summed per task kind ("gemm", "attention", ...) and per
   // phase ("fwd", "bwd_input", ...): what `validate PREDICTED MEASURED` compares.
-    std::map<std::string, double> busy_by_kind_s;
+  std::map<std::string, double> busy_by_kind_s;
   std::map<std::string, double> busy_by_phase_s;
   // How much longer the critical rank's kernels ran because communication ran beside them
   // (SM interference, HBM contention): part of their busy time and of the breakdown.

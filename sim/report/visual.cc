@@ -356,7 +356,7 @@ std::string html_report(const Scenario& sc, const Prediction& pred) {
   row("tflops", "TFLOP/s per GPU", fmt::format("{:.1f}", r.tflops_per_gpu));
   row("mfu", "MFU", fmt::format("{:.1f} %", 100 * r.mfu));
   row("memory-peak", "Peak memory per GPU",
-            fmt::format("{:.2f} GiB of {:.2f} GiB{}", r.memory_peak_gib, r.memory_capacity_gib,
+      fmt::format("{:.2f} GiB of {:.2f} GiB{}", r.memory_peak_gib, r.memory_capacity_gib,
                   r.memory_reserved_gib > 0
                       ? fmt::format(" ({:.2f} GiB more kept in reserve)", r.memory_reserved_gib)
                       : ""));

@@ -308,7 +308,7 @@ TEST(Engine, SmInterferenceSlowsComputeWhileCommRuns) {
     EngineOptions o;
     o.compute_slowdown_when_comm = 0.5;
     const Timeline tl = simulate(b.p, b.d, o);
-        EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(c)].end, 367);
+    EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(c)].end, 367);
     EXPECT_EQ(tl.ranks[1].tasks[static_cast<size_t>(dd)].end, 117);
     EXPECT_EQ(tl.step_ns, 367);
     // What interference added to each rank's kernels: 367 - 300 and 117 - 100.
@@ -334,7 +334,7 @@ TEST(Engine, SmInterferenceSlowsComputeWhileCommRuns) {
     o.compute_slowdown_when_comm = 0.5;
     const Timeline tl = simulate(b.p, b.d, o);
     EXPECT_EQ(tl.ranks[0].tasks[1].start, 100);
-        EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(e)].end, 333);
+    EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(e)].end, 333);
     EXPECT_EQ(tl.ranks[1].tasks[static_cast<size_t>(q)].end, 100);
     EXPECT_EQ(tl.step_ns, 333);
     EXPECT_EQ(tl.ranks[0].interference_ns, 33);
@@ -501,7 +501,7 @@ TEST(EngineProperty, EveryKernelDoesItsWorkAtTheSpeedOfEachMoment) {
         if (is_comm && rt.tasks[i].end > rt.tasks[i].start)
           comm.emplace_back(rt.tasks[i].start, rt.tasks[i].end);
       }
-            TimeNs added = 0;  // what the rank's kernels ran longer than their durations
+      TimeNs added = 0;  // what the rank's kernels ran longer than their durations
       for (size_t i = 0; i < tasks.size(); ++i) {
         const TaskKind k = tasks[i].kind;
         const TimeNs d = b.d[r][i];
@@ -529,7 +529,7 @@ TEST(EngineProperty, EveryKernelDoesItsWorkAtTheSpeedOfEachMoment) {
         ASSERT_NEAR(work, static_cast<double>(d), 1.0)
             << "trial " << trial << " rank " << r << " task " << i << ": [" << s0 << ", " << s1
             << "), overlap " << overlap;
-                partial += overlap > 0 && overlap < wall;
+        partial += overlap > 0 && overlap < wall;
       }
       EXPECT_EQ(rt.interference_ns, added) << "trial " << trial << " rank " << r;
     }

@@ -153,7 +153,7 @@ TEST(CriticalPathReport, CoversTheStepOnRandomPlans) {
     EXPECT_TRUE(back.has_critical_path);
     EXPECT_EQ(back.critical_path.by_kind_s, cp.by_kind_s);
     EXPECT_EQ(back.critical_path.longest.size(), cp.longest.size());
-        EXPECT_EQ(back.critical_path.rank_changes, cp.rank_changes);
+    EXPECT_EQ(back.critical_path.rank_changes, cp.rank_changes);
     EXPECT_EQ(back.interference_s, r.interference_s);
     ++checked;
   }
