@@ -58,18 +58,21 @@ if [[ -z $stepcast && -z ${LOWERED:-} ]] && "$root/tools/stepcast" --help >/dev/
 fi
 export STEPCAST_PROFILES=${STEPCAST_PROFILES:-$root/hw_profiles}
 mkdir -p "$outdir/exec"
+# lower_case CASE: tests/data/exec/CASE.yaml lowered (full fidelity) and predicted into
+# OUTDIR/exec/CASE.{program,predicted}.json.
+lower_case() {
+  "$stepcast" lower "$root/tests/data/exec/$1.yaml" --fidelity full \
+    -o "$outdir/exec/$1.program.json" &&
+    "$stepcast" run "$root/tests/data/exec/$1.yaml" --json "$outdir/exec/$1.predicted.json" \
+      >/dev/null
+}
 lowered=${LOWERED:-}
 if [[ -n $lowered ]]; then lowered=$(cd "$lowered" && pwd); fi
 all_cases=(tiny_1gpu tiny_8gpu mcore_1.7B_1gpu)
 
 if [[ ${LOWER_ONLY:-0} != 0 ]]; then
   [[ -n $stepcast ]] || { echo "LOWER_ONLY needs the stepcast CLI (set STEPCAST=...)" >&2; exit 2; }
-  for c in "${all_cases[@]}"; do
-    "$stepcast" lower "$root/tests/data/exec/$c.yaml" --fidelity full \
-      -o "$outdir/exec/$c.program.json"
-    "$stepcast" run "$root/tests/data/exec/$c.yaml" --json "$outdir/exec/$c.predicted.json" \
-      >/dev/null
-  done
+  for c in "${all_cases[@]}"; do lower_case "$c"; done
   echo "wrote $outdir/exec/: carry it to the GPU box and run LOWERED=<it> $0 OUTDIR there"
   exit 0
 fi
@@ -82,8 +85,7 @@ if [[ ${BENCH:-1} != 0 ]]; then
     program=$lowered/mcore_1.7B_1gpu.program.json
   elif [[ -z $program && -n $stepcast ]]; then
     program=$outdir/exec/mcore_1.7B_1gpu.program.json
-    if ! "$stepcast" lower "$root/tests/data/exec/mcore_1.7B_1gpu.yaml" --fidelity full \
-        -o "$program"; then
+    if ! lower_case mcore_1.7B_1gpu; then
       echo "lowering mcore_1.7B_1gpu failed: the sweep runs without its GEMM shapes" >&2
       program=
     fi
@@ -121,10 +123,7 @@ for c in "${cases[@]}"; do
     cp "$lowered/$c.program.json" "$o.program.json" || rc=$?
     [[ $rc -ne 0 ]] || cp "$lowered/$c.predicted.json" "$o.predicted.json" || rc=$?
   else
-    "$stepcast" lower "$root/tests/data/exec/$c.yaml" --fidelity full -o "$o.program.json" ||
-      rc=$?
-    [[ $rc -ne 0 ]] || "$stepcast" run "$root/tests/data/exec/$c.yaml" \
-      --json "$o.predicted.json" >/dev/null || rc=$?
+    lower_case "$c" || rc=$?
   fi
   if [[ $rc -eq 0 ]]; then
     "$build-exec/stepcast-exec" "$o.program.json" --warmup 2 --timeline -o "$o.measured.json" \

@@ -746,6 +746,7 @@ void Engine::retime_running(TimeNs t) {
   for (const std::uint32_t ur : changed_ranks_) {
     const size_t r = ur;
     comm_changed_[r] = 0;
+    bool mb_moved = false;
     for (Running& x : running_[r]) {
       const double f = slowdown_factor(r, x.g);
       if (f == x.factor) continue;
@@ -758,11 +759,12 @@ void Engine::retime_running(TimeNs t) {
       if (end == tm.end) continue;
       tm.end = end;
       queue_.push(end, x.g);
-      if (hbm_ && (flags_[x.g] & kFlagMemBound)) {
-        mb_end_[r] = end;
-        for (const Running& y : running_[r])
-          if (flags_[y.g] & kFlagMemBound) mb_end_[r] = std::max(mb_end_[r], at(y.g).end);
-      }
+      mb_moved = mb_moved || (flags_[x.g] & kFlagMemBound);
+    }
+    if (hbm_ && mb_moved) {  // the HBM rule's view of when this rank's memory-bound work ends
+      mb_end_[r] = 0;
+      for (const Running& y : running_[r])
+        if (flags_[y.g] & kFlagMemBound) mb_end_[r] = std::max(mb_end_[r], at(y.g).end);
     }
   }
   changed_ranks_.clear();
