@@ -20,9 +20,10 @@
 //    in which the instant's events were processed.
 //  - HBM contention (engine.h): memory-bound compute runs slower by the larger of that
 //    slowdown and the summed HBM shares of the communication running over [t, t+); a
-//    rendezvous with an HBM share starting at t is deferred likewise and lengthened by
-//    share x overlap when a member's memory-bound compute runs over [t-, t+) (started
-//    before t, ending after t).
+//    rendezvous with an HBM share starting at t is deferred likewise, and it runs 1 + share
+//    slower while a member's memory-bound compute runs over [t, t+): the rendezvous of the
+//    ranks whose memory-bound compute started or ended at t, and those started at t, are
+//    re-timed from the final set (Engine::retime_rendezvous).
 //  - memory: alloc/free apply at their instant in processing order, which follows causality
 //    (an alloc that depends on a free is applied after it); ties between independent events
 //    go by (time, rank, task id), so the peak is deterministic.
@@ -201,13 +202,45 @@ class Engine {
 
   std::vector<std::int32_t> comm_running_;  // per rank, comm tasks running with duration > 0
   // HBM contention (EngineOptions::comm_hbm_share), in parts per million so that sums are
-  // exact: per instance its share; per rank the shares of its running comm tasks, and its
-  // running memory-bound compute tasks (how many started at the latest start instant).
+  // exact: per instance its share; per rank the shares of its running comm tasks and the
+  // number of its running memory-bound compute tasks.
   bool hbm_ = false;
   std::vector<std::int64_t> inst_hbm_ppm_, comm_hbm_ppm_;
-  std::vector<std::int32_t> mb_running_, mb_started_at_last_;
-  std::vector<TimeNs> mb_last_start_, mb_end_;  // mb_end_: end of the latest one launched
+  std::vector<std::int32_t> mb_running_;
   std::vector<std::int32_t> deferred_rdv_;  // rendezvous waiting for the instant to settle
+  // The communication side, over the overlap like the kernel side: a running rendezvous
+  // with an HBM share goes at 1 / (1 + share) of its speed while a member rank runs
+  // memory-bound compute. Per instance: whether it runs, its work left (ns at full speed)
+  // as of `since` and its factor since then. A rank with such rendezvous running whose
+  // memory-bound count changed is marked; when the instant settles, the rendezvous it takes
+  // part in, and those started in the instant, are re-timed from the final state
+  // (Engine::retime_rendezvous).
+  std::vector<char> inst_running_, inst_touched_, mb_changed_;
+  std::vector<double> inst_work_, inst_factor_;
+  std::vector<TimeNs> inst_since_;
+  std::vector<std::vector<std::int32_t>> rdv_of_rank_;  // running HBM rendezvous per rank
+                                                        // (a member's end removes it)
+  std::vector<std::uint32_t> mb_changed_ranks_;
+  std::vector<std::int32_t> touched_;
+  void mark_mb_changed(size_t r) {
+    if (mb_changed_[r] || rdv_of_rank_[r].empty()) return;
+    mb_changed_[r] = 1;
+    mb_changed_ranks_.push_back(static_cast<std::uint32_t>(r));
+  }
+  void touch(std::int32_t inst) {
+    if (inst_touched_[static_cast<size_t>(inst)]) return;
+    inst_touched_[static_cast<size_t>(inst)] = 1;
+    touched_.push_back(inst);
+  }
+  // 1 + share while a member of the rendezvous runs memory-bound compute, else 1.
+  double rendezvous_factor(size_t ui) const {
+    const auto b = static_cast<size_t>(match_.offsets[ui]), e = static_cast<size_t>(match_.offsets[ui + 1]);
+    for (size_t k = b; k < e; ++k)
+      if (mb_running_[static_cast<size_t>(rank_of_[inst_member_[k]])] > 0)
+        return 1.0 + static_cast<double>(inst_hbm_ppm_[ui]) * 1e-6;
+    return 1.0;
+  }
+  void retime_rendezvous(TimeNs t);
   // Interference over the overlap (engine.h): each rank's running compute tasks with their
   // work left (ns at full speed) as of `since` and the factor they run slower by since then.
   // A change of a rank's running communication marks it; when the instant settles, its
@@ -237,9 +270,6 @@ class Engine {
     return 1.0 + slow;
   }
   void retime_running(TimeNs t);
-  bool mb_running_before(size_t r, TimeNs t) const {
-    return mb_running_[r] - (mb_last_start_[r] == t ? mb_started_at_last_[r] : 0) > 0;
-  }
   static TimeNs stretch(TimeNs d, double factor) {
     return static_cast<TimeNs>(std::llround(static_cast<double>(d) * factor));
   }
@@ -433,10 +463,18 @@ void Engine::build(const Durations& d) {
   }
   comm_hbm_ppm_.assign(nranks, 0);
   mb_running_.assign(nranks, 0);
-  mb_started_at_last_.assign(nranks, 0);
-  mb_last_start_.assign(nranks, -1);
-  mb_end_.assign(nranks, 0);
   deferred_rdv_.clear();
+  const size_t hinst = hbm_ ? static_cast<size_t>(ninst) : 0;
+  inst_running_.assign(hinst, 0);
+  inst_work_.assign(hinst, 0.0);
+  inst_factor_.assign(hinst, 1.0);
+  inst_since_.assign(hinst, 0);
+  inst_touched_.assign(hinst, 0);
+  mb_changed_.assign(hbm_ ? nranks : 0, 0);
+  rdv_of_rank_.resize(hbm_ ? nranks : 0);
+  for (auto& v : rdv_of_rank_) v.clear();
+  mb_changed_ranks_.clear();
+  touched_.clear();
   interference_ = options_->compute_slowdown_when_comm > 0 || hbm_;
   running_.resize(interference_ ? nranks : 0);
   for (auto& v : running_) v.clear();
@@ -641,12 +679,7 @@ void Engine::launch(std::uint32_t g, TimeNs t, TimeNs duration) {
   }
   if (hbm_ && (flags_[g] & kFlagMemBound)) {
     ++mb_running_[r];
-    if (mb_last_start_[r] != t) {
-      mb_last_start_[r] = t;
-      mb_started_at_last_[r] = 0;
-    }
-    ++mb_started_at_last_[r];
-    mb_end_[r] = std::max(mb_end_[r], t + duration);
+    mark_mb_changed(r);
   }
   queue_.push(t + duration, g);
 }
@@ -660,10 +693,23 @@ void Engine::finish(std::uint32_t g, TimeNs t) {
   if ((flags_[g] & kFlagComm) && tm.end > tm.start) {
     --comm_running_[r];
     const std::int32_t inst = match_.instance_of[g];
-    if (hbm_ && inst >= 0) comm_hbm_ppm_[r] -= inst_hbm_ppm_[static_cast<size_t>(inst)];
+    if (hbm_ && inst >= 0) {
+      comm_hbm_ppm_[r] -= inst_hbm_ppm_[static_cast<size_t>(inst)];
+      inst_running_[static_cast<size_t>(inst)] = 0;  // its members all end now
+      auto& list = rdv_of_rank_[r];
+      for (size_t k = 0; k < list.size(); ++k) {
+        if (list[k] != inst) continue;
+        list[k] = list.back();
+        list.pop_back();
+        break;
+      }
+    }
     mark_comm_changed(r);
   }
-  if (hbm_ && (flags_[g] & kFlagMemBound) && tm.end > tm.start) --mb_running_[r];
+  if (hbm_ && (flags_[g] & kFlagMemBound) && tm.end > tm.start) {
+    --mb_running_[r];
+    mark_mb_changed(r);
+  }
   if (interference_ && (flags_[g] & kFlagCompute) && tm.end > tm.start) {
     tl_.ranks[r].interference_ns += tm.end - tm.start - dur(g);
     auto& run = running_[r];
@@ -704,24 +750,29 @@ void Engine::settle(TimeNs t) {
     }
     if (deferred_.empty() && deferred_rdv_.empty()) {
       if (!changed_ranks_.empty()) retime_running(t);
+      if (!mb_changed_ranks_.empty() || !touched_.empty()) retime_rendezvous(t);
       return;
     }
     // Every end and zero-length cascade of this instant is done: the sets of running tasks
     // are final, so the interference decisions do not depend on processing order. First the
-    // rendezvous (stretched when a member's memory-bound compute runs from before t), then
-    // the compute tasks (which see the communication started at t).
+    // rendezvous (timed from the memory-bound compute running now; retime_rendezvous
+    // re-times them from the final state when the instant settles), then the compute tasks
+    // (which see the communication started at t).
     for (const std::int32_t inst : deferred_rdv_) {
       const auto ui = static_cast<size_t>(inst);
       const auto b = static_cast<size_t>(match_.offsets[ui]), e = static_cast<size_t>(match_.offsets[ui + 1]);
-      // The overlap with the memory-bound kernel running on a member (one at most: compute
-      // runs on one stream) slows the whole rendezvous by share x overlap.
       const TimeNs d0 = inst_dur_[ui];
-      TimeNs overlap = 0;
-      for (size_t k = b; k < e; ++k) {
-        const auto r = static_cast<size_t>(rank_of_[inst_member_[k]]);
-        if (mb_running_before(r, t)) overlap = std::max(overlap, std::min(d0, mb_end_[r] - t));
+      const double f = rendezvous_factor(ui);
+      if (d0 > 0) {
+        for (size_t k = b; k < e; ++k)
+          rdv_of_rank_[static_cast<size_t>(rank_of_[inst_member_[k]])].push_back(inst);
+        touch(inst);
       }
-      const TimeNs d = d0 + stretch(overlap, static_cast<double>(inst_hbm_ppm_[ui]) * 1e-6);
+      inst_running_[ui] = d0 > 0;
+      inst_work_[ui] = static_cast<double>(d0);
+      inst_since_[ui] = t;
+      inst_factor_[ui] = f;
+      const TimeNs d = f == 1.0 || d0 == 0 ? d0 : std::max<TimeNs>(1, stretch(d0, f));
       for (size_t k = b; k < e; ++k) launch(inst_member_[k], t, d);
     }
     deferred_rdv_.clear();
@@ -746,7 +797,6 @@ void Engine::retime_running(TimeNs t) {
   for (const std::uint32_t ur : changed_ranks_) {
     const size_t r = ur;
     comm_changed_[r] = 0;
-    bool mb_moved = false;
     for (Running& x : running_[r]) {
       const double f = slowdown_factor(r, x.g);
       if (f == x.factor) continue;
@@ -759,15 +809,42 @@ void Engine::retime_running(TimeNs t) {
       if (end == tm.end) continue;
       tm.end = end;
       queue_.push(end, x.g);
-      mb_moved = mb_moved || (flags_[x.g] & kFlagMemBound);
-    }
-    if (hbm_ && mb_moved) {  // the HBM rule's view of when this rank's memory-bound work ends
-      mb_end_[r] = 0;
-      for (const Running& y : running_[r])
-        if (flags_[y.g] & kFlagMemBound) mb_end_[r] = std::max(mb_end_[r], at(y.g).end);
     }
   }
   changed_ranks_.clear();
+}
+
+// Instant t has settled: each running rendezvous with an HBM share that started in it, or
+// that a rank whose memory-bound count changed takes part in, goes on at its speed from now
+// (1 + share slower while any member runs memory-bound compute) with the work it has left;
+// all its members keep one end.
+void Engine::retime_rendezvous(TimeNs t) {
+  for (const std::uint32_t ur : mb_changed_ranks_) {
+    const size_t r = ur;
+    mb_changed_[r] = 0;
+    for (const std::int32_t inst : rdv_of_rank_[r]) touch(inst);
+  }
+  mb_changed_ranks_.clear();
+  for (const std::int32_t inst : touched_) {
+    const auto ui = static_cast<size_t>(inst);
+    inst_touched_[ui] = 0;
+    if (!inst_running_[ui]) continue;
+    const double f = rendezvous_factor(ui);
+    if (f == inst_factor_[ui]) continue;
+    inst_work_[ui] -= static_cast<double>(t - inst_since_[ui]) / inst_factor_[ui];
+    inst_since_[ui] = t;
+    inst_factor_[ui] = f;
+    const TimeNs end =
+        t + std::max<TimeNs>(1, std::llround(std::max(0.0, inst_work_[ui]) * f));
+    const auto b = static_cast<size_t>(match_.offsets[ui]), e = static_cast<size_t>(match_.offsets[ui + 1]);
+    for (size_t k = b; k < e; ++k) {
+      const std::uint32_t g = inst_member_[k];
+      if (at(g).end == end) continue;
+      at(g).end = end;
+      queue_.push(end, g);
+    }
+  }
+  touched_.clear();
 }
 
 Timeline Engine::run() {

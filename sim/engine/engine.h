@@ -31,10 +31,10 @@
 //    share x C on a capacity C: both run at 1 / (1 + share) of their speed while they
 //    overlap). The memory-bound kernel follows the SM rule above with 1 + the larger of the
 //    SM slowdown and the summed shares of the communication running on its rank; a
-//    rendezvous is lengthened when it starts, by share x the time the memory-bound kernel
-//    running then still has to run (at its speed then); a communication task is not
-//    stretched by compute that starts after it (that compute is slowed instead). Flow-mode
-//    transfers take no part (their rates come from the network model);
+//    rendezvous goes at 1 / (1 + share) while any of its member ranks runs memory-bound
+//    compute, and is re-timed like a kernel when that changes (keeping the work it has
+//    left; all members keep one end). Flow-mode transfers take no part (their rates come
+//    from the network model);
 //  - memory: allocs/frees apply in causal order within an instant; the curve keeps one
 //    sample per instant (the value after it);
 //  - a program where tasks remain but none can start throws InvariantError naming each stuck
@@ -147,10 +147,9 @@ struct EngineOptions {
   // task, the fraction of its GPU's achievable HBM bandwidth its kernels use while it runs
   // (sim/cost/coster.h comm_hbm_share; unset: no HBM contention). Then a memory-bound
   // compute task (kMemoryBound) runs slower by 1 + the larger of the SM slowdown and the sum
-  // of their shares while communication runs on its rank, and an
-  // analytical communication rendezvous that starts while a memory-bound compute task of a
-  // member rank runs (started before this instant) is lengthened by share x the time that
-  // task still runs (capped at the rendezvous' duration).
+  // of their shares while communication runs on its rank, and an analytical communication
+  // rendezvous runs at 1 / (1 + share) of its speed while a memory-bound compute task runs
+  // on one of its member ranks.
   std::function<double(const RankProgram&, const Task&, TimeNs duration)> comm_hbm_share;
   bool record_memory_curve = true;
   // Set: network: flow (communication as flows sharing links); null: analytical durations.

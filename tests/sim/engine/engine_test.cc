@@ -361,10 +361,12 @@ int membound(Builder& b, int r, const std::string& label, TimeNs dur, std::vecto
 }
 
 TEST(Engine, HbmContentionStretchesMemoryBoundKernelsByTheCommShare) {
-  // dp allreduce runs [0, 1000) with share 0.5. Memory-bound m (100) starts at 0: it and
-  // the allreduce demand 1.5x the HBM bandwidth, so it runs at 1/1.5: 150. GEMM g (100)
-  // starts at 150 during the allreduce: SM slowdown only, 110. The allreduce started first
-  // (at the same instant as m), so it is not stretched: ends 1000.
+  // dp allreduce (1000) with share 0.5 and memory-bound m (100) start at 0: together they
+  // demand 1.5x the HBM bandwidth, so both run at 1/1.5 while they overlap. m: 150. GEMM g
+  // (100) starts at 150 during the allreduce: SM slowdown only, 110, ends 260. The
+  // allreduce did 150 / 1.5 = 100 of its work over m and the other 900 at full speed: ends
+  // 1050 (the start-based rule, deciding at the start from the kernels already running,
+  // left it at 1000).
   Builder b;
   const int r = b.rank(0);
   const int grp = b.group(GroupKind::kDp, {0});
@@ -374,7 +376,7 @@ TEST(Engine, HbmContentionStretchesMemoryBoundKernelsByTheCommShare) {
   const Timeline tl = simulate(b.p, b.d, hbm_options());
   EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(m)].end, 150);
   EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(g)].end, 260);
-  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(ar)].end, 1000);
+  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(ar)].end, 1050);
   // Without the HBM share the memory-bound kernel takes the SM slowdown like any kernel.
   EngineOptions sm_only;
   sm_only.compute_slowdown_when_comm = 0.1;
@@ -382,11 +384,12 @@ TEST(Engine, HbmContentionStretchesMemoryBoundKernelsByTheCommShare) {
 }
 
 TEST(Engine, HbmContentionSlowsCommStartingUnderAMemoryBoundKernel) {
-  // Memory-bound m (500) and tp collective x (100) start at 0. x is decided first (it does
-  // not see m, which starts in the same instant), so it keeps 100; m sees x running and
-  // takes 500 x 1.5 = 750. At 100 x ends and the dp allreduce (1000) starts while m runs
-  // until 750: over that overlap, 650, both share HBM, so the allreduce takes
-  // 1000 + 0.5 x 650 = 1325 and ends at 1425.
+  // Memory-bound m (500) and tp collective x (100, share 0.5) start at 0 and share HBM:
+  // both at 1/1.5. x ends at 150, when m has done 100. The dp allreduce (1000) starts then
+  // while m runs on at 1/1.5: m's other 400 take 600, so m ends at 750 (500 x 1.5, slowed
+  // over its whole length); the allreduce does 600 / 1.5 = 400 over m and 600 after it, so
+  // it ends at 1350. (The start-based rule left x at 100, as m started in the same instant,
+  // and the allreduce at 100 + 1000 + 0.5 x 650 = 1425.)
   Builder b;
   const int r = b.rank(0);
   const int grp = b.group(GroupKind::kDp, {0});
@@ -394,10 +397,33 @@ TEST(Engine, HbmContentionSlowsCommStartingUnderAMemoryBoundKernel) {
   const int x = b.coll(r, "x", b.group(GroupKind::kTp, {0}), 100);
   const int ar = b.coll(r, "ar", grp, 1000, {x}, StreamKind::kDp, Category::kDpComm);
   const Timeline tl = simulate(b.p, b.d, hbm_options());
-  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(x)].end, 100);
+  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(x)].end, 150);
   EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(m)].end, 750);
-  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(ar)].start, 100);
-  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(ar)].end, 100 + 1325);
+  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(ar)].start, 150);
+  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(ar)].end, 1350);
+}
+
+TEST(Engine, HbmContentionSlowsCommWhileAnyMemberRunsMemoryBoundCompute) {
+  // A dp allreduce (1000, share 0.5) over ranks 0 and 1 starts at 0. Rank 1 runs GEMM g
+  // (200, SM slowdown 0.1 under the allreduce: 220), then memory-bound m (300) from 220: m
+  // and the allreduce share HBM, both at 1/1.5, so m takes 450 and ends at 670. The
+  // allreduce did 220 before m, 450 / 1.5 = 300 over it and the other 480 after it: it ends
+  // at 220 + 450 + 480 = 1150 on both ranks, rank 0 included, whose own compute is idle (a
+  // collective is as slow as its slowest member). The start-based rule left it at 1000: no
+  // memory-bound kernel ran when it started.
+  Builder b;
+  const int r0 = b.rank(0), r1 = b.rank(1);
+  const int grp = b.group(GroupKind::kDp, {0, 1});
+  const int a0 = b.coll(r0, "ar", grp, 1000, {}, StreamKind::kDp, Category::kDpComm);
+  const int a1 = b.coll(r1, "ar", grp, 1000, {}, StreamKind::kDp, Category::kDpComm);
+  const int g = b.compute(r1, "g", 200);
+  const int m = membound(b, r1, "m", 300, {g});
+  const Timeline tl = simulate(b.p, b.d, hbm_options());
+  EXPECT_EQ(tl.ranks[1].tasks[static_cast<size_t>(g)].end, 220);
+  EXPECT_EQ(tl.ranks[1].tasks[static_cast<size_t>(m)].start, 220);
+  EXPECT_EQ(tl.ranks[1].tasks[static_cast<size_t>(m)].end, 670);
+  EXPECT_EQ(tl.ranks[0].tasks[static_cast<size_t>(a0)].end, 1150);
+  EXPECT_EQ(tl.ranks[1].tasks[static_cast<size_t>(a1)].end, 1150);
 }
 
 TEST(Engine, SmInterferenceFollowsTheOverlap) {
@@ -473,6 +499,37 @@ bool same_timing(const RankTimeline& a, const RankTimeline& b) {
   return true;
 }
 
+// |[s0, s1) ∩ union of spans|, by sweeping the cut points.
+double covered(TimeNs s0, TimeNs s1, const std::vector<std::pair<TimeNs, TimeNs>>& spans) {
+  std::vector<TimeNs> cuts{s0, s1};
+  for (const auto& [a, e] : spans) {
+    if (a > s0 && a < s1) cuts.push_back(a);
+    if (e > s0 && e < s1) cuts.push_back(e);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  double sum = 0;
+  for (size_t c = 0; c + 1 < cuts.size(); ++c)
+    for (const auto& [a, e] : spans)
+      if (a <= cuts[c] && cuts[c] < e) {
+        sum += static_cast<double>(cuts[c + 1] - cuts[c]);
+        break;
+      }
+  return sum;
+}
+
+// 40 random programs on 4 ranks with per-rank jitter, so that communication starts and ends
+// at many different instants inside kernels (and kernels inside communication), each
+// simulated with `o` and handed to `check(trial, builder, timeline)`.
+template <class Check>
+void on_random_jittered_programs(std::uint64_t seed, const EngineOptions& o, Check check) {
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 40; ++trial) {
+    const auto tt = testing::random_template(rng, 30 + trial);
+    const Builder b = testing::build_replicated(tt, 4, false, &rng);
+    check(trial, tt, b, simulate(b.p, b.d, o));
+  }
+}
+
 TEST(EngineProperty, EveryKernelDoesItsWorkAtTheSpeedOfEachMoment) {
   // SM interference over the overlap, checked kernel by kernel on random programs (4 ranks,
   // per-rank jitter, so collectives and sends start and end at many different instants
@@ -481,15 +538,12 @@ TEST(EngineProperty, EveryKernelDoesItsWorkAtTheSpeedOfEachMoment) {
   // f = 1 + slowdown; that must be d. The engine rounds only the end it last decided (to the
   // ns, at least 1 ns after a re-timing), so the two agree within 1 ns; the start-based rule
   // missed this by up to d x 0.25 / 1.25 on a kernel a collective started in the middle of.
-  std::mt19937_64 rng(777);
   const double f = 1.25;
   int partial = 0;  // kernels overlapped over part of their span (the re-timed ones)
-  for (int trial = 0; trial < 40; ++trial) {
-    const auto tt = testing::random_template(rng, 30 + trial);
-    const Builder b = testing::build_replicated(tt, 4, false, &rng);
-    EngineOptions o;
-    o.compute_slowdown_when_comm = f - 1;
-    const Timeline tl = simulate(b.p, b.d, o);
+  EngineOptions o;
+  o.compute_slowdown_when_comm = f - 1;
+  on_random_jittered_programs(777, o, [&](int trial, const auto&, const Builder& b,
+                                          const Timeline& tl) {
     for (size_t r = 0; r < b.p.ranks.size(); ++r) {
       const TaskList& tasks = b.p.ranks[r].tasks;
       const RankTimeline& rt = tl.ranks[r];
@@ -508,22 +562,7 @@ TEST(EngineProperty, EveryKernelDoesItsWorkAtTheSpeedOfEachMoment) {
         if ((k != TaskKind::kGemm && k != TaskKind::kMemoryBound) || d == 0) continue;
         const TimeNs s0 = rt.tasks[i].start, s1 = rt.tasks[i].end;
         added += s1 - s0 - d;
-        // O = |union of the communication spans ∩ [s0, s1)|, by sweeping the cut points.
-        std::vector<TimeNs> cuts{s0, s1};
-        for (const auto& [a, e] : comm) {
-          if (a > s0 && a < s1) cuts.push_back(a);
-          if (e > s0 && e < s1) cuts.push_back(e);
-        }
-        std::sort(cuts.begin(), cuts.end());
-        double overlap = 0;
-        for (size_t c = 0; c + 1 < cuts.size(); ++c) {
-          const TimeNs m = cuts[c];
-          for (const auto& [a, e] : comm)
-            if (a <= m && m < e) {
-              overlap += static_cast<double>(cuts[c + 1] - m);
-              break;
-            }
-        }
+        const double overlap = covered(s0, s1, comm);  // O
         const double wall = static_cast<double>(s1 - s0);
         const double work = (wall - overlap) + overlap / f;
         ASSERT_NEAR(work, static_cast<double>(d), 1.0)
@@ -533,8 +572,60 @@ TEST(EngineProperty, EveryKernelDoesItsWorkAtTheSpeedOfEachMoment) {
       }
       EXPECT_EQ(rt.interference_ns, added) << "trial " << trial << " rank " << r;
     }
-  }
+  });
   EXPECT_GT(partial, 100);  // the property is about re-timed kernels: there must be many
+}
+
+TEST(EngineProperty, EveryCollectiveSharesHbmOverItsOverlapOnly) {
+  // HBM contention on the communication side, collective by collective on random programs
+  // (4 ranks with jitter; the optimizer-category compute of the template is memory-bound):
+  // a collective with share s whose members run memory-bound kernels over O ns of its span
+  // [start, end) does (end - start - O) + O / (1 + s) of work, which must be its duration,
+  // the longest of its members' (within 1 ns: only the last decided end is rounded). The
+  // rule decided at the start missed this whenever a kernel began during the collective.
+  const double share = 0.5;
+  int partial = 0;  // collectives overlapped over part of their span (the re-timed ones)
+  EngineOptions o;
+  o.compute_slowdown_when_comm = 0.2;
+  o.comm_hbm_share = [share](const RankProgram&, const Task&, TimeNs) { return share; };
+  on_random_jittered_programs(4242, o, [&](int trial, const auto& tt, const Builder& b,
+                                           const Timeline& tl) {
+    const size_t nr = b.p.ranks.size();
+    std::vector<std::vector<std::pair<TimeNs, TimeNs>>> mb(nr);  // memory-bound spans
+    for (size_t r = 0; r < nr; ++r)
+      for (size_t i = 0; i < b.p.ranks[r].tasks.size(); ++i)
+        if (b.p.ranks[r].tasks[i].kind == TaskKind::kMemoryBound && b.d[r][i] > 0)
+          mb[r].emplace_back(tl.ranks[r].tasks[i].start, tl.ranks[r].tasks[i].end);
+    for (size_t i = 0; i < tt.size(); ++i) {
+      // Template task i is task i on every rank; world collectives span the 4 ranks, pair
+      // collectives {0, 1} and {2, 3}.
+      std::vector<std::vector<size_t>> groups;
+      if (tt[i].kind == testing::TemplateTask::kCollWorld) groups = {{0, 1, 2, 3}};
+      else if (tt[i].kind == testing::TemplateTask::kCollPair) groups = {{0, 1}, {2, 3}};
+      for (const auto& members : groups) {
+        TimeNs d0 = 0;
+        std::vector<std::pair<TimeNs, TimeNs>> spans;
+        for (const size_t r : members) {
+          d0 = std::max(d0, b.d[r][i]);
+          spans.insert(spans.end(), mb[r].begin(), mb[r].end());
+        }
+        const TimeNs s0 = tl.ranks[members[0]].tasks[i].start;
+        const TimeNs s1 = tl.ranks[members[0]].tasks[i].end;
+        for (const size_t r : members) {  // a rendezvous: one span for all its members
+          ASSERT_EQ(tl.ranks[r].tasks[i].start, s0);
+          ASSERT_EQ(tl.ranks[r].tasks[i].end, s1);
+        }
+        if (d0 == 0) continue;
+        const double overlap = covered(s0, s1, spans);
+        const double wall = static_cast<double>(s1 - s0);
+        ASSERT_NEAR((wall - overlap) + overlap / (1 + share), static_cast<double>(d0), 1.0)
+            << "trial " << trial << " task " << i << ": [" << s0 << ", " << s1 << "), overlap "
+            << overlap;
+        partial += overlap > 0 && overlap < wall;
+      }
+    }
+  });
+  EXPECT_GT(partial, 30);  // the property is about re-timed collectives: there must be many
 }
 
 TEST(EngineProperty, FoldedEqualsFullOnSymmetricPrograms) {
