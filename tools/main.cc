@@ -248,10 +248,7 @@ int main(int argc, char** argv) {
         std::cerr << fmt::format(
             "stepcast: the plan does not fit: peak {:.2f} GiB per GPU > {:.2f} GiB capacity{}\n",
             p.result.memory_peak_gib, p.result.memory_capacity_gib,
-            p.result.memory_reserved_gib > 0
-                ? fmt::format(" ({:.2f} GiB of the GPU kept in reserve)",
-                              p.result.memory_reserved_gib)
-                : "");
+            p.result.memory_reserved_gib > 0 ? " (" + sc::reserve_note(p.result) + ")" : "");
         return kExitNoFit;
       }
       return kExitOk;

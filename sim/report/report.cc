@@ -363,6 +363,11 @@ static std::string largest_first(const std::map<std::string, double>& m, size_t 
   return o;
 }
 
+std::string reserve_note(const Result& r) {
+  if (r.memory_reserved_gib <= 0) return {};
+  return fmt::format("{:.2f} GiB more kept in reserve", r.memory_reserved_gib);
+}
+
 std::string render_text(const Result& r) {
   std::string o;
   o += fmt::format("stepcast: {}\n", r.scenario_name);
@@ -382,11 +387,10 @@ std::string render_text(const Result& r) {
   o += fmt::format("  Tokens/s             {:.0f}\n", r.tokens_per_s);
   o += fmt::format("  TFLOP/s per GPU      {:.1f}\n", r.tflops_per_gpu);
   o += fmt::format("  MFU                  {:.1f} %\n", r.mfu * 100);
-  o += fmt::format("  Peak memory per GPU  {:.2f} GiB of {:.2f} GiB ({}{})\n", r.memory_peak_gib,
+  const std::string reserve = reserve_note(r);
+  o += fmt::format("  Peak memory per GPU  {:.2f} GiB of {:.2f} GiB ({}{}{})\n", r.memory_peak_gib,
                    r.memory_capacity_gib, r.fits_memory ? "fits" : "does not fit",
-                   r.memory_reserved_gib > 0
-                       ? fmt::format("; {:.2f} GiB more kept in reserve", r.memory_reserved_gib)
-                       : "");
+                   reserve.empty() ? "" : "; ", reserve);
   for (size_t s = 0; s < r.memory_peak_gib_per_stage.size(); ++s) {
     if (r.memory_peak_gib_per_stage.size() > 1) {
       o += fmt::format("    stage {:<3} {:8.2f} GiB\n", s, r.memory_peak_gib_per_stage[s]);

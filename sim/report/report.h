@@ -69,6 +69,10 @@ CriticalPathSummary summarize_critical_path(const Program& p, const Timeline& t,
                                             size_t longest = 5);
 
 std::string render_text(const Result& r);
+// "X GiB more kept in reserve" when the profile keeps some of the GPU's memory from the
+// training tensors (gpu.memory_reserved), else empty: the one wording of the text, the HTML
+// report and the does-not-fit message.
+std::string reserve_note(const Result& r);
 nlohmann::json result_to_json(const Result& r);
 // Reads what result_to_json writes back into a Result (nlohmann::json exceptions on a
 // missing key or a wrong type); scenario_file and simulated, which the schema leaves out,

@@ -357,9 +357,7 @@ std::string html_report(const Scenario& sc, const Prediction& pred) {
   row("mfu", "MFU", fmt::format("{:.1f} %", 100 * r.mfu));
   row("memory-peak", "Peak memory per GPU",
       fmt::format("{:.2f} GiB of {:.2f} GiB{}", r.memory_peak_gib, r.memory_capacity_gib,
-                  r.memory_reserved_gib > 0
-                      ? fmt::format(" ({:.2f} GiB more kept in reserve)", r.memory_reserved_gib)
-                      : ""));
+                  r.memory_reserved_gib > 0 ? " (" + reserve_note(r) + ")" : ""));
   o += "</table>\n<h2>Where the time goes</h2>\n<div class=\"bar\" id=\"breakdown-bar\">\n";
   static const char* kColours[] = {"#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b",
                                    "#eeca3b", "#b279a2", "#9d755d", "#cccccc"};

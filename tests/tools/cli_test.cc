@@ -426,7 +426,7 @@ parallel: {tp: 2, pp: 1, cp: 1, microbatch: 1, schedule: 1f1b, zero: 1, sequence
                                  "{gpu.memory_reserved: 20 GiB}}\n");
   CliRun tight = stepcast("run " + (d / "tight.yaml").string());
   EXPECT_EQ(tight.code, 3);
-  EXPECT_NE(tight.err.find("> 49.65 GiB capacity (30.00 GiB of the GPU kept in reserve)"),
+  EXPECT_NE(tight.err.find("> 49.65 GiB capacity (30.00 GiB more kept in reserve)"),
             std::string::npos)
       << tight.err;
   CliRun roomy = stepcast("run " + (d / "roomy.yaml").string());
