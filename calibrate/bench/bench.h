@@ -73,6 +73,10 @@ struct Results {
   std::vector<GemmResult> gemm;
   std::vector<MemoryResult> memory;
   double launch_overhead_us = -1;  // < 0: not measured
+  // Device memory in use when the memory benchmark starts, before it allocates anything
+  // (cudaMemGetInfo total - free): the CUDA context, the modules loaded so far and any other
+  // process on the GPU. < 0: not measured.
+  double context_memory_bytes = -1;
   std::vector<CollectiveResult> collectives;
   std::vector<OverlapResult> overlap;
   std::vector<std::string> notes;  // skipped parts and why

@@ -76,6 +76,15 @@ double median_time_us(Launch&& launch, int warmup, int repeats, cudaStream_t s) 
 
 void run_memory(const Options& opt, Results& out) {
   STEPCAST_CUDA_CHECK(cudaSetDevice(opt.device));
+  STEPCAST_CUDA_CHECK(cudaFree(nullptr));  // the context exists from here on
+  // What training tensors can never use: in use before this benchmark allocates anything
+  // (stepcast fit writes it as gpu.memory_reserved; a training process holds at least this
+  // much besides its tensors, plus NCCL's buffers and its allocator's slack).
+  std::size_t free_bytes = 0, total_bytes = 0;
+  STEPCAST_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  out.context_memory_bytes = static_cast<double>(total_bytes - free_bytes);
+  std::fprintf(stderr, "device memory in use before the benchmark: %.1f MiB of %.1f MiB\n",
+               out.context_memory_bytes / 1048576.0, total_bytes / 1048576.0);
   int sms = 0;
   STEPCAST_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, opt.device));
   cudaStream_t s;

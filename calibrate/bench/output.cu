@@ -120,6 +120,7 @@ void write_measurements(const std::string& path, const Options& opt, const Resul
   }
   w.end_array();
   if (r.launch_overhead_us >= 0) w.field("launch_overhead_us", r.launch_overhead_us);
+  if (r.context_memory_bytes >= 0) w.field("context_memory_bytes", r.context_memory_bytes);
   w.end_object();
 
   w.key("collectives");

@@ -597,6 +597,11 @@ void write_yaml(const HwProfile& base, const FitReport& rep, const Measurements&
   if (!base.compute.source.empty()) src += "; values not fitted: " + base.compute.source;
   compute["source"] = src;
 
+  if (is_fitted("gpu.memory_reserved")) {
+    if (!doc["gpu"].IsMap()) doc["gpu"] = YAML::Node(YAML::NodeType::Map);
+    doc["gpu"]["memory_reserved"] = fmt::format("{:.0f} MiB", rep.memory_reserved_bytes / 1048576.0);
+  }
+
   if (!rep.calibrated.empty()) {
     YAML::Node coll = doc["collectives"];
     if (!coll.IsMap()) {
@@ -738,6 +743,20 @@ void fit_profile(const std::string& measurements_path, const std::string& base_p
     }
   }
 
+  if (m.context_memory_bytes) {
+    // Whole MiB, rounded up: the reserve is a bound, never below what was measured.
+    const double reserve = std::ceil(*m.context_memory_bytes / 1048576.0) * 1048576.0;
+    if (reserve < base.gpu.memory_bytes) {
+      rep.memory_reserved_bytes = reserve;
+      rep.fitted.push_back("gpu.memory_reserved");
+    } else {
+      rep.warnings.push_back(fmt::format(
+          "memory: {} in use before the benchmark is not less than the base profile's {} of "
+          "GPU memory; gpu.memory_reserved not written",
+          format_bytes(*m.context_memory_bytes), format_bytes(base.gpu.memory_bytes)));
+    }
+  }
+
   fit_collectives(m, base, rep);
   write_yaml(base, rep, m, out_yaml);
   // What was written must load as any profile does (fitted values are kept in range, so a
@@ -779,6 +798,10 @@ std::string FitReport::text() const {
                      adam_bw_bytes_per_s / 1e9, pct(adam_max_rel_err));
   if (std::find(fitted.begin(), fitted.end(), "compute.launch_overhead") != fitted.end())
     o << fmt::format("  launch overhead: {:.2f} us\n", compute.launch_overhead_s * 1e6);
+  if (memory_reserved_bytes > 0)
+    o << fmt::format("  gpu.memory_reserved: {:.0f} MiB in use before the memory benchmark (CUDA "
+                     "context, loaded modules)\n",
+                     memory_reserved_bytes / 1048576.0);
   if (!comm_sms_estimates.empty())
     o << fmt::format("  comm_sms: {} (from {} overlap measurements)\n", compute.comm_sms,
                      comm_sms_estimates.size());

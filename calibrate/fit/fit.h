@@ -20,6 +20,10 @@
 //    calibrated entry [min_size, max_size].
 //  - comm_sms: a GEMM slowed from t0 to t1 by a concurrent NCCL kernel lost the SMs that
 //    kernel holds: t1/t0 = sms/(sms - comm_sms)  =>  comm_sms = sms * (1 - t0/t1).
+//  - gpu.memory_reserved: the device memory in use before the memory benchmark allocated
+//    anything (CUDA context and loaded modules; memory.context_memory_bytes), which no
+//    training tensor can use. A lower bound of what a training process holds besides its
+//    tensors (NCCL's buffers and the allocator's slack come on top).
 #pragma once
 
 #include <array>
@@ -119,6 +123,8 @@ struct FitReport {
   // Collectives
   std::vector<CollectiveFit> collectives;
   std::vector<CollectiveCalib> calibrated;  // entries written
+  // gpu.memory_reserved: the measured context memory (0: not measured, or not written)
+  double memory_reserved_bytes = 0;
   // Overlap
   std::vector<double> comm_sms_estimates;
   std::vector<std::string> warnings;

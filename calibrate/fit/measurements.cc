@@ -277,9 +277,12 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
 
   if (auto it = doc.find("memory"); it != doc.end()) {
     const std::string mp = "/memory";
-    if (r.expect_object(*it, mp, {"kernels", "launch_overhead_us"})) {
+    if (r.expect_object(*it, mp, {"kernels", "launch_overhead_us", "context_memory_bytes"})) {
       if (it->contains("launch_overhead_us")) {
         if (auto v = r.positive(*it, mp, "launch_overhead_us")) out.launch_overhead_s = *v * 1e-6;
+      }
+      if (it->contains("context_memory_bytes")) {
+        if (auto v = r.positive(*it, mp, "context_memory_bytes")) out.context_memory_bytes = *v;
       }
       if (const json* a = array_at(*it, mp, "kernels")) {
         for (std::size_t i = 0; i < a->size(); ++i) {
@@ -352,7 +355,7 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
   }
 
   if (issues.empty() && out.gemm.empty() && out.memory.empty() && out.collectives.empty() &&
-      out.overlap.empty() && !out.launch_overhead_s)
+      out.overlap.empty() && !out.launch_overhead_s && !out.context_memory_bytes)
     r.error("", "no measurements: gemm, memory, collectives and overlap are all empty");
   issues.throw_if_any();
   return out;

@@ -68,6 +68,9 @@ struct Measurements {
   std::vector<MeasuredGemm> gemm;
   std::vector<MeasuredMemory> memory;
   std::optional<double> launch_overhead_s;
+  // Device memory in use before the memory benchmark allocated anything (CUDA context,
+  // loaded modules): memory.context_memory_bytes.
+  std::optional<double> context_memory_bytes;
   std::vector<MeasuredCollective> collectives;
   std::vector<MeasuredOverlap> overlap;
 };

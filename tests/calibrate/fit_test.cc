@@ -365,6 +365,42 @@ TEST(FitSynthetic, MemoryLaunchAndOverlap) {
   EXPECT_NEAR(got.compute.membound_eff, 3.0 / 3.35, 1e-4);
   EXPECT_NEAR(got.compute.launch_overhead_s, 2.5e-6, 1e-12);
   EXPECT_EQ(got.compute.comm_sms, 12);
+  // No context measurement: the base's reserve (none) stays.
+  EXPECT_EQ(got.gpu.memory_reserved_bytes, 0);
+  EXPECT_EQ(rep.memory_reserved_bytes, 0);
+}
+
+// memory.context_memory_bytes -> gpu.memory_reserved, in whole MiB rounded up (a bound):
+// 536870913 B = 512 MiB + 1 B -> 513 MiB = 537919488 B. What fits then changes by it: the
+// usable memory is 81559 - 513 = 81046 MiB.
+TEST(FitSynthetic, ContextMemoryBecomesTheReserve) {
+  const std::string in = write_file("context.json", R"({"schema": "stepcast.measurements/1",
+    "source": "synthetic", "provenance": {"gpu_name": "NVIDIA H100 80GB HBM3", "gpu_count": 1},
+    "memory": {"kernels": [], "context_memory_bytes": 536870913}})");
+  const std::string out = out_path("reserved.yaml");
+  FitReport rep;
+  fit_profile(in, "h100-sxm", out, &rep);
+  EXPECT_EQ(rep.memory_reserved_bytes, 513.0 * 1048576);
+  EXPECT_NE(rep.text().find("gpu.memory_reserved: 513 MiB"), std::string::npos) << rep.text();
+  const HwProfile got = load_profile(out, profiles_dir());
+  EXPECT_EQ(got.gpu.memory_reserved_bytes, 513.0 * 1048576);
+  EXPECT_EQ(got.gpu.usable_memory_bytes(), (81559.0 - 513) * 1048576);
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_NE(ss.str().find("memory_reserved: 513 MiB  # fitted"), std::string::npos) << ss.str();
+
+  // As much in use as the whole GPU (another GPU model, or a busy one): not written, said.
+  const std::string full = write_file("context_full.json", R"({"schema": "stepcast.measurements/1",
+    "source": "synthetic", "provenance": {"gpu_name": "NVIDIA H100 80GB HBM3", "gpu_count": 1},
+    "memory": {"kernels": [], "context_memory_bytes": 85521448960}})");
+  FitReport rep2;
+  fit_profile(full, "h100-sxm", out_path("reserved_full.yaml"), &rep2);
+  EXPECT_EQ(rep2.memory_reserved_bytes, 0);
+  ASSERT_EQ(rep2.warnings.size(), 1u);
+  EXPECT_NE(rep2.warnings[0].find("gpu.memory_reserved not written"), std::string::npos);
+  EXPECT_EQ(load_profile(out_path("reserved_full.yaml"), profiles_dir()).gpu.memory_reserved_bytes,
+            0);
 }
 
 // ---------------------------------------------------------------- stepcast-bench output
@@ -377,9 +413,11 @@ TEST(BenchOutput, LoadsAndFits) {
   EXPECT_FALSE(m.provenance.gpu_name.empty());
   EXPECT_FALSE(m.gemm.empty());
   ASSERT_TRUE(m.launch_overhead_s.has_value());
+  ASSERT_TRUE(m.context_memory_bytes.has_value());  // the CUDA context holds some memory
   FitReport rep;
   fit_profile(path, "h100-sxm", out_path("fitted.yaml"), &rep);
   EXPECT_GT(rep.copy_bw_bytes_per_s, 0);
+  EXPECT_GT(rep.memory_reserved_bytes, 0);
   std::cout << rep.text();
 }
 
@@ -447,6 +485,15 @@ TEST(MeasurementsBad, UnitMissingFromKey) {
   EXPECT_EQ(i.key, "/collectives/0/algbw");
   EXPECT_NE(i.message.find("a number without a unit"), std::string::npos);
   EXPECT_NE(i.message.find("\"algbw_GBps\""), std::string::npos);
+}
+
+TEST(MeasurementsBad, ContextMemoryMustBePositive) {
+  const std::string text = replace(kGood, R"("collectives": [)",
+                                   R"("memory": {"context_memory_bytes": 0}, "collectives": [)");
+  const InputIssue i = only_issue(text);
+  EXPECT_EQ(i.key, "/memory/context_memory_bytes");
+  EXPECT_NE(i.message.find("expected a positive number, got 0"), std::string::npos) << i.message;
+  EXPECT_EQ(i.line, 3);
 }
 
 TEST(MeasurementsBad, UnknownKeySuggestsTheClosest) {
