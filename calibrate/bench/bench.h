@@ -60,6 +60,15 @@ struct CollectiveResult {
   double algbw_GBps = 0, busbw_GBps = 0;
 };
 
+// Device memory NCCL held per GPU for one communicator over the sweep: in use after it (the
+// sweep's data buffers freed) minus in use before the communicator was created, the largest
+// over its GPUs.
+struct CommunicatorResult {
+  int ranks = 0, nodes = 1;
+  std::string algo;  // "default" or the pinned NCCL_ALGO
+  double bytes_per_gpu = 0;
+};
+
 struct OverlapResult {
   GemmShapeSpec gemm;
   int ranks = 0;
@@ -78,6 +87,7 @@ struct Results {
   // process on the GPU. < 0: not measured.
   double context_memory_bytes = -1;
   std::vector<CollectiveResult> collectives;
+  std::vector<CommunicatorResult> communicators;  // single-process groups only
   std::vector<OverlapResult> overlap;
   std::vector<std::string> notes;  // skipped parts and why
   int processes = 1;  // MPI processes (one GPU each) or 1

@@ -94,6 +94,15 @@ void NcclGroup::synchronize() {
   }
 }
 
+void NcclGroup::release_buffers() {
+  for (Member& m : members_) {
+    STEPCAST_CUDA_CHECK(cudaSetDevice(m.device));
+    STEPCAST_CUDA_CHECK(cudaFree(m.send));
+    STEPCAST_CUDA_CHECK(cudaFree(m.recv));
+    m.send = m.recv = nullptr;
+  }
+}
+
 void NcclGroup::allocate(std::size_t bytes) {
   for (Member& m : members_) {
     STEPCAST_CUDA_CHECK(cudaSetDevice(m.device));
@@ -178,6 +187,20 @@ void sweep(NcclGroup& g, const Options& opt, Results& out) {
 
 }  // namespace
 
+// Device memory in use on GPUs 0..n-1 (cudaMemGetInfo total - free; creates their
+// contexts first, so that what a communicator adds is measured apart from them).
+std::vector<double> used_memory(int n) {
+  std::vector<double> used(static_cast<std::size_t>(n));
+  for (int d = 0; d < n; ++d) {
+    STEPCAST_CUDA_CHECK(cudaSetDevice(d));
+    STEPCAST_CUDA_CHECK(cudaFree(nullptr));
+    std::size_t free_bytes = 0, total_bytes = 0;
+    STEPCAST_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    used[static_cast<std::size_t>(d)] = static_cast<double>(total_bytes - free_bytes);
+  }
+  return used;
+}
+
 void apply_algo(const Options& opt) {
   if (opt.algo.empty()) return;
   // NCCL reads NCCL_ALGO at communicator creation (NCCL docs, Environment Variables).
@@ -207,8 +230,19 @@ void run_nccl(const Options& opt, Results& out) {
                           std::to_string(devices) + " GPUs)");
       continue;
     }
+    const std::vector<double> before = used_memory(ranks);
     std::unique_ptr<NcclGroup> g = NcclGroup::single_process(ranks, max_bytes);
     sweep(*g, opt, out);
+    // What NCCL holds once every op has run (connections are made as collectives first need
+    // them): the training process holds it for each communicator it uses.
+    g->synchronize();
+    g->release_buffers();
+    const std::vector<double> after = used_memory(ranks);
+    double held = 0;
+    for (std::size_t d = 0; d < after.size(); ++d) held = std::max(held, after[d] - before[d]);
+    out.communicators.push_back({ranks, 1, opt.algo.empty() ? "default" : opt.algo, held});
+    std::fprintf(stderr, "nccl communicator of %d GPUs: %.1f MiB per GPU\n", ranks,
+                 held / 1048576.0);
     any = true;
   }
   if (!any) out.notes.push_back("nccl: needs at least 2 GPUs; nothing measured");

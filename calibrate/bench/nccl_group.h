@@ -62,6 +62,8 @@ class NcclGroup {
   // member's time per op, in microseconds (max over processes under MPI).
   double time_us(const std::string& op, std::size_t bytes, int warmup, int repeats);
   void synchronize();
+  // Frees the data buffers (what remains on the GPUs is NCCL's own).
+  void release_buffers();
 
  private:
   NcclGroup() = default;

@@ -1,7 +1,8 @@
 // measurements.json: schema "stepcast.measurements/1" (read by calibrate/fit/measurements.cc).
 // Every number's key carries its unit. Layout:
 //   {schema, source, subcommands[], provenance{...}, gemm[], memory{kernels[],
-//    launch_overhead_us}, collectives[], overlap[], notes[]}
+//    launch_overhead_us, context_memory_bytes}, collectives[], communicators[], overlap[],
+//    notes[]}
 #include <algorithm>
 #include <fstream>
 
@@ -136,6 +137,18 @@ void write_measurements(const std::string& path, const Options& opt, const Resul
     w.field("time_us", c.time_us);
     w.field("algbw_GBps", c.algbw_GBps);
     w.field("busbw_GBps", c.busbw_GBps);
+    w.end_object();
+  }
+  w.end_array();
+
+  w.key("communicators");
+  w.begin_array();
+  for (const CommunicatorResult& c : r.communicators) {
+    w.begin_object();
+    w.field("ranks", c.ranks);
+    w.field("nodes", c.nodes);
+    w.field("algo", c.algo);
+    w.field("memory_bytes_per_gpu", c.bytes_per_gpu);
     w.end_object();
   }
   w.end_array();

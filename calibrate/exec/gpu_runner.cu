@@ -197,7 +197,9 @@ void launch_compute(Local& l, const Task& t) {
       return;
     case Kind::kAlloc: {
       void* p = nullptr;
-      if (t.bytes > 0) {
+      // The Program's "nccl" allocation stands for NCCL's own buffers, which this process's
+      // communicators really hold: allocating it too would count them twice.
+      if (t.bytes > 0 && t.what != "nccl") {
         const cudaError_t err = cudaMallocAsync(&p, static_cast<std::size_t>(t.bytes), s);
         if (err == cudaErrorMemoryAllocation)
           throw OutOfMemory("rank " + std::to_string(l.rank) + ": alloc '" + t.label + "' of " +

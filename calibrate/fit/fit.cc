@@ -602,6 +602,20 @@ void write_yaml(const HwProfile& base, const FitReport& rep, const Measurements&
     doc["gpu"]["memory_reserved"] = fmt::format("{:.0f} MiB", rep.memory_reserved_bytes / 1048576.0);
   }
 
+  if (is_fitted("collectives.communicator_memory")) {
+    if (!doc["collectives"].IsMap()) doc["collectives"] = YAML::Node(YAML::NodeType::Map);
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (const CommunicatorMemory& e : rep.communicator_memory) {
+      YAML::Node n = flow_map();
+      n["ranks"] = e.ranks;
+      n["nodes"] = e.nodes;
+      n["memory"] = fmt::format("{:.0f} MiB", e.bytes / 1048576.0);
+      if (!e.source.empty()) n["source"] = e.source;
+      list.push_back(n);
+    }
+    doc["collectives"]["communicator_memory"] = list;
+  }
+
   if (!rep.calibrated.empty()) {
     YAML::Node coll = doc["collectives"];
     if (!coll.IsMap()) {
@@ -757,6 +771,30 @@ void fit_profile(const std::string& measurements_path, const std::string& base_p
     }
   }
 
+  if (!m.communicators.empty()) {
+    std::vector<CommunicatorMemory>& out = rep.communicator_memory;
+    const std::string src = fmt::format("stepcast fit of {}", m.file);
+    for (const MeasuredCommunicator& c : m.communicators) {
+      const double bytes = std::ceil(c.bytes_per_gpu / 1048576.0) * 1048576.0;
+      auto same = std::find_if(out.begin(), out.end(), [&](const CommunicatorMemory& e) {
+        return e.ranks == c.ranks && e.nodes == c.nodes;
+      });
+      if (same == out.end())
+        out.push_back({c.ranks, c.nodes, bytes, src});
+      else
+        same->bytes = std::max(same->bytes, bytes);  // several algorithms: the largest
+    }
+    for (const CommunicatorMemory& e : base.collectives.communicator_memory)
+      if (std::none_of(out.begin(), out.end(), [&](const CommunicatorMemory& x) {
+            return x.ranks == e.ranks && x.nodes == e.nodes;
+          }))
+        out.push_back(e);
+    std::sort(out.begin(), out.end(), [](const CommunicatorMemory& a, const CommunicatorMemory& b) {
+      return std::tie(a.nodes, a.ranks) < std::tie(b.nodes, b.ranks);
+    });
+    rep.fitted.push_back("collectives.communicator_memory");
+  }
+
   fit_collectives(m, base, rep);
   write_yaml(base, rep, m, out_yaml);
   // What was written must load as any profile does (fitted values are kept in range, so a
@@ -802,6 +840,11 @@ std::string FitReport::text() const {
     o << fmt::format("  gpu.memory_reserved: {:.0f} MiB in use before the memory benchmark (CUDA "
                      "context, loaded modules)\n",
                      memory_reserved_bytes / 1048576.0);
+  for (const CommunicatorMemory& e : communicator_memory)
+    o << fmt::format("  communicator memory: {} ranks on {} node(s): {:.0f} MiB per GPU{}\n",
+                     e.ranks, e.nodes, e.bytes / 1048576.0,
+                     e.source.rfind("stepcast fit of " + measurements_file, 0) == 0 ? ""
+                                                                                  : " (base)");
   if (!comm_sms_estimates.empty())
     o << fmt::format("  comm_sms: {} (from {} overlap measurements)\n", compute.comm_sms,
                      comm_sms_estimates.size());

@@ -20,6 +20,9 @@
 //    calibrated entry [min_size, max_size].
 //  - comm_sms: a GEMM slowed from t0 to t1 by a concurrent NCCL kernel lost the SMs that
 //    kernel holds: t1/t0 = sms/(sms - comm_sms)  =>  comm_sms = sms * (1 - t0/t1).
+//  - collectives.communicator_memory: per communicator shape (ranks, nodes), the device
+//    memory NCCL held per GPU (communicators[]; the largest over algorithms), in whole MiB
+//    rounded up; the base's entries of other shapes are kept.
 //  - gpu.memory_reserved: the device memory in use before the memory benchmark allocated
 //    anything (CUDA context and loaded modules; memory.context_memory_bytes), which no
 //    training tensor can use. A lower bound of what a training process holds besides its
@@ -125,6 +128,8 @@ struct FitReport {
   std::vector<CollectiveCalib> calibrated;  // entries written
   // gpu.memory_reserved: the measured context memory (0: not measured, or not written)
   double memory_reserved_bytes = 0;
+  // collectives.communicator_memory as written (when fitted: the base's other shapes kept)
+  std::vector<CommunicatorMemory> communicator_memory;
   // Overlap
   std::vector<double> comm_sms_estimates;
   std::vector<std::string> warnings;

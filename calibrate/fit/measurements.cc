@@ -192,7 +192,7 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
   Measurements out;
   out.file = file;
   if (!r.expect_object(doc, "", {"schema", "source", "subcommands", "provenance", "gemm",
-                                 "memory", "collectives", "overlap", "notes"})) {
+                                 "memory", "collectives", "communicators", "overlap", "notes"})) {
     issues.throw_if_any();
   }
   if (auto schema = r.string(doc, "", "schema"); schema && *schema != kMeasurementsSchema)
@@ -333,6 +333,23 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
     }
   }
 
+  if (const json* a = array_at(doc, "", "communicators")) {
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const json& c = (*a)[i];
+      const std::string cp = fmt::format("/communicators/{}", i);
+      if (!r.expect_object(c, cp, {"ranks", "nodes", "algo", "memory_bytes_per_gpu"})) continue;
+      auto ranks = r.integer(c, cp, "ranks", 2);
+      auto nodes = r.integer(c, cp, "nodes", 1);
+      auto algo = r.string(c, cp, "algo", false);
+      auto bytes = r.positive(c, cp, "memory_bytes_per_gpu");
+      if (ranks && nodes && *nodes > *ranks)
+        r.error(cp + "/nodes", fmt::format("{} nodes for {} ranks", *nodes, *ranks));
+      else if (ranks && nodes && bytes)
+        out.communicators.push_back({static_cast<int>(*ranks), static_cast<int>(*nodes),
+                                     algo.value_or("default"), *bytes, cp});
+    }
+  }
+
   if (const json* a = array_at(doc, "", "overlap")) {
     for (std::size_t i = 0; i < a->size(); ++i) {
       const json& o = (*a)[i];
@@ -355,7 +372,8 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
   }
 
   if (issues.empty() && out.gemm.empty() && out.memory.empty() && out.collectives.empty() &&
-      out.overlap.empty() && !out.launch_overhead_s && !out.context_memory_bytes)
+      out.overlap.empty() && out.communicators.empty() && !out.launch_overhead_s &&
+      !out.context_memory_bytes)
     r.error("", "no measurements: gemm, memory, collectives and overlap are all empty");
   issues.throw_if_any();
   return out;

@@ -43,6 +43,15 @@ struct MeasuredCollective {
   std::string pointer;
 };
 
+// Device memory NCCL held per GPU for one communicator, its data buffers excluded
+// (communicators[] of stepcast-bench nccl).
+struct MeasuredCommunicator {
+  int ranks = 0, nodes = 1;
+  std::string algo = "default";
+  double bytes_per_gpu = 0;
+  std::string pointer;
+};
+
 struct MeasuredOverlap {
   std::int64_t m = 0, n = 0, k = 0;
   DType dtype = DType::kBf16;
@@ -72,6 +81,7 @@ struct Measurements {
   // loaded modules): memory.context_memory_bytes.
   std::optional<double> context_memory_bytes;
   std::vector<MeasuredCollective> collectives;
+  std::vector<MeasuredCommunicator> communicators;
   std::vector<MeasuredOverlap> overlap;
 };
 

@@ -219,11 +219,59 @@ void parse_compute_params(YamlReader& r, const YAML::Node& node, const std::stri
   set_if(r.get_string(node, path, "source"), out.source);
 }
 
+namespace {
+
+void parse_communicator_memory(YamlReader& r, const YAML::Node& list, const std::string& path,
+                               std::vector<CommunicatorMemory>& out) {
+  if (!list.IsSequence()) {
+    r.error(list, path, "expected a list of {ranks, nodes, memory} entries");
+    return;
+  }
+  out.clear();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node e = list[i];
+    const std::string ep = path + "[" + std::to_string(i) + "]";
+    if (!r.expect_map(e, ep, {"ranks", "nodes", "memory", "source"})) continue;
+    bool ok = true;
+    for (const char* key : {"ranks", "nodes", "memory"}) ok = r.require(e, ep, key) && ok;
+    auto ranks = r.get_int(e, ep, "ranks", 2, 1 << 24);
+    auto nodes = r.get_int(e, ep, "nodes", 1, 1 << 24);
+    auto bytes = r.get_quantity(e, ep, "memory", Dimension::kBytes);
+    auto src = r.get_string(e, ep, "source");
+    if (!ok || !ranks || !nodes || !bytes) continue;
+    if (*nodes > *ranks) {
+      r.error(e["nodes"], join_path(ep, "nodes"),
+              "expected at most `ranks` nodes (a node holds at least one rank)");
+      continue;
+    }
+    for (const CommunicatorMemory& prev : out)
+      if (prev.ranks == *ranks && prev.nodes == *nodes) {
+        r.error(e, ep, fmt::format("a second entry for {} ranks on {} node(s)", *ranks, *nodes));
+        ok = false;
+      }
+    if (ok)
+      out.push_back({static_cast<int>(*ranks), static_cast<int>(*nodes), *bytes,
+                     src.value_or("")});
+  }
+}
+
+}  // namespace
+
+double communicator_memory_bytes(const CollectiveParams& c, int ranks, int nodes) {
+  double same_span = -1, any = 0;
+  for (const CommunicatorMemory& m : c.communicator_memory) {
+    if (m.ranks == ranks && m.nodes == nodes) return m.bytes;
+    if ((m.nodes > 1) == (nodes > 1)) same_span = std::max(same_span, m.bytes);
+    any = std::max(any, m.bytes);
+  }
+  return same_span >= 0 ? same_span : any;
+}
+
 void parse_collective_params(YamlReader& r, const YAML::Node& node, const std::string& path,
                              CollectiveParams& out) {
   if (!r.expect_map(node, path,
                     {"nccl_version", "intra_ring_busbw", "nvls_busbw", "nic_busbw",
-                     "p2p_intra_bw", "launch_overhead", "calibrated"}))
+                     "p2p_intra_bw", "launch_overhead", "calibrated", "communicator_memory"}))
     return;
   set_if(r.get_string(node, path, "nccl_version"), out.nccl_version);
   // Effective bandwidths must be positive; nvls_busbw may be 0 (no NVLS).
@@ -241,6 +289,9 @@ void parse_collective_params(YamlReader& r, const YAML::Node& node, const std::s
   set_if(r.get_quantity(node, path, "launch_overhead", Dimension::kTime), out.launch_overhead_s);
   if (const YAML::Node c = node["calibrated"])
     parse_calibrated(r, c, join_path(path, "calibrated"), out.calibrated);
+  if (const YAML::Node c = node["communicator_memory"])
+    parse_communicator_memory(r, c, join_path(path, "communicator_memory"),
+                              out.communicator_memory);
 }
 
 }  // namespace stepcast

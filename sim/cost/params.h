@@ -100,6 +100,18 @@ struct CollectiveCalib {
   bool operator==(const CollectiveCalib&) const = default;
 };
 
+// Device memory NCCL holds on each GPU for one communicator of `ranks` GPUs over `nodes`
+// nodes (its channels' connection buffers, established as the collectives first run),
+// measured by stepcast-bench nccl (cudaMemGetInfo around a communicator's life, its data
+// buffers excluded) and written by `stepcast fit`. YAML collectives.communicator_memory:
+// [{ranks, nodes, memory, source}].
+struct CommunicatorMemory {
+  int ranks = 0, nodes = 0;
+  double bytes = 0;
+  std::string source;
+  bool operator==(const CommunicatorMemory&) const = default;
+};
+
 struct CollectiveParams {
   std::string nccl_version = "2.21";  // version whose constants the model uses
   // Effective (bus) bandwidths the algorithms reach, measured (NETWORK.md):
@@ -113,8 +125,16 @@ struct CollectiveParams {
   // YAML: collectives.launch_overhead (a time). Default 0 (graph-captured launches).
   double launch_overhead_s = 0;
   std::vector<CollectiveCalib> calibrated;
+  // Empty (the default): NCCL's buffers are not counted (no measured source in shared/).
+  std::vector<CommunicatorMemory> communicator_memory;
   bool operator==(const CollectiveParams&) const = default;
 };
+
+// The memory of a communicator of this shape from collectives.communicator_memory: the entry
+// of the same ranks and nodes; else the largest of the entries on one node (nodes == 1) or
+// on several (nodes > 1), as the shape is; else the largest of all; 0 when there are none.
+// Unmeasured shapes take the largest measured one: a reserve is better over than under.
+double communicator_memory_bytes(const CollectiveParams& c, int ranks, int nodes);
 
 void parse_compute_params(YamlReader& r, const YAML::Node& node, const std::string& path,
                           ComputeParams& out);

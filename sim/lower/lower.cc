@@ -368,6 +368,31 @@ class Lowerer {
     return prog_.groups.back().id;
   }
 
+  // Device memory NCCL holds on `rank` for the communicators its tasks use: one per group
+  // its collectives name (of that group's size and node span), and one two-rank
+  // communicator per peer of its sends and receives (point-to-point connections are made
+  // per peer), each as collectives.communicator_memory gives it.
+  double communicator_bytes(const TaskList& tasks, int rank) const {
+    const int per_node = std::max(1, sc_.profile.node.gpus);
+    const ListNames used = names_used(tasks);
+    double sum = 0;
+    for (const int id : used.groups) {
+      const std::vector<int>& members = prog_.groups[static_cast<size_t>(id)].ranks;
+      if (members.size() < 2) continue;
+      std::vector<int> nodes;
+      for (const int r : members) nodes.push_back(r / per_node);
+      std::sort(nodes.begin(), nodes.end());
+      const auto span = std::unique(nodes.begin(), nodes.end()) - nodes.begin();
+      sum += communicator_memory_bytes(sc_.profile.collectives, static_cast<int>(members.size()),
+                                       static_cast<int>(span));
+    }
+    for (const int peer : used.peers)
+      if (peer != rank)
+        sum += communicator_memory_bytes(sc_.profile.collectives, 2,
+                                         peer / per_node == rank / per_node ? 1 : 2);
+    return sum;
+  }
+
   // A full-fidelity copy of a template rank for global rank g of the same stage and cp
   // index: it shares the template's task list (program.h); collectives name g's groups of
   // the same kinds, send/recv peers keep their cp and pp coordinates and take g's tp and dp.
@@ -863,6 +888,17 @@ class Lowerer {
                Phase::kOther, -1, -1, -1);
     const double z2_buckets = zero2_bucket_bytes(dense, expert);
     emit_mem(e, TaskKind::kAlloc, z2_buckets, "grad_buckets", Phase::kOther, -1, -1, -1);
+    // NCCL's buffers for the communicators this rank uses (collectives.communicator_memory;
+    // none listed: not counted, and no task): held all step, sized once the rank's tasks
+    // are known (communicator_bytes).
+    int nccl_alloc = -1;
+    if (!sc_.profile.collectives.communicator_memory.empty()) {
+      Task t = base_task(TaskKind::kAlloc, StreamKind::kCompute, Phase::kOther,
+                         Category::kCompute, -1, -1, -1);
+      t.label = "alloc.nccl";
+      t.what = "nccl";
+      nccl_alloc = add(e, std::move(t));
+    }
 
     // The step starts by zeroing the gradient buffer the backward accumulates into
     // (Megatron's train_step: zero_grad_buffer on every model chunk, a memset of the whole
@@ -1068,6 +1104,13 @@ class Lowerer {
     emit_mem(e, TaskKind::kFree, z2_buckets, "grad_buckets", Phase::kOther, -1, -1, -1,
              StreamKind::kCompute, end_deps);
     if (z2_buckets > 0) end_deps.clear();
+    if (nccl_alloc >= 0) {
+      const double nccl = communicator_bytes(e.rp.tasks, rank);
+      e.rp.tasks.mut(static_cast<size_t>(nccl_alloc)).bytes = nccl;
+      emit_mem(e, TaskKind::kFree, nccl, "nccl", Phase::kOther, -1, -1, -1, StreamKind::kCompute,
+               end_deps);
+      if (nccl > 0) end_deps.clear();
+    }
     for (int i = 2; i >= 0; --i) {
       emit_mem(e, TaskKind::kFree, state_bytes[i], kTrainingStateWhat[static_cast<size_t>(i)],
                Phase::kOther, -1, -1, -1,

@@ -370,6 +370,33 @@ TEST(FitSynthetic, MemoryLaunchAndOverlap) {
   EXPECT_EQ(rep.memory_reserved_bytes, 0);
 }
 
+// communicators[] -> collectives.communicator_memory, one entry per shape in whole MiB
+// rounded up, the largest over algorithms: 2 ranks 100 MiB + 1 B -> 101 MiB; 8 ranks ring
+// 300 MiB and NVLS 1000 MiB -> 1000 MiB. A 4-rank communicator, not measured, then counts as
+// the largest one-node entry (1000 MiB).
+TEST(FitSynthetic, CommunicatorMemoryPerShape) {
+  const std::string in = write_file("comms.json", R"({"schema": "stepcast.measurements/1",
+    "source": "synthetic", "provenance": {"gpu_name": "NVIDIA H100 80GB HBM3", "gpu_count": 8},
+    "communicators": [
+      {"ranks": 2, "nodes": 1, "algo": "default", "memory_bytes_per_gpu": 104857601},
+      {"ranks": 8, "nodes": 1, "algo": "ring", "memory_bytes_per_gpu": 314572800},
+      {"ranks": 8, "nodes": 1, "algo": "nvls", "memory_bytes_per_gpu": 1048576000}]})");
+  const std::string out = out_path("comms.yaml");
+  FitReport rep;
+  fit_profile(in, "h100-sxm", out, &rep);
+  const double mib = 1048576;
+  ASSERT_EQ(rep.communicator_memory.size(), 2u);
+  const HwProfile got = load_profile(out, profiles_dir());
+  ASSERT_EQ(got.collectives.communicator_memory.size(), 2u);
+  EXPECT_EQ(communicator_memory_bytes(got.collectives, 2, 1), 101 * mib);
+  EXPECT_EQ(communicator_memory_bytes(got.collectives, 8, 1), 1000 * mib);
+  EXPECT_EQ(communicator_memory_bytes(got.collectives, 4, 1), 1000 * mib);
+  EXPECT_NE(got.collectives.communicator_memory[0].source.find("comms.json"), std::string::npos);
+  EXPECT_NE(rep.text().find("communicator memory: 8 ranks on 1 node(s): 1000 MiB per GPU"),
+            std::string::npos)
+      << rep.text();
+}
+
 // memory.context_memory_bytes -> gpu.memory_reserved, in whole MiB rounded up (a bound):
 // 536870913 B = 512 MiB + 1 B -> 513 MiB = 537919488 B. What fits then changes by it: the
 // usable memory is 81559 - 513 = 81046 MiB.
@@ -485,6 +512,32 @@ TEST(MeasurementsBad, UnitMissingFromKey) {
   EXPECT_EQ(i.key, "/collectives/0/algbw");
   EXPECT_NE(i.message.find("a number without a unit"), std::string::npos);
   EXPECT_NE(i.message.find("\"algbw_GBps\""), std::string::npos);
+}
+
+TEST(MeasurementsBad, CommunicatorEntries) {
+  auto with = [](const std::string& entry) {
+    return replace(kGood, R"("collectives": [)",
+                   "\"communicators\": [" + entry + "],\n  \"collectives\": [");
+  };
+  EXPECT_EQ(parse_measurements(with(R"({"ranks": 8, "nodes": 1, "memory_bytes_per_gpu": 5e8})"),
+                               "m.json")
+                .communicators.size(),
+            1u);
+  InputIssue i = only_issue(with(R"({"ranks": 2, "nodes": 3, "memory_bytes_per_gpu": 5e8})"));
+  EXPECT_EQ(i.key, "/communicators/0/nodes");
+  EXPECT_EQ(i.line, 3);
+  i = only_issue(with(R"({"ranks": 2, "nodes": 1, "memory_bytes_per_gpu": 0})"));
+  EXPECT_EQ(i.key, "/communicators/0/memory_bytes_per_gpu");
+  // A key without its unit is named, and the key it should have been is missing: both said.
+  try {
+    parse_measurements(with(R"({"ranks": 2, "nodes": 1, "memory_bytes": 5e8})"), "m.json");
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 2u);
+    EXPECT_EQ(e.issues()[0].key, "/communicators/0/memory_bytes");
+    EXPECT_NE(e.issues()[0].message.find("expected \"memory_bytes_per_gpu\""), std::string::npos);
+    EXPECT_EQ(e.issues()[1].key, "/communicators/0/memory_bytes_per_gpu");
+  }
 }
 
 TEST(MeasurementsBad, ContextMemoryMustBePositive) {

@@ -412,6 +412,58 @@ TEST(ProfileOverrides, MemoryReserved) {
             std::string::npos);
 }
 
+// collectives.communicator_memory (NCCL's buffers per communicator, measured by
+// stepcast-bench): empty by default; entries {ranks, nodes, memory}; a shape not listed takes
+// the largest entry of the same span (one node or several), else the largest of all.
+TEST(ProfileOverrides, CommunicatorMemory) {
+  const HwProfile file = load_profile("h100-sxm", kProfiles, YAML::Node(), "s.yaml");
+  EXPECT_TRUE(file.collectives.communicator_memory.empty());
+  EXPECT_EQ(communicator_memory_bytes(file.collectives, 8, 1), 0);
+  const HwProfile p = load_profile(
+      "h100-sxm", kProfiles,
+      YAML::Load("{collectives.communicator_memory: [{ranks: 2, nodes: 1, memory: 100 MiB}, "
+                 "{ranks: 8, nodes: 1, memory: 300 MiB, source: bench}, "
+                 "{ranks: 16, nodes: 2, memory: 50 MiB}]}"),
+      "s.yaml");
+  ASSERT_EQ(p.collectives.communicator_memory.size(), 3u);
+  EXPECT_EQ(p.collectives.communicator_memory[1].source, "bench");
+  const double mib = 1 << 20;
+  EXPECT_EQ(communicator_memory_bytes(p.collectives, 2, 1), 100 * mib);   // listed
+  EXPECT_EQ(communicator_memory_bytes(p.collectives, 8, 1), 300 * mib);   // listed
+  EXPECT_EQ(communicator_memory_bytes(p.collectives, 4, 1), 300 * mib);   // largest on 1 node
+  EXPECT_EQ(communicator_memory_bytes(p.collectives, 48, 6), 50 * mib);   // largest on several
+  CollectiveParams one_node = p.collectives;
+  one_node.communicator_memory.pop_back();
+  EXPECT_EQ(communicator_memory_bytes(one_node, 48, 6), 300 * mib);       // largest of all
+  struct Bad {
+    const char* yaml;
+    const char* key;
+    const char* says;
+  };
+  for (const Bad& b : {
+           Bad{"{collectives.communicator_memory: 1 GiB}",
+               "cluster.overrides.collectives.communicator_memory", "expected a list"},
+           Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 3, memory: 1 MiB}]}",
+               "cluster.overrides.collectives.communicator_memory[0].nodes", "at most `ranks`"},
+           Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 1, memory: -1 MiB}]}",
+               "cluster.overrides.collectives.communicator_memory[0].memory", "non-negative"},
+           Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 1}]}",
+               "cluster.overrides.collectives.communicator_memory[0].memory", "missing"},
+           Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 1, memory: 1 MiB}, "
+               "{ranks: 2, nodes: 1, memory: 2 MiB}]}",
+               "cluster.overrides.collectives.communicator_memory[1]", "a second entry"},
+           Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 1, memry: 1 MiB}]}",
+               "cluster.overrides.collectives.communicator_memory[0].memry", "memory"}}) {
+    SCOPED_TRACE(b.yaml);
+    const auto v = issues_of("h100-sxm", b.yaml);
+    ASSERT_FALSE(v.empty());
+    const InputIssue* i = find(v, b.key);
+    ASSERT_NE(i, nullptr) << v[0].key << ": " << v[0].message;
+    EXPECT_NE(i->message.find(b.says), std::string::npos) << i->message;
+    EXPECT_EQ(i->line, 1);
+  }
+}
+
 TEST(ProfileOverrides, PodsHoldWholeNodes) {
   // 64 GPUs = 8 nodes of 8: fine; 12 is not a multiple of 8.
   EXPECT_EQ(load_profile("h100-sxm", kProfiles, YAML::Load("{fabric.pod_gpus: 64}"), "s.yaml")
