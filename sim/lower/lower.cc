@@ -371,7 +371,9 @@ class Lowerer {
   // Device memory NCCL holds on `rank` for the communicators its tasks use: one per group
   // its collectives name (of that group's size and node span), and one two-rank
   // communicator per peer of its sends and receives (point-to-point connections are made
-  // per peer), each as collectives.communicator_memory gives it.
+  // per peer), each as collectives.communicator_memory gives it. Ranks that share a task
+  // list (folded, or full-fidelity copies) take the lowered rank's figure: their groups have
+  // the same sizes, but a peer on the same node for one may be on the next node for another.
   double communicator_bytes(const TaskList& tasks, int rank) const {
     const int per_node = std::max(1, sc_.profile.node.gpus);
     const ListNames used = names_used(tasks);
