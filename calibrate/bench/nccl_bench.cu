@@ -94,6 +94,28 @@ void NcclGroup::synchronize() {
   }
 }
 
+namespace {
+
+// Device memory in use on `device` (cudaMemGetInfo total - free), its context made first so
+// that what a communicator adds is measured apart from it.
+double used_on(int device) {
+  STEPCAST_CUDA_CHECK(cudaSetDevice(device));
+  STEPCAST_CUDA_CHECK(cudaFree(nullptr));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  STEPCAST_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<double>(total_bytes - free_bytes);
+}
+
+}  // namespace
+
+double NcclGroup::held_bytes() {
+  synchronize();
+  release_buffers();
+  double held = 0;
+  for (const Member& m : members_) held = std::max(held, used_on(m.device) - m.used_before);
+  return all_max(held);
+}
+
 void NcclGroup::release_buffers() {
   for (Member& m : members_) {
     STEPCAST_CUDA_CHECK(cudaSetDevice(m.device));
@@ -122,9 +144,16 @@ std::unique_ptr<NcclGroup> NcclGroup::single_process(int ranks, std::size_t byte
   g->nodes_ = 1;
   std::vector<ncclComm_t> comms(ranks);
   std::vector<int> devs(ranks);
-  for (int i = 0; i < ranks; ++i) devs[i] = i;
+  std::vector<double> before(ranks);
+  for (int i = 0; i < ranks; ++i) {
+    devs[i] = i;
+    before[i] = used_on(i);
+  }
   STEPCAST_NCCL_CHECK(ncclCommInitAll(comms.data(), ranks, devs.data()));
-  for (int i = 0; i < ranks; ++i) g->members_.push_back(Member{i, i, comms[i]});
+  for (int i = 0; i < ranks; ++i) {
+    g->members_.push_back(Member{i, i, comms[i]});
+    g->members_.back().used_before = before[i];
+  }
   g->allocate(bytes);
   return g;
 }
@@ -185,21 +214,18 @@ void sweep(NcclGroup& g, const Options& opt, Results& out) {
   }
 }
 
-}  // namespace
-
-// Device memory in use on GPUs 0..n-1 (cudaMemGetInfo total - free; creates their
-// contexts first, so that what a communicator adds is measured apart from them).
-std::vector<double> used_memory(int n) {
-  std::vector<double> used(static_cast<std::size_t>(n));
-  for (int d = 0; d < n; ++d) {
-    STEPCAST_CUDA_CHECK(cudaSetDevice(d));
-    STEPCAST_CUDA_CHECK(cudaFree(nullptr));
-    std::size_t free_bytes = 0, total_bytes = 0;
-    STEPCAST_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    used[static_cast<std::size_t>(d)] = static_cast<double>(total_bytes - free_bytes);
-  }
-  return used;
+// What NCCL holds once every op of the sweep has run (connections are made as collectives
+// first need them): a training process holds it for each communicator it uses.
+void record_held(NcclGroup& g, const Options& opt, Results& out) {
+  const double held = g.held_bytes();
+  if (!g.is_root()) return;
+  out.communicators.push_back({g.ranks(), g.nodes(), opt.algo.empty() ? "default" : opt.algo,
+                               held});
+  std::fprintf(stderr, "nccl communicator n=%d N=%d: %.1f MiB per GPU\n", g.ranks(), g.nodes(),
+               held / 1048576.0);
 }
+
+}  // namespace
 
 void apply_algo(const Options& opt) {
   if (opt.algo.empty()) return;
@@ -216,6 +242,7 @@ void run_nccl(const Options& opt, Results& out) {
       std::unique_ptr<NcclGroup> g = NcclGroup::mpi(kind, max_bytes);
       if (!g) continue;  // this process is not a member, or the group has one rank
       sweep(*g, opt, out);
+      record_held(*g, opt, out);
     }
     return;
   }
@@ -230,19 +257,9 @@ void run_nccl(const Options& opt, Results& out) {
                           std::to_string(devices) + " GPUs)");
       continue;
     }
-    const std::vector<double> before = used_memory(ranks);
     std::unique_ptr<NcclGroup> g = NcclGroup::single_process(ranks, max_bytes);
     sweep(*g, opt, out);
-    // What NCCL holds once every op has run (connections are made as collectives first need
-    // them): the training process holds it for each communicator it uses.
-    g->synchronize();
-    g->release_buffers();
-    const std::vector<double> after = used_memory(ranks);
-    double held = 0;
-    for (std::size_t d = 0; d < after.size(); ++d) held = std::max(held, after[d] - before[d]);
-    out.communicators.push_back({ranks, 1, opt.algo.empty() ? "default" : opt.algo, held});
-    std::fprintf(stderr, "nccl communicator of %d GPUs: %.1f MiB per GPU\n", ranks,
-                 held / 1048576.0);
+    record_held(*g, opt, out);
     any = true;
   }
   if (!any) out.notes.push_back("nccl: needs at least 2 GPUs; nothing measured");
@@ -313,7 +330,7 @@ std::unique_ptr<NcclGroup> NcclGroup::mpi(MpiGroupKind kind, std::size_t bytes) 
   int devices = 0;
   STEPCAST_CUDA_CHECK(cudaGetDeviceCount(&devices));
   const int device = local_rank % devices;
-  STEPCAST_CUDA_CHECK(cudaSetDevice(device));
+  const double used_before = used_on(device);
   ncclUniqueId id;
   if (rank == 0) STEPCAST_NCCL_CHECK(ncclGetUniqueId(&id));
   STEPCAST_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
@@ -325,6 +342,7 @@ std::unique_ptr<NcclGroup> NcclGroup::mpi(MpiGroupKind kind, std::size_t bytes) 
   g->nodes_ = nodes;
   g->mpi_comm_ = comm;
   g->members_.push_back(Member{rank, device, nccl_comm});
+  g->members_.back().used_before = used_before;
   g->allocate(bytes);
   return g;
 }

@@ -38,6 +38,7 @@ class NcclGroup {
     void* recv = nullptr;
     cudaStream_t stream = nullptr;
     cudaEvent_t start = nullptr, stop = nullptr;
+    double used_before = 0;  // device memory in use before the communicator was made
   };
 
   // Communicator over GPUs 0..ranks-1 of this process, buffers of `bytes` per GPU.
@@ -62,12 +63,15 @@ class NcclGroup {
   // member's time per op, in microseconds (max over processes under MPI).
   double time_us(const std::string& op, std::size_t bytes, int warmup, int repeats);
   void synchronize();
-  // Frees the data buffers (what remains on the GPUs is NCCL's own).
-  void release_buffers();
+  // Device memory NCCL holds per GPU for this communicator, once the ops run so far have
+  // made their connections: frees the data buffers, then in use now minus in use before the
+  // communicator was made, the largest over the members (and processes under MPI).
+  double held_bytes();
 
  private:
   NcclGroup() = default;
   void allocate(std::size_t bytes);
+  void release_buffers();
   double all_max(double v) const;
 
   std::vector<Member> members_;
