@@ -322,6 +322,13 @@ class Lowerer {
     return static_cast<size_t>(vs) * static_cast<size_t>(m_) + static_cast<size_t>(mb);
   }
 
+  // A task's label (make_label), or none when the caller keeps no labels
+  // (LowerOptions::labels).
+  std::string label_of(const char* prefix, const std::string& unit, const std::string& op,
+                       int mb) const {
+    return opt_.labels ? make_label(prefix, unit, op, mb) : std::string();
+  }
+
   // ---- groups --------------------------------------------------------------------------
 
   int group_of(GroupKind kind, int rank) {
@@ -456,7 +463,7 @@ class Lowerer {
                        : op.kind == OpKind::kAttention ? TaskKind::kAttention
                                                        : TaskKind::kMemoryBound,
                        StreamKind::kCompute, phase, cat, u.layer, mb, chunk);
-    t.label = make_label(prefix, u.name, op.name, mb);
+    t.label = label_of(prefix, u.name, op.name, mb);
     if (op.kind == OpKind::kGemm) t.gemm = op.gemm;
     if (op.kind == OpKind::kAttention) t.attn = op.attn;
     // What a memory-bound kernel does ("ln1", "act", "softmax_ce", ...): the executor and
@@ -496,7 +503,7 @@ class Lowerer {
     if (bytes <= 0) return;
     Task t = base_task(kind, stream, phase, Category::kCompute, layer, mb, chunk);
     t.bytes = bytes;
-    t.label = (kind == TaskKind::kAlloc ? "alloc." : "free.") + what;
+    if (opt_.labels) t.label = (kind == TaskKind::kAlloc ? "alloc." : "free.") + what;
     t.what = std::move(what);
     t.deps = std::move(deps);
     add(e, std::move(t));
@@ -537,7 +544,7 @@ class Lowerer {
       // gradient), about half of one layer's stored activations.
       e.wgrad_inputs[{&u, mb, cp.feeds_wgrad}] =
           emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase,
-                          make_label(prefix, u.name, cp.name, mb), u.layer, mb, chunk,
+                          label_of(prefix, u.name, cp.name, mb), u.layer, mb, chunk,
                           std::move(deps));
       return;
     }
@@ -551,7 +558,7 @@ class Lowerer {
       //    producing GEMM (issued when the GEMM starts), the last chunk after it.
       const double first = cp.bytes / par_.tp;
       const double rest = cp.bytes - first;
-      std::string base = make_label(prefix, u.name, cp.name, mb);
+      std::string base = label_of(prefix, u.name, cp.name, mb);
       if (op == CollOp::kAllGather) {
         const int c0 = emit_collective(e, op, gk, stream, cat, first, act_dtype_, phase,
                                        base + ".c0", u.layer, mb, chunk, deps);
@@ -572,7 +579,7 @@ class Lowerer {
       return;
     }
     const int id = emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase,
-                                   make_label(prefix, u.name, cp.name, mb), u.layer, mb, chunk,
+                                   label_of(prefix, u.name, cp.name, mb), u.layer, mb, chunk,
                                    std::move(deps));
     e.pending.push_back(id);
   }
@@ -603,7 +610,7 @@ class Lowerer {
         e.pending.push_back(emit_collective(e, CollOp::kAllGather, GroupKind::kCp,
                                             StreamKind::kCp, Category::kCpComm, s_bytes,
                                             act_dtype_, phase,
-                                            make_label(prefix, u.name, "cp_ag", mb), u.layer, mb,
+                                            label_of(prefix, u.name, "cp_ag", mb), u.layer, mb,
                                             chunk, std::move(deps)));
         emit_compute(e, op, phase, cat, prefix, u, mb, chunk);
       } else {
@@ -611,7 +618,7 @@ class Lowerer {
         e.pending.push_back(emit_collective(e, CollOp::kReduceScatter, GroupKind::kCp,
                                             StreamKind::kCp, Category::kCpComm, s_bytes,
                                             act_dtype_, phase,
-                                            make_label(prefix, u.name, "cp_rs", mb), u.layer, mb,
+                                            label_of(prefix, u.name, "cp_rs", mb), u.layer, mb,
                                             chunk, {e.last_compute}));
       }
       return;
@@ -641,7 +648,7 @@ class Lowerer {
         s.peer = next;
         s.tag = tag;
         s.bytes = bytes;
-        s.label = make_label(prefix, u.name, "cp_send", mb);
+        s.label = label_of(prefix, u.name, "cp_send", mb);
         if (j == 0) {
           if (kv_producer >= 0) s.deps.push_back(kv_producer);
         } else {
@@ -653,7 +660,7 @@ class Lowerer {
         r.peer = prev;
         r.tag = tag;
         r.bytes = bytes;
-        r.label = make_label(prefix, u.name, "cp_recv", mb);
+        r.label = label_of(prefix, u.name, "cp_recv", mb);
         prev_recv = add(e, std::move(r));
       }
       // Every rank uses the (sl x sl/2) block shape for j > 0: the same FLOPs as the
@@ -719,12 +726,12 @@ class Lowerer {
     if (u.dense_params > 0 && dense_dp_size() > 1)
       ids.push_back(emit_collective(e, CollOp::kAllGather, dense_dp_kind(), StreamKind::kDp,
                                     Category::kDpComm, u.dense_params * act_elem_bytes_,
-                                    act_dtype_, phase, make_label("ag", u.name, tag, mb), u.layer,
+                                    act_dtype_, phase, label_of("ag", u.name, tag, mb), u.layer,
                                     mb, chunk, deps));
     if (u.expert_params > 0 && expert_dp_size() > 1)
       ids.push_back(emit_collective(e, CollOp::kAllGather, GroupKind::kEdp, StreamKind::kDp,
                                     Category::kDpComm, u.expert_params * act_elem_bytes_,
-                                    act_dtype_, phase, make_label("agx", u.name, tag, mb),
+                                    act_dtype_, phase, label_of("agx", u.name, tag, mb),
                                     u.layer, mb, chunk, deps));
     return ids;
   }
@@ -951,7 +958,7 @@ class Lowerer {
       t.peer = layout_.rank(e.coord.tp, e.coord.cp, e.coord.dp, from_vs % p_);
       t.tag = pp_tag(k);
       t.bytes = p2p_bytes;
-      t.label = make_label("recv", k.dir == 0 ? "act" : "grad", "vs" + std::to_string(k.consumer_vs), op.mb);
+      t.label = label_of("recv", k.dir == 0 ? "act" : "grad", "vs" + std::to_string(k.consumer_vs), op.mb);
       recv_of[i] = add(e, std::move(t));
     }
 
@@ -1073,7 +1080,7 @@ class Lowerer {
       t.peer = layout_.rank(e.coord.tp, e.coord.cp, e.coord.dp, r.to_stage);
       t.tag = pp_tag(r.key);
       t.bytes = p2p_bytes;
-      t.label = make_label("send", r.key.dir == 0 ? "act" : "grad",
+      t.label = label_of("send", r.key.dir == 0 ? "act" : "grad",
                            "vs" + std::to_string(r.key.consumer_vs), r.mb);
       t.deps = std::move(r.deps);
       add(e, std::move(t));
@@ -1231,7 +1238,7 @@ class Lowerer {
         const int id = emit_collective(
             e, CollOp::kReduceScatter, expert ? GroupKind::kEdp : dense_dp_kind(),
             StreamKind::kDp, Category::kDpComm, rs_bytes, grad_dtype_, Phase::kBwdWeight,
-            make_label(expert ? "rsx" : "rs", u.name, "g", mb), u.layer, mb, c, std::move(deps));
+            label_of(expert ? "rsx" : "rs", u.name, "g", mb), u.layer, mb, c, std::move(deps));
         grad_sync_.push_back(id);
         if (!par_.overlap_grad_reduce) {
           e.pending.push_back(id);

@@ -41,6 +41,11 @@ struct LowerOptions {
   // uses it to give up on a plan as soon as one stage cannot fit (memory_floor_bytes) or
   // cannot be among the best (step_floor_ns), without lowering the others.
   std::function<bool(const Program&)> stop_after_stage;
+  // Task labels ("fwd.L3.fc1.mb0"): for traces, the critical path, the Program JSON and
+  // error messages. Sweeps and the search, which show none, lower without them (a fifth of
+  // their CPU time went to building them). Allocation names (Task::what), which pair frees
+  // with allocations, are kept either way.
+  bool labels = true;
 };
 
 // Throws InputError (check_simulation_size) before lowering a full-fidelity plan too large

@@ -73,13 +73,15 @@ std::vector<ExplorePoint> evaluate_candidates(const std::vector<PlanCandidate>& 
   STEPCAST_CHECK(slice_count >= 1 && slice >= 0 && slice < slice_count,
                  fmt::format("evaluate_candidates: slice {} of {}", slice, slice_count));
   std::vector<ExplorePoint> pts(cands.size());
+  RunOptions bulk = run;
+  bulk.labels = false;  // only each plan's Result is kept
   const size_t step = static_cast<size_t>(slice_count), first = static_cast<size_t>(slice);
   const size_t mine = cands.size() > first ? (cands.size() - first + step - 1) / step : 0;
   parallel_for(
       mine, threads,
       [&](size_t k) {
         const size_t i = first + k * step;
-        pts[i] = evaluate(cands[i].document(), file, cands[i].settings, run);
+        pts[i] = evaluate(cands[i].document(), file, cands[i].settings, bulk);
       },
       progress);
   return pts;

@@ -153,6 +153,7 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
   const GpuSpeeds speeds = gpu_speeds(sc);
   LowerOptions lo;
   lo.folded = opt.folded && speeds.empty();  // lower() checks the size of what it holds
+  lo.labels = opt.labels;
   const double capacity = sc.profile.gpu.usable_memory_bytes();
   std::vector<double> floor;  // memory_floor_bytes per lowered rank
   bool stopped = false;       // a stage cannot fit

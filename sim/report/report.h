@@ -39,6 +39,9 @@ struct RunOptions {
   // only ever lengthens a task and waiting for other ranks only adds, so the bound is below
   // the simulated step. Not applied with network: flow.
   double skip_when_compute_exceeds_s = std::numeric_limits<double>::infinity();
+  // Task labels in the lowered Program (LowerOptions::labels); sweeps and the search, which
+  // keep only each plan's Result, turn them off.
+  bool labels = true;
 };
 
 struct Prediction {

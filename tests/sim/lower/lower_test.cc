@@ -19,6 +19,7 @@
 #include "sim/engine/engine.h"
 #include "sim/lower/schedule.h"
 #include "sim/program/matching.h"
+#include "sim/program/program_json.h"
 #include "tests/sim/lower/lower_test_util.h"
 
 namespace stepcast {
@@ -1223,16 +1224,61 @@ TEST(Lower, PipelineMessagesCarryShardedActivations) {
 
 // ---- folded == full fidelity -------------------------------------------------------------
 
+// A random plan (testing::random_plan) of tiny_gpt, tiny_moe when it has ep > 1, with tied
+// embeddings every third trial.
+Scenario random_tiny_scenario(std::mt19937& rng, int trial, Plan& p) {
+  p = testing::random_plan(rng);
+  ModelArch arch = p.ep > 1 ? tiny_moe(8) : tiny_gpt(8);
+  arch.tied_embeddings = trial % 3 == 0;
+  return make_scenario(arch, p);
+}
+
+TEST(Lower, LabelsChangeNothingButLabels) {
+  // Sweeps and the search lower without the per-microbatch task labels
+  // (LowerOptions::labels; a few fixed ones such as "opt.step" stay): over random plans,
+  // folded and full, the labels must be the only difference — same tasks, streams,
+  // dependencies, sizes, groups, peers, tags and allocation names (the `what` that pairs
+  // frees with allocations stays) — so every prediction is the same.
+  std::mt19937 rng(4321);
+  for (int trial = 0; trial < 20; ++trial) {
+    Plan p;
+    const Scenario sc = random_tiny_scenario(rng, trial, p);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial);
+    for (const bool folded : {true, false}) {
+      Program with = lower(sc, LowerOptions{folded, {}, true});
+      Program without = lower(sc, LowerOptions{folded, {}, false});
+      auto unlabel = [](Program& prog) {
+        size_t labelled = 0;
+        for (RankProgram& rp : prog.ranks)
+          for (size_t i = 0; i < rp.tasks.size(); ++i) {
+            labelled += !rp.tasks[i].label.empty();
+            rp.tasks.mut(i).label.clear();
+          }
+        return labelled;
+      };
+      const size_t labelled = unlabel(with), left = unlabel(without);
+      EXPECT_LT(left, labelled) << "the per-microbatch labels are gone";
+      const std::string a = write_program_json(with), b = write_program_json(without);
+      // Compared as a whole; on a difference, show where (not both documents).
+      const auto diff = std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin();
+      EXPECT_EQ(static_cast<size_t>(diff), a.size())
+          << "folded " << folded << ": first difference at byte " << diff << ": ..."
+          << a.substr(static_cast<size_t>(std::max<std::ptrdiff_t>(0, diff - 200)), 300)
+          << "... vs ..."
+          << b.substr(static_cast<size_t>(std::max<std::ptrdiff_t>(0, diff - 200)), 300);
+      EXPECT_EQ(a.size(), b.size());
+    }
+  }
+}
+
 TEST(Lower, FoldedEqualsFullFidelityOnRandomPlans) {
   // Ranks of a stage run the same program (uniform routing), so simulating one per stage
   // must give the same step time, breakdown and per-stage peak memory as simulating all.
   // Communication costs bytes / 1 GB/s so that it matters for the comparison.
   std::mt19937 rng(1234);
   for (int trial = 0; trial < 40; ++trial) {
-    const Plan p = testing::random_plan(rng);
-    ModelArch arch = p.ep > 1 ? tiny_moe(8) : tiny_gpt(8);
-    arch.tied_embeddings = trial % 3 == 0;
-    const Scenario sc = make_scenario(arch, p);
+    Plan p;
+    const Scenario sc = random_tiny_scenario(rng, trial, p);
     SCOPED_TRACE(::testing::Message()
                  << "trial " << trial << ": tp" << p.tp << " pp" << p.pp << " dp" << p.dp << " cp"
                  << p.cp << " ep" << p.ep << " vpp" << p.vpp << " m" << p.microbatches << " "
