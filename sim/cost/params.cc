@@ -30,6 +30,25 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// A profile list of entries: `list` must be a YAML list at `path` (else the error `shape`
+// names), each entry a mapping with keys among `keys`; `entry(e, ep)` reads the valid ones
+// (ep: the entry's path, "path[i]"). `out` is cleared first: a list replaces the default.
+template <typename T, typename Entry>
+void parse_entries(YamlReader& r, const YAML::Node& list, const std::string& path,
+                   const char* shape, const std::vector<std::string>& keys, std::vector<T>& out,
+                   Entry entry) {
+  if (!list.IsSequence()) {
+    r.error(list, path, std::string("expected a list of ") + shape);
+    return;
+  }
+  out.clear();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node e = list[i];
+    const std::string ep = path + "[" + std::to_string(i) + "]";
+    if (r.expect_map(e, ep, keys)) entry(e, ep);
+  }
+}
+
 // Sets `out` when the getter found a valid value; leaves the default otherwise.
 template <typename T, typename U>
 void set_if(const std::optional<U>& v, T& out) {
@@ -55,15 +74,9 @@ std::optional<DType> get_dtype(YamlReader& r, const YAML::Node& map, const std::
 
 void parse_gemm_table(YamlReader& r, const YAML::Node& list, const std::string& path,
                       std::vector<GemmPoint>& out) {
-  if (!list.IsSequence()) {
-    r.error(list, path, "expected a list of {m, n, k, dtype, throughput} entries");
-    return;
-  }
-  out.clear();
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const YAML::Node e = list[i];
-    const std::string ep = path + "[" + std::to_string(i) + "]";
-    if (!r.expect_map(e, ep, {"m", "n", "k", "dtype", "throughput"})) continue;
+  parse_entries(r, list, path, "{m, n, k, dtype, throughput} entries",
+                {"m", "n", "k", "dtype", "throughput"}, out,
+                [&](const YAML::Node& e, const std::string& ep) {
     GemmPoint g;
     bool ok = true;
     for (const char* key : {"m", "n", "k", "throughput"}) ok = r.require(e, ep, key) && ok;
@@ -73,11 +86,11 @@ void parse_gemm_table(YamlReader& r, const YAML::Node& list, const std::string& 
     auto k = r.get_int(e, ep, "k", 1, kMaxDim);
     auto d = get_dtype(r, e, ep, "dtype");
     auto t = r.get_quantity(e, ep, "throughput", Dimension::kFlopRate);
-    if (!ok || !m || !n || !k || !t) continue;
-    if (e["dtype"] && !d) continue;
+    if (!ok || !m || !n || !k || !t) return;
+    if (e["dtype"] && !d) return;
     if (*t <= 0) {
       r.error(e["throughput"], join_path(ep, "throughput"), "expected a positive compute rate");
-      continue;
+      return;
     }
     g.m = *m;
     g.n = *n;
@@ -85,7 +98,7 @@ void parse_gemm_table(YamlReader& r, const YAML::Node& list, const std::string& 
     g.dtype = d.value_or(DType::kBf16);
     g.flop_per_s = *t;
     out.push_back(g);
-  }
+  });
 }
 
 const std::vector<std::string> kCollectiveOps = {"allreduce", "reduce_scatter", "allgather",
@@ -108,17 +121,10 @@ bool algo_allowed(const std::string& op, CollAlgo a, int nodes) {
 
 void parse_calibrated(YamlReader& r, const YAML::Node& list, const std::string& path,
                       std::vector<CollectiveCalib>& out) {
-  if (!list.IsSequence()) {
-    r.error(list, path, "expected a list of calibrated collective entries");
-    return;
-  }
-  out.clear();
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const YAML::Node e = list[i];
-    const std::string ep = path + "[" + std::to_string(i) + "]";
-    if (!r.expect_map(e, ep, {"op", "algorithm", "ranks", "nodes", "min_size", "max_size",
-                              "latency", "busbw", "source"}))
-      continue;
+  parse_entries(r, list, path, "calibrated collective entries",
+                {"op", "algorithm", "ranks", "nodes", "min_size", "max_size", "latency", "busbw",
+                 "source"},
+                out, [&](const YAML::Node& e, const std::string& ep) {
     bool ok = true;
     for (const char* key : {"op", "ranks", "nodes", "latency", "busbw"})
       ok = r.require(e, ep, key) && ok;
@@ -141,7 +147,7 @@ void parse_calibrated(YamlReader& r, const YAML::Node& list, const std::string& 
     auto lat = r.get_quantity(e, ep, "latency", Dimension::kTime);
     auto bw = r.get_quantity(e, ep, "busbw", Dimension::kBandwidth);
     auto src = r.get_string(e, ep, "source");
-    if (!ok || !op || !algo || !ranks || !nodes || !lat || !bw) continue;
+    if (!ok || !op || !algo || !ranks || !nodes || !lat || !bw) return;
     c.algo = collective_algorithm(*algo);
     if (!algo_allowed(*op, c.algo, static_cast<int>(*nodes))) {
       r.error(e["algorithm"], join_path(ep, "algorithm"),
@@ -151,16 +157,16 @@ void parse_calibrated(YamlReader& r, const YAML::Node& list, const std::string& 
                           "reduce_scatter, allgather on several; direct: all_to_all, "
                           "send_recv)",
                           *op, *algo, *nodes));
-      continue;
+      return;
     }
     if (*nodes > *ranks) {
       r.error(e["nodes"], join_path(ep, "nodes"),
               "expected at most `ranks` nodes (a node holds at least one rank)");
-      continue;
+      return;
     }
     if (*bw <= 0) {
       r.error(e["busbw"], join_path(ep, "busbw"), "expected a positive bandwidth");
-      continue;
+      return;
     }
     c.op = *op;
     c.ranks = static_cast<int>(*ranks);
@@ -169,13 +175,41 @@ void parse_calibrated(YamlReader& r, const YAML::Node& list, const std::string& 
     c.max_bytes = max_b.value_or(kInf);
     if (c.min_bytes > c.max_bytes) {
       r.error(e["max_size"], join_path(ep, "max_size"), "expected max_size >= min_size");
-      continue;
+      return;
     }
     c.latency_s = *lat;
     c.busbw_bytes_per_s = *bw;
     c.source = src.value_or("");
     out.push_back(c);
-  }
+  });
+}
+
+void parse_communicator_memory(YamlReader& r, const YAML::Node& list, const std::string& path,
+                               std::vector<CommunicatorMemory>& out) {
+  parse_entries(r, list, path, "{ranks, nodes, memory} entries",
+                {"ranks", "nodes", "memory", "source"}, out,
+                [&](const YAML::Node& e, const std::string& ep) {
+    bool ok = true;
+    for (const char* key : {"ranks", "nodes", "memory"}) ok = r.require(e, ep, key) && ok;
+    auto ranks = r.get_int(e, ep, "ranks", 2, 1 << 24);
+    auto nodes = r.get_int(e, ep, "nodes", 1, 1 << 24);
+    auto bytes = r.get_quantity(e, ep, "memory", Dimension::kBytes);
+    auto src = r.get_string(e, ep, "source");
+    if (!ok || !ranks || !nodes || !bytes) return;
+    if (*nodes > *ranks) {
+      r.error(e["nodes"], join_path(ep, "nodes"),
+              "expected at most `ranks` nodes (a node holds at least one rank)");
+      return;
+    }
+    for (const CommunicatorMemory& prev : out)
+      if (prev.ranks == *ranks && prev.nodes == *nodes) {
+        r.error(e, ep, fmt::format("a second entry for {} ranks on {} node(s)", *ranks, *nodes));
+        ok = false;
+      }
+    if (ok)
+      out.push_back({static_cast<int>(*ranks), static_cast<int>(*nodes), *bytes,
+                     src.value_or("")});
+  });
 }
 
 }  // namespace
@@ -218,44 +252,6 @@ void parse_compute_params(YamlReader& r, const YAML::Node& node, const std::stri
     parse_gemm_table(r, t, join_path(path, "gemm_table"), out.gemm_table);
   set_if(r.get_string(node, path, "source"), out.source);
 }
-
-namespace {
-
-void parse_communicator_memory(YamlReader& r, const YAML::Node& list, const std::string& path,
-                               std::vector<CommunicatorMemory>& out) {
-  if (!list.IsSequence()) {
-    r.error(list, path, "expected a list of {ranks, nodes, memory} entries");
-    return;
-  }
-  out.clear();
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const YAML::Node e = list[i];
-    const std::string ep = path + "[" + std::to_string(i) + "]";
-    if (!r.expect_map(e, ep, {"ranks", "nodes", "memory", "source"})) continue;
-    bool ok = true;
-    for (const char* key : {"ranks", "nodes", "memory"}) ok = r.require(e, ep, key) && ok;
-    auto ranks = r.get_int(e, ep, "ranks", 2, 1 << 24);
-    auto nodes = r.get_int(e, ep, "nodes", 1, 1 << 24);
-    auto bytes = r.get_quantity(e, ep, "memory", Dimension::kBytes);
-    auto src = r.get_string(e, ep, "source");
-    if (!ok || !ranks || !nodes || !bytes) continue;
-    if (*nodes > *ranks) {
-      r.error(e["nodes"], join_path(ep, "nodes"),
-              "expected at most `ranks` nodes (a node holds at least one rank)");
-      continue;
-    }
-    for (const CommunicatorMemory& prev : out)
-      if (prev.ranks == *ranks && prev.nodes == *nodes) {
-        r.error(e, ep, fmt::format("a second entry for {} ranks on {} node(s)", *ranks, *nodes));
-        ok = false;
-      }
-    if (ok)
-      out.push_back({static_cast<int>(*ranks), static_cast<int>(*nodes), *bytes,
-                     src.value_or("")});
-  }
-}
-
-}  // namespace
 
 double communicator_memory_bytes(const CollectiveParams& c, int ranks, int nodes) {
   double same_span = -1, any = 0;
