@@ -550,22 +550,24 @@ class Lowerer {
     }
     if (par_.overlap_tp_comm && cp.gemm_overlap && gk == GroupKind::kTp &&
         op != CollOp::kAllReduce) {
-      // TP communication overlap (Transformer Engine userbuffers): the collective runs in
-      // tp chunks pipelined with the adjacent GEMM, so only one chunk is exposed.
-      //  - all-gather before a column-parallel GEMM: the first chunk (bytes/tp) is waited
-      //    for; the rest ((tp-1)/tp) runs alongside the GEMM and the op after it waits.
+      // TP communication overlap (Transformer Engine userbuffers, Megatron-Core
+      // --tp-comm-overlap), pipelined with the adjacent GEMM:
+      //  - all-gather before a column-parallel GEMM (forward qkv/fc1, and the gathered output
+      //    gradient before the proj/fc2 input-gradient GEMMs): TE's ring exchange. The GEMM
+      //    starts on the rank's own chunk while the other tp - 1 arrive around the ring, one
+      //    per step, so none is waited for; the op after the GEMM waits for the exchange. Its
+      //    time is the all-gather's: (tp-1)/tp of the bytes over the link. TE issues the
+      //    per-chunk GEMMs on several streams, where they overlap one another, so the GEMM
+      //    is costed whole, not as tp GEMMs of s/tp rows run one after another.
       //  - reduce-scatter after a row-parallel GEMM: (tp-1)/tp of it runs alongside the
       //    producing GEMM (issued when the GEMM starts), the last chunk after it.
       const double first = cp.bytes / par_.tp;
       const double rest = cp.bytes - first;
       std::string base = label_of(prefix, u.name, cp.name, mb);
       if (op == CollOp::kAllGather) {
-        const int c0 = emit_collective(e, op, gk, stream, cat, first, act_dtype_, phase,
-                                       base + ".c0", u.layer, mb, chunk, deps);
-        const int c1 = emit_collective(e, op, gk, stream, cat, rest, act_dtype_, phase,
-                                       base + ".c1", u.layer, mb, chunk, {c0});
-        e.pending.push_back(c0);
-        e.after_next.push_back(c1);
+        e.after_next.push_back(emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_,
+                                               phase, std::move(base), u.layer, mb, chunk,
+                                               std::move(deps)));
       } else {
         std::vector<int> early;
         if (e.prev_compute >= 0) early.push_back(e.prev_compute);

@@ -55,8 +55,9 @@ struct ParallelSpec {
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
   // overlap.tp_comm: the all-gather / reduce-scatter of sequence parallelism pipelined with
-  // the adjacent GEMM in tp chunks (Transformer Engine userbuffers, Megatron-Core
-  // --tp-comm-overlap). Requires sequence_parallel. Default false.
+  // the adjacent GEMM (Transformer Engine userbuffers, Megatron-Core --tp-comm-overlap: the
+  // all-gather as TE's ring exchange, the reduce-scatter in tp chunks; sim/lower/lower.cc).
+  // Requires sequence_parallel. Default false.
   bool overlap_tp_comm = false;
   // bucket_mb * 1e6 (bytes of fp32 gradients per DP bucket). 0 (bucket_mb not given):
   // Megatron-Core's default, resolved by the lowering (sim/lower/lower.h):

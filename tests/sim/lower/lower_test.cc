@@ -1399,15 +1399,16 @@ namespace stepcast {
 namespace {
 
 // TP communication overlap (overlap.tp_comm, Transformer Engine userbuffers): each
-// sequence-parallel all-gather / reduce-scatter is split into a chunk of bytes/tp and one of
-// (tp-1)/tp that runs alongside the adjacent GEMM. Bytes are conserved, the collectives per
-// layer double (4 -> 8 per phase), and the exposed TP time and the step shrink; compute can
-// only grow (SM interference slows GEMMs that now overlap communication).
+// sequence-parallel reduce-scatter is split into (tp-1)/tp that runs alongside the GEMM
+// producing it and a last chunk of bytes/tp after it; each all-gather is one ring exchange
+// that its GEMM does not wait for. Bytes are conserved, the collectives per layer forward go
+// 4 -> 6, and the exposed TP time and the step shrink; compute can only grow (SM
+// interference slows GEMMs that now overlap communication).
 TEST(Lower, TpCommOverlapLeavesTheMoeDispatcherCollectivesWhole) {
   // Transformer Engine's userbuffers pipeline a linear layer's sp gather / reduce-scatter
   // with its GEMM; the MoE token dispatcher's tp collectives are plain NCCL calls. tiny_moe
-  // at tp 2 with sp and overlap.tp_comm: attention's gathers and reduce-scatters are split
-  // in two (".c0", ".c1"), the experts' "mlp.in" / "mlp.out" (no ep) and "moe.tp_in" /
+  // at tp 2 with sp and overlap.tp_comm: attention's reduce-scatters are split in two
+  // (".c0", ".c1"), the experts' "mlp.in" / "mlp.out" (no ep) and "moe.tp_in" /
   // "moe.tp_out" (ep 2 with expert_tp 2) are one collective each.
   for (int ep : {1, 2}) {
     Plan p;
@@ -1437,7 +1438,7 @@ TEST(Lower, TpCommOverlapLeavesTheMoeDispatcherCollectivesWhole) {
   }
 }
 
-TEST(Lower, TpCommOverlapSplitsCollectivesAndHidesThem) {
+TEST(Lower, TpCommOverlapChunksCollectivesAndHidesThem) {
   Plan p;
   p.tp = 8;
   p.sp = true;
@@ -1466,8 +1467,10 @@ TEST(Lower, TpCommOverlapSplitsCollectivesAndHidesThem) {
   const Timeline off = run(false, &b_off, &n_off);
   const Timeline on = run(true, &b_on, &n_on);
   EXPECT_DOUBLE_EQ(b_on, b_off);
+  // Per layer forward: two all-gathers and two reduce-scatters without the overlap; with it
+  // each reduce-scatter in two chunks and each all-gather one ring exchange: 2 + 2 x 2.
   EXPECT_EQ(n_off, 4);
-  EXPECT_EQ(n_on, 8);
+  EXPECT_EQ(n_on, 6);
   const auto tp = static_cast<size_t>(Category::kTpComm);
   const auto comp = static_cast<size_t>(Category::kCompute);
   // Only the part of each collective that fits under its GEMM is hidden (here the 33.5 MB
@@ -1476,6 +1479,50 @@ TEST(Lower, TpCommOverlapSplitsCollectivesAndHidesThem) {
   EXPECT_GT(on.breakdown_ns[tp], 0);
   EXPECT_LT(on.step_ns, off.step_ns);
   EXPECT_GE(on.breakdown_ns[comp], off.breakdown_ns[comp]);
+}
+
+// Transformer Engine's ring exchange: the GEMM after an overlapped all-gather starts on the
+// rank's own chunk, so it does not wait for the all-gather; the compute task after that
+// GEMM does. The all-gather carries the full gathered size (nccl-tests' S), so it costs
+// (tp-1)/tp of the bytes over the link, as the tp-1 steps of the exchange do.
+TEST(Lower, TpOverlapAllGatherIsARingExchangeTheGemmDoesNotWaitFor) {
+  Plan p;
+  p.tp = 4;
+  p.sp = true;
+  p.overlap_tp = true;
+  p.microbatches = 2;
+  const ModelArch a = tiny_gpt();
+  const Scenario sc = make_scenario(a, p);
+  const Program prog = lower(sc);
+  const TaskList& tasks = prog.ranks[0].tasks;
+  // S of the gathered [T, h] activation: b x s x h x 2 bytes.
+  const double full = static_cast<double>(sc.parallel.microbatch) *
+                      static_cast<double>(sc.training.seq_len) * static_cast<double>(a.hidden) * 2.0;
+  int checked = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const Task& ag = tasks[i];
+    if (ag.kind != TaskKind::kCollective || ag.coll != CollOp::kAllGather ||
+        ag.category != Category::kTpComm || ag.label.ends_with(".wgrad.mb" + std::to_string(ag.microbatch)))
+      continue;  // the gathers for weight gradients run alongside an input-gradient GEMM
+    // The next two compute tasks on the compute stream: the GEMM, then the op after it.
+    std::vector<const Task*> next;
+    for (size_t j = i + 1; j < tasks.size() && next.size() < 2; ++j)
+      if (tasks[j].stream == StreamKind::kCompute &&
+          (tasks[j].kind == TaskKind::kGemm || tasks[j].kind == TaskKind::kAttention ||
+           tasks[j].kind == TaskKind::kMemoryBound))
+        next.push_back(&tasks[j]);
+    auto waits = [&](const Task& t) {
+      return std::find(t.deps.begin(), t.deps.end(), ag.id) != t.deps.end();
+    };
+    if (next.size() < 2 || next[0]->kind != TaskKind::kGemm || waits(*next[0])) continue;
+    EXPECT_TRUE(waits(*next[1])) << ag.label << " -> " << next[1]->label;
+    EXPECT_DOUBLE_EQ(ag.bytes, full) << ag.label;
+    ++checked;
+  }
+  // Per layer and microbatch: the forward's two (before qkv and fc1) and the input
+  // gradient's two (before proj and fc2); per microbatch one more before the logits GEMM;
+  // over 2 microbatches.
+  EXPECT_EQ(checked, (4 * a.layers + 1) * 2);
 }
 
 }  // namespace
