@@ -83,7 +83,7 @@ struct AttnPart {
 struct Local {
   int rank = 0;
   int device = 0;
-  std::array<cudaStream_t, 8> streams{};  // one per kStreams entry (set_up checks the count)
+  std::array<cudaStream_t, 9> streams{};  // one per kStreams entry (set_up checks the count)
   cudaEvent_t zero = nullptr;
   std::vector<cudaEvent_t> start, end;  // per task
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::string, int>,

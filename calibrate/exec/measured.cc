@@ -95,9 +95,9 @@ MeasuredSummary summarize(const Plan& plan, const Recorded& recorded) {
   const int ncat = static_cast<int>(kCategories.size());
   std::vector<double> exposed(static_cast<size_t>(ncat) + 1, 0.0);
   std::vector<int> active(kStreams.size(), -1);
-  // The simulator's order (sim/engine/engine.cc, breakdown): compute, tp, cp, cp_recv, ep,
-  // pp_send, pp_recv, dp — indices into kStreams.
-  static const std::vector<size_t> kOrder = {0, 1, 2, 7, 3, 4, 5, 6};
+  // The simulator's order (sim/engine/engine.cc, breakdown): compute, tp, tp_ring, cp,
+  // cp_recv, ep, pp_send, pp_recv, dp — indices into kStreams.
+  static const std::vector<size_t> kOrder = {0, 1, 8, 2, 7, 3, 4, 5, 6};
   auto attribute = [&]() -> size_t {
     for (size_t k : kOrder)
       if (active[k] >= 0) return static_cast<size_t>(active[k]);

@@ -15,7 +15,7 @@
 //    kind and per phase, alloc/free left out;
 //  - breakdown_s: exposed time on the critical rank per category, plus "bubble": each instant
 //    goes to the task on the compute stream, else to the first busy stream in the order tp,
-//    cp, cp_recv, ep, pp_send, pp_recv, dp, else to bubble; they sum to step_time_s;
+//    tp_ring, cp, cp_recv, ep, pp_send, pp_recv, dp, else to bubble; they sum to step_time_s;
 //  - memory_peak_gib (and per pp stage): the peak bytes each GPU's allocator held (recorded,
 //    -1 when unknown: then 0);
 //  - "timeline": per rank, per task id, [start_s, end_s] (with --timeline).

@@ -15,7 +15,8 @@ namespace stepcast::exec {
 using bench::JsonValue;
 
 const std::vector<std::string> kStreams = {"compute", "tp",      "cp", "ep",
-                                           "pp_send", "pp_recv", "dp", "cp_recv"};
+                                           "pp_send", "pp_recv", "dp", "cp_recv",
+                                           "tp_ring"};
 const std::vector<std::string> kCategories = {"compute", "recompute", "tp_comm", "cp_comm",
                                               "ep_comm", "pp_comm",   "dp_comm", "optimizer"};
 const std::vector<std::string> kPhases = {"fwd",       "bwd_input", "bwd_weight",

@@ -29,7 +29,8 @@ inline constexpr int kKindCount = 8;
 
 // The schema's stream names in the simulator's order (program.h StreamKind): the breakdown
 // attributes an instant to the first busy stream in this order.
-extern const std::vector<std::string> kStreams;     // compute, tp, cp, ep, pp_send, pp_recv, dp, cp_recv (sim StreamKind order)
+// compute, tp, cp, ep, pp_send, pp_recv, dp, cp_recv, tp_ring (sim StreamKind order)
+extern const std::vector<std::string> kStreams;
 extern const std::vector<std::string> kCategories;  // compute, recompute, tp_comm, ..., optimizer
 extern const std::vector<std::string> kPhases;      // fwd, bwd_input, bwd_weight, ...
 extern const std::vector<std::string> kCollOps;     // allreduce, reduce_scatter, ...

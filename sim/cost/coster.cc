@@ -251,6 +251,8 @@ double comm_hbm_share(const Program& p, const RankProgram& rp, const Task& t, Ti
   return std::min(1.0, 2.0 * busbw / hbm);
 }
 
+bool comm_holds_sms(const Task& t) { return t.stream != StreamKind::kTpRing; }
+
 double comm_compute_slowdown(const HwProfile& hw) {
   const int sms = hw.gpu.sms, comm = hw.compute.comm_sms;
   if (sms <= 0 || comm <= 0) return 0;

@@ -79,6 +79,11 @@ Durations rows_per_cost_class(const Program& p, const std::vector<GroupShape>& s
 // EngineOptions::comm_hbm_share (comm_hbm_share below).
 double comm_compute_slowdown(const HwProfile& hw);
 
+// Whether a communication task's kernels hold SMs (EngineOptions::comm_holds_sms): NCCL's do;
+// Transformer Engine's ring exchange (StreamKind::kTpRing) moves its chunks with copy engines
+// (userbuffers' peer-to-peer copies), which leaves every SM to the GEMM it overlaps.
+bool comm_holds_sms(const Task& t);
+
 // HBM share of a communication task for EngineOptions::comm_hbm_share: its kernels read from
 // HBM what they send and write to HBM what they receive, 2 bytes of HBM traffic per byte on
 // the link, and a GPU's link bytes per second is the nccl-tests busbw (NETWORK.md: busbw =

@@ -201,6 +201,14 @@ class Engine {
   std::vector<std::uint32_t> inst_member_;  // global indices, CSR by match_.offsets
 
   std::vector<std::int32_t> comm_running_;  // per rank, comm tasks running with duration > 0
+  // EngineOptions::comm_holds_sms: per instance 1 when its kernels hold no SMs, and per rank
+  // how many of its running comm tasks hold SMs.
+  std::vector<char> inst_no_sms_;
+  std::vector<std::int32_t> sm_comm_running_;
+  bool holds_sms(std::uint32_t g) const {
+    const std::int32_t inst = match_.instance_of[g];
+    return inst < 0 || inst_no_sms_.empty() || !inst_no_sms_[static_cast<size_t>(inst)];
+  }
   // HBM contention (EngineOptions::comm_hbm_share), in parts per million so that sums are
   // exact: per instance its share; per rank the shares of its running comm tasks and the
   // number of its running memory-bound compute tasks.
@@ -264,7 +272,7 @@ class Engine {
   // How much slower a compute task runs now, from the communication running on its rank.
   double slowdown_factor(size_t r, std::uint32_t g) const {
     if (comm_running_[r] == 0) return 1.0;
-    double slow = options_->compute_slowdown_when_comm;
+    double slow = sm_comm_running_[r] > 0 ? options_->compute_slowdown_when_comm : 0.0;
     if (hbm_ && (flags_[g] & kFlagMemBound))
       slow = std::max(slow, static_cast<double>(comm_hbm_ppm_[r]) * 1e-6);
     return 1.0 + slow;
@@ -475,6 +483,13 @@ void Engine::build(const Durations& d) {
   for (auto& v : rdv_of_rank_) v.clear();
   mb_changed_ranks_.clear();
   touched_.clear();
+  inst_no_sms_.assign(options_->comm_holds_sms ? static_cast<size_t>(ninst) : 0, 0);
+  for (size_t i = 0; i < inst_no_sms_.size(); ++i) {
+    const auto [r, id] = match_.members[static_cast<size_t>(match_.offsets[i])];
+    const RankProgram& rp = program_->ranks[static_cast<size_t>(r)];
+    inst_no_sms_[i] = options_->comm_holds_sms(rp, rp.tasks[static_cast<size_t>(id)]) ? 0 : 1;
+  }
+  sm_comm_running_.assign(nranks, 0);
   interference_ = options_->compute_slowdown_when_comm > 0 || hbm_;
   running_.resize(interference_ ? nranks : 0);
   for (auto& v : running_) v.clear();
@@ -635,6 +650,7 @@ void Engine::start_rendezvous(int inst, TimeNs t) {
       tm.start = t;
       tm.end = t;
       ++comm_running_[static_cast<size_t>(rank_of_[g])];
+      if (holds_sms(g)) ++sm_comm_running_[static_cast<size_t>(rank_of_[g])];
       mark_comm_changed(static_cast<size_t>(rank_of_[g]));
     }
     const TimeNs alpha = inst_alpha_[static_cast<size_t>(inst)];
@@ -674,6 +690,7 @@ void Engine::launch(std::uint32_t g, TimeNs t, TimeNs duration) {
   const auto r = static_cast<size_t>(rank_of_[g]);
   if (flags_[g] & kFlagComm) {
     ++comm_running_[r];
+    if (holds_sms(g)) ++sm_comm_running_[r];
     if (hbm_) comm_hbm_ppm_[r] += inst_hbm_ppm_[static_cast<size_t>(match_.instance_of[g])];
     mark_comm_changed(r);
   }
@@ -692,6 +709,7 @@ void Engine::finish(std::uint32_t g, TimeNs t) {
   const TaskTiming& tm = at(g);
   if ((flags_[g] & kFlagComm) && tm.end > tm.start) {
     --comm_running_[r];
+    if (holds_sms(g)) --sm_comm_running_[r];
     const std::int32_t inst = match_.instance_of[g];
     if (hbm_ && inst >= 0) {
       comm_hbm_ppm_[r] -= inst_hbm_ppm_[static_cast<size_t>(inst)];
@@ -986,11 +1004,12 @@ void Engine::breakdown(Timeline& tl) const {
   });
   std::array<int, kStreamCount> active;
   active.fill(-1);
-  // Compute stream first, then the comm streams: tp, cp (sends, receives), ep, pp_send,
-  // pp_recv, dp.
+  // Compute stream first, then the comm streams: tp (NCCL, ring exchange), cp (sends,
+  // receives), ep, pp_send, pp_recv, dp.
   static constexpr std::array<StreamKind, kStreamCount> kOrder = {
-      StreamKind::kCompute, StreamKind::kTp,     StreamKind::kCp,     StreamKind::kCpRecv,
-      StreamKind::kEp,      StreamKind::kPpSend, StreamKind::kPpRecv, StreamKind::kDp};
+      StreamKind::kCompute, StreamKind::kTp,     StreamKind::kTpRing, StreamKind::kCp,
+      StreamKind::kCpRecv,  StreamKind::kEp,     StreamKind::kPpSend, StreamKind::kPpRecv,
+      StreamKind::kDp};
   auto attribute = [&]() -> size_t {
     for (const StreamKind s : kOrder)
       if (active[static_cast<size_t>(s)] >= 0) return static_cast<size_t>(active[static_cast<size_t>(s)]);

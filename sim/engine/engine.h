@@ -18,8 +18,8 @@
 //    meets the k-th recv d<-s with that tag (s == d allowed, on different streams);
 //  - a rendezvous lasts the longest of its members' durations;
 //  - SM interference: a gemm/attention/memory_bound task runs at 1 / (1 + slowdown) of its
-//    speed while a collective/send/recv of its rank runs ([start, end)), at full speed
-//    otherwise. Its end is decided at its start from what runs then (llround(d x factor))
+//    speed while a collective/send/recv of its rank that holds SMs runs ([start, end);
+//    EngineOptions::comm_holds_sms), at full speed otherwise. Its end is decided at its start from what runs then (llround(d x factor))
 //    and re-decided whenever the communication running on its rank changes: it keeps the
 //    work it has left, work = d - (time at each factor / that factor). Without
 //    interference, every time is a max-plus expression of the durations, so lengthening a
@@ -151,6 +151,10 @@ struct EngineOptions {
   // rendezvous runs at 1 / (1 + share) of its speed while a memory-bound compute task runs
   // on one of its member ranks.
   std::function<double(const RankProgram&, const Task&, TimeNs duration)> comm_hbm_share;
+  // Whether a communication task's kernels hold SMs (sim/cost/coster.h comm_holds_sms; unset:
+  // every one does). One that holds none (a copy-engine transfer) does not slow the compute
+  // beside it by compute_slowdown_when_comm; its HBM share still applies.
+  std::function<bool(const RankProgram&, const Task&)> comm_holds_sms;
   bool record_memory_curve = true;
   // Set: network: flow (communication as flows sharing links); null: analytical durations.
   const FlowMode* flow = nullptr;

@@ -565,9 +565,9 @@ class Lowerer {
       const double rest = cp.bytes - first;
       std::string base = label_of(prefix, u.name, cp.name, mb);
       if (op == CollOp::kAllGather) {
-        e.after_next.push_back(emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_,
-                                               phase, std::move(base), u.layer, mb, chunk,
-                                               std::move(deps)));
+        e.after_next.push_back(emit_collective(e, op, gk, StreamKind::kTpRing, cat, cp.bytes,
+                                               act_dtype_, phase, std::move(base), u.layer,
+                                               mb, chunk, std::move(deps)));
       } else {
         std::vector<int> early;
         if (e.prev_compute >= 0) early.push_back(e.prev_compute);

@@ -26,6 +26,7 @@ const char* stream_name(StreamKind s) {
     case StreamKind::kPpSend: return "pp_send";
     case StreamKind::kPpRecv: return "pp_recv";
     case StreamKind::kCpRecv: return "cp_recv";
+    case StreamKind::kTpRing: return "tp_ring";
     case StreamKind::kDp: return "dp";
     case StreamKind::kCount: break;
   }

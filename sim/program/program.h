@@ -32,11 +32,15 @@ inline constexpr const char* kProgramSchema = "stepcast.program/1";
 
 // kCpRecv: ring attention's KV receives, apart from its sends (on kCp) as pp_send/pp_recv are:
 // every cp rank sends before it receives, so one stream for both would wait in a cycle.
+// kTpRing: Transformer Engine's ring exchange (userbuffers), the tensor-parallel all-gather
+// overlapped with its GEMM: its own streams in TE, apart from NCCL's, and moved by copy
+// engines, so it holds no SMs (sim/cost/coster.h comm_holds_sms).
 enum class StreamKind : std::uint8_t {
-  kCompute, kTp, kCp, kEp, kPpSend, kPpRecv, kDp, kCpRecv, kCount
+  kCompute, kTp, kCp, kEp, kPpSend, kPpRecv, kDp, kCpRecv, kTpRing, kCount
 };
 inline constexpr int kStreamCount = static_cast<int>(StreamKind::kCount);
-const char* stream_name(StreamKind s);  // "compute", "tp", "cp", "ep", "pp_send", "pp_recv", "dp", "cp_recv"
+// "compute", "tp", "cp", "ep", "pp_send", "pp_recv", "dp", "cp_recv", "tp_ring"
+const char* stream_name(StreamKind s);
 
 enum class TaskKind : std::uint8_t {
   kGemm, kAttention, kMemoryBound, kCollective, kSend, kRecv, kAlloc, kFree

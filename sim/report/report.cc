@@ -230,6 +230,7 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
                                                           TimeNs d) {
     return comm_hbm_share(p, rp, t, d, hw);
   };
+  eo.comm_holds_sms = [](const RankProgram&, const Task& t) { return comm_holds_sms(t); };
   if (sc.network == NetworkMode::kFlow) {  // communication as flows sharing links (flow_mode.h)
     out.timeline = simulate_flow_mode(out.program, sc.profile, eo, speeds);
   } else {

@@ -135,6 +135,29 @@ TEST(ExecProgram, ReadsALoweredProgramTaskForTask) {
   expect_valid_order(plan);
 }
 
+// With overlap.tp_comm the tensor-parallel all-gathers before GEMMs are Transformer Engine's
+// ring exchange, on the tp_ring stream: the executor reads that stream (it runs them as
+// NCCL all-gathers on a stream of their own) and orders them like the others.
+TEST(ExecPlan, TheRingExchangeStreamIsReadAndOrdered) {
+  const sc::Program sp = lowered(
+      scenario("tiny_8gpu.yaml", {{"overlap: {grad_reduce: true, param_gather: true}",
+                                   "overlap: {grad_reduce: true, param_gather: true, "
+                                   "tp_comm: true}"}}),
+      false);
+  const ex::Program p = to_exec(sp, "tiny_8gpu_tp_overlap");
+  const auto ring = static_cast<int>(
+      std::find(ex::kStreams.begin(), ex::kStreams.end(), "tp_ring") - ex::kStreams.begin());
+  ASSERT_LT(ring, static_cast<int>(ex::kStreams.size()));
+  int on_ring = 0, want = 0;
+  for (const auto& r : p.ranks)
+    for (const ex::Task& t : r.tasks) on_ring += t.stream == ring;
+  for (const auto& r : sp.ranks)
+    for (const sc::Task& t : r.tasks) want += t.stream == sc::StreamKind::kTpRing;
+  EXPECT_GT(want, 0);
+  EXPECT_EQ(on_ring, want);
+  expect_valid_order(ex::make_plan(p));
+}
+
 TEST(ExecPlan, FullFidelityKeepsEveryGroupAndPeerAndMatchesLikeTheSimulator) {
   const sc::Program sp = lowered(scenario("tiny_8gpu.yaml"), false);
   const ex::Program p = to_exec(sp, "tiny_8gpu_full");

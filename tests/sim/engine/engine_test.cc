@@ -342,6 +342,39 @@ TEST(Engine, SmInterferenceSlowsComputeWhileCommRuns) {
   }
 }
 
+// A communication task that holds no SMs (EngineOptions::comm_holds_sms false: Transformer
+// Engine's ring exchange on copy engines) does not slow the compute beside it; one that
+// does, still does, and a kernel overlapping both is slowed only while the SM-holding one
+// runs. Slowdown 0.5. Compute a (300) starts at 0; the ring-exchange all-gather x runs
+// [0, 100) on tp_ring, then the tp collective y (holds SMs) [100, 200) on tp after it. a
+// does 100 of its work over x at full speed, 66.67 over y, the last 133.33 after: ends at
+// 333.33 -> 333. With x holding SMs too: 200 / 1.5 = 133.33 over both, then 166.67: 367.
+// Memory-bound compute keeps x's HBM share: with a share of 0.5 on every comm task and a
+// memory-bound kernel (300) instead of a, both collectives stretch to 150 while it runs (x
+// [0, 150), y [150, 300)) and it runs at 1 / 1.5 over both: 200 of its work by 300, ends at
+// 400, whether x holds SMs or not.
+TEST(Engine, CommThatHoldsNoSmsDoesNotSlowCompute) {
+  auto run = [](bool x_holds, TaskKind kind, bool hbm) {
+    Builder b;
+    const int r = b.rank(0);
+    const int c = b.compute(r, "a", 300);
+    b.p.ranks[0].tasks.mut(static_cast<size_t>(c)).kind = kind;
+    const int x = b.coll(r, "x", b.group(GroupKind::kTp, {0}), 100, {}, StreamKind::kTpRing);
+    b.coll(r, "y", b.group(GroupKind::kTp, {0}), 100, {x});
+    EngineOptions o;
+    o.compute_slowdown_when_comm = 0.5;
+    o.comm_holds_sms = [x_holds](const RankProgram&, const Task& t) {
+      return x_holds || t.stream != StreamKind::kTpRing;
+    };
+    if (hbm) o.comm_hbm_share = [](const RankProgram&, const Task&, TimeNs) { return 0.5; };
+    return simulate(b.p, b.d, o).ranks[0].tasks[static_cast<size_t>(c)].end;
+  };
+  EXPECT_EQ(run(false, TaskKind::kGemm, false), 333);
+  EXPECT_EQ(run(true, TaskKind::kGemm, false), 367);
+  EXPECT_EQ(run(false, TaskKind::kMemoryBound, true), 400);
+  EXPECT_EQ(run(true, TaskKind::kMemoryBound, true), 400);
+}
+
 // HBM contention (engine.h): every comm task here uses half the HBM bandwidth (share 0.5);
 // the SM slowdown is 0.1.
 EngineOptions hbm_options() {

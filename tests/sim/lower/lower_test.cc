@@ -1482,8 +1482,8 @@ TEST(Lower, TpCommOverlapChunksCollectivesAndHidesThem) {
 }
 
 // Transformer Engine's ring exchange: the GEMM after an overlapped all-gather starts on the
-// rank's own chunk, so it does not wait for the all-gather; the compute task after that
-// GEMM does. The all-gather carries the full gathered size (nccl-tests' S), so it costs
+// rank's own chunk, so it does not wait for the all-gather (on the tp_ring stream); the
+// compute task after that GEMM does. The all-gather carries the full gathered size (nccl-tests' S), so it costs
 // (tp-1)/tp of the bytes over the link, as the tp-1 steps of the exchange do.
 TEST(Lower, TpOverlapAllGatherIsARingExchangeTheGemmDoesNotWaitFor) {
   Plan p;
@@ -1526,6 +1526,8 @@ TEST(Lower, TpOverlapAllGatherIsARingExchangeTheGemmDoesNotWaitFor) {
     if (next[0]->kind != TaskKind::kGemm || waits(*next[0])) continue;
     EXPECT_TRUE(waits(*next[1])) << ag.label << " -> " << next[1]->label;
     EXPECT_DOUBLE_EQ(ag.bytes, full) << ag.label;
+    // On its own stream (TE's, apart from NCCL's), where it holds no SMs.
+    EXPECT_EQ(ag.stream, StreamKind::kTpRing) << ag.label;
     ++checked;
   }
   // Per layer and microbatch: the forward's two (before qkv and fc1) and the input
