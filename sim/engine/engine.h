@@ -19,9 +19,10 @@
 //  - a rendezvous lasts the longest of its members' durations;
 //  - SM interference: a gemm/attention/memory_bound task runs at 1 / (1 + slowdown) of its
 //    speed while a collective/send/recv of its rank that holds SMs runs ([start, end);
-//    EngineOptions::comm_holds_sms), at full speed otherwise. Its end is decided at its start from what runs then (llround(d x factor))
-//    and re-decided whenever the communication running on its rank changes: it keeps the
-//    work it has left, work = d - (time at each factor / that factor). Without
+//    EngineOptions::comm_holds_sms), at full speed otherwise. Its end is decided at its
+//    start from what runs then (llround(d x factor)) and re-decided whenever the
+//    communication running on its rank changes: it keeps the work it has left,
+//    work = d - (time at each factor / that factor). Without
 //    interference, every time is a max-plus expression of the durations, so lengthening a
 //    task never shortens the step; with it, it can (a delayed collective may overlap less
 //    compute);
