@@ -206,8 +206,9 @@ class Engine {
   std::vector<char> inst_no_sms_;
   std::vector<std::int32_t> sm_comm_running_;
   bool holds_sms(std::uint32_t g) const {
+    if (inst_no_sms_.empty()) return true;
     const std::int32_t inst = match_.instance_of[g];
-    return inst < 0 || inst_no_sms_.empty() || !inst_no_sms_[static_cast<size_t>(inst)];
+    return inst < 0 || !inst_no_sms_[static_cast<size_t>(inst)];
   }
   // HBM contention (EngineOptions::comm_hbm_share), in parts per million so that sums are
   // exact: per instance its share; per rank the shares of its running comm tasks and the
