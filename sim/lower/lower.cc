@@ -119,6 +119,7 @@ class Lowerer {
       STEPCAST_CHECK(v_ == 1, fmt::format("schedule {} runs one chunk per stage, vpp is {}",
                                           schedule_name(par_.schedule), v_));
     split_w_ = par_.schedule == Schedule::kZbH1;
+    te_order_ = par_.overlap_tp_comm;
     shard_.microbatch = par_.microbatch;
     shard_.seq_len = sc.training.seq_len;
     shard_.tp = par_.tp;
@@ -559,8 +560,12 @@ class Lowerer {
       //    time is the all-gather's: (tp-1)/tp of the bytes over the link. TE issues the
       //    per-chunk GEMMs on several streams, where they overlap one another, so the GEMM
       //    is costed whole, not as tp GEMMs of s/tp rows run one after another.
-      //  - reduce-scatter after a row-parallel GEMM: (tp-1)/tp of it runs alongside the
-      //    producing GEMM (issued when the GEMM starts), the last chunk after it.
+      //  - reduce-scatter after a forward row-parallel GEMM (proj, fc2): (tp-1)/tp of it runs
+      //    alongside the producing GEMM (issued when the GEMM starts), the last chunk after it.
+      //  - reduce-scatter after a backward input-gradient GEMM (qkv, fc1): TE's bulk overlap,
+      //    whole after the GEMM and beside the weight-gradient GEMM that follows it
+      //    (emit_backward_te_order), which does not wait for it; the op after does. With W
+      //    split from B (ZB-H1) it is chunked as in forward.
       const double first = cp.bytes / par_.tp;
       const double rest = cp.bytes - first;
       std::string base = label_of(prefix, u.name, cp.name, mb);
@@ -568,6 +573,10 @@ class Lowerer {
         e.after_next.push_back(emit_collective(e, op, gk, StreamKind::kTpRing, cat, cp.bytes,
                                                act_dtype_, phase, std::move(base), u.layer,
                                                mb, chunk, std::move(deps)));
+      } else if (phase == Phase::kBwdInput && !split_w_) {
+        e.pending.push_back(emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase,
+                                            std::move(base), u.layer, mb, chunk,
+                                            std::move(deps)));
       } else {
         std::vector<int> early;
         if (e.prev_compute >= 0) early.push_back(e.prev_compute);
@@ -1019,7 +1028,12 @@ class Lowerer {
                              z3[static_cast<size_t>(k)].end());
           }
           emit_recompute(e, u, mb, c);
-          emit_steps(e, u.ops->bwd_input, Phase::kBwdInput, Category::kCompute, "bwd", u, mb, c, 1);
+          if (te_order_ && !split_w_) {
+            emit_backward_te_order(e, u, mb, c);
+          } else {
+            emit_steps(e, u.ops->bwd_input, Phase::kBwdInput, Category::kCompute, "bwd", u, mb,
+                       c, 1);
+          }
           // ZB-H1 sends the input gradient as soon as B is done; the other schedules send
           // after the whole backward (Megatron: autograd of the chunk, then send_backward).
           if (k == 0 && split_w_) {
@@ -1027,7 +1041,7 @@ class Lowerer {
             if (e.last_compute >= 0) grad_out_deps.push_back(e.last_compute);
           }
           if (!split_w_) {
-            emit_weight_grads(e, u, mb, c);
+            emit_weight_grads(e, u, mb, c, te_order_ ? &emitted_w_ : nullptr);
             if (zero3) zero3_free(e, u, mb, c, Phase::kBwdInput, "b");
             finish_unit_grads(e, bucketers[static_cast<size_t>(c)], u, mb, c, k == 0, last_mb);
           } else if (zero3) {
@@ -1166,10 +1180,18 @@ class Lowerer {
   // overlaps the dgrad allreduce with the wgrad GEMM); the next compute still does.
   // ZeRO-2 then copies the gradients into the reduce bucket (DeepSpeed contiguous_gradients,
   // stage_1_and_2.py, on by default), every microbatch, for the groups it reduces.
-  void emit_weight_grads(Emit& e, const Unit& u, int mb, int c) {
+  void emit_weight_grads(Emit& e, const Unit& u, int mb, int c,
+                         const std::vector<char>* emitted = nullptr) {
     std::vector<int> stash;
     stash.swap(e.pending);
-    emit_steps(e, u.ops->bwd_weight, Phase::kBwdWeight, Category::kCompute, "wgt", u, mb, c, 1);
+    if (emitted == nullptr) {
+      emit_steps(e, u.ops->bwd_weight, Phase::kBwdWeight, Category::kCompute, "wgt", u, mb, c, 1);
+    } else {
+      std::vector<Step> rest;
+      for (size_t j = 0; j < u.ops->bwd_weight.size(); ++j)
+        if (j >= emitted->size() || !(*emitted)[j]) rest.push_back(u.ops->bwd_weight[j]);
+      emit_steps(e, rest, Phase::kBwdWeight, Category::kCompute, "wgt", u, mb, c, 1);
+    }
     if (par_.zero == 2) {
       for (const bool expert : {false, true}) {
         const double bytes = expert ? u.expert_grad_bytes : u.dense_grad_bytes;
@@ -1180,6 +1202,45 @@ class Lowerer {
       }
     }
     e.pending.insert(e.pending.end(), stash.begin(), stash.end());
+  }
+
+  // Transformer Engine's order (with the TP overlap on, and W not split from B): each
+  // linear's weight-gradient GEMM right after its input-gradient GEMM (and after the
+  // reduce-scatter that follows it, which runs beside the weight gradient: TE's bulk
+  // overlap), as a TE module's backward computes them. The weight gradients emitted here are
+  // marked in emitted_w_; emit_weight_grads emits the rest.
+  void emit_backward_te_order(Emit& e, const Unit& u, int mb, int c) {
+    const std::vector<Step>& bi = u.ops->bwd_input;
+    const std::vector<Step>& bw = u.ops->bwd_weight;
+    emitted_w_.assign(bw.size(), 0);
+    int owed = -1;
+    std::vector<int> after_dgrad;  // what the weight gradient waits for: as its input gradient
+    for (size_t i = 0; i < bi.size(); ++i) {
+      emit_steps(e, {bi[i]}, Phase::kBwdInput, Category::kCompute, "bwd", u, mb, c, 1);
+      if (!bi[i].is_comm && bi[i].op.kind == OpKind::kGemm) {
+        owed = -1;
+        for (size_t j = 0; j < bw.size(); ++j)
+          if (!emitted_w_[j] && !bw[j].is_comm && bw[j].op.kind == OpKind::kGemm &&
+              bw[j].op.name == bi[i].op.name) {
+            owed = static_cast<int>(j);
+            break;
+          }
+        // The ring exchange of the output gradient feeds both GEMMs (the op after the
+        // input-gradient GEMM waits for it); the reduce-scatter emitted next does not.
+        after_dgrad = e.pending;
+      }
+      const bool comm_next =
+          i + 1 < bi.size() && bi[i + 1].is_comm && bi[i + 1].comm.feeds_wgrad.empty();
+      if (owed < 0 || comm_next) continue;
+      std::vector<int> stash;
+      stash.swap(e.pending);
+      e.pending = after_dgrad;
+      emit_steps(e, {bw[static_cast<size_t>(owed)]}, Phase::kBwdWeight, Category::kCompute, "wgt",
+                 u, mb, c, 1);
+      e.pending = std::move(stash);
+      emitted_w_[static_cast<size_t>(owed)] = 1;
+      owed = -1;
+    }
   }
 
   // A unit's weight gradients are done: sync them (ZeRO-2/3 every microbatch, else buckets in
@@ -1343,6 +1404,8 @@ class Lowerer {
   ShardSpec shard_;
   int p_ = 1, v_ = 1, nv_ = 1, m_ = 1;
   bool split_w_ = false;
+  bool te_order_ = false;        // emit_backward_te_order
+  std::vector<char> emitted_w_;  // its weight gradients emitted, for emit_weight_grads
   // Activations on the wire and gathered (ZeRO) weights: 16-bit under bf16/fp16/fp8.
   DType act_dtype_ = DType::kBf16;
   double act_elem_bytes_ = 2;

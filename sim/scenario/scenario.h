@@ -56,7 +56,8 @@ struct ParallelSpec {
   bool overlap_param_gather = true;
   // overlap.tp_comm: the all-gather / reduce-scatter of sequence parallelism pipelined with
   // the adjacent GEMM (Transformer Engine userbuffers, Megatron-Core --tp-comm-overlap: the
-  // all-gather as TE's ring exchange, the reduce-scatter in tp chunks; sim/lower/lower.cc).
+  // all-gather as TE's ring exchange, the reduce-scatter in tp chunks in forward and beside
+  // the weight gradient in backward; sim/lower/lower.cc).
   // Requires sequence_parallel. Default false.
   bool overlap_tp_comm = false;
   // bucket_mb * 1e6 (bytes of fp32 gradients per DP bucket). 0 (bucket_mb not given):

@@ -645,13 +645,13 @@ TEST(Cli, ValidateOverridesAProfileKeyForItsCases) {
   const auto plain = steps("");
   ASSERT_EQ(plain.size(), 2u);
   const auto h100_only = steps(" --override h100-sxm:compute.sustained_clock=0.5");
-  EXPECT_GT(h100_only[0], 1.3 * plain[0]);  // compute at 0.5 instead of 0.75 of boost
+  EXPECT_GT(h100_only[0], 1.3 * plain[0]);  // compute at 0.5 instead of 0.73 of boost
   EXPECT_EQ(h100_only[1], plain[1]);        // the A100 case is untouched
   const auto both = steps(" --override compute.sustained_clock=0.5");
   EXPECT_EQ(both[0], h100_only[0]);
   EXPECT_GT(both[1], 1.3 * plain[1]);
   // The scenario's own value is restated, nothing moves.
-  EXPECT_EQ(steps(" --override h100-sxm:compute.sustained_clock=0.75"), plain);
+  EXPECT_EQ(steps(" --override h100-sxm:compute.sustained_clock=0.73"), plain);
   for (const char* bad : {"junk", "=1", "compute.sustained_clock=", ":compute.x=1"}) {
     CliRun r = stepcast(base + " --override '" + bad + "'");
     EXPECT_EQ(r.code, 2) << bad;

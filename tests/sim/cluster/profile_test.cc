@@ -274,15 +274,15 @@ TEST(ProfileOverrides, ChangeValues) {
 // that repeated the file's own comm_sms (16). Sequences and scalars still replace.
 TEST(ProfileOverrides, AMappingMergesIntoItsSection) {
   const HwProfile file = load_profile("h100-sxm", kProfiles, YAML::Node(), "s.yaml");
-  // h100-sxm.yaml: compute.sustained_clock 0.75, gemm {max_efficiency 0.880, half_m 107}.
-  ASSERT_DOUBLE_EQ(file.compute.sustained_clock, 0.75);
+  // h100-sxm.yaml: compute.sustained_clock 0.73, gemm {max_efficiency 0.880, half_m 107}.
+  ASSERT_DOUBLE_EQ(file.compute.sustained_clock, 0.73);
   ASSERT_DOUBLE_EQ(file.compute.gemm_half_m, 107);
   HwProfile p = load_profile("h100-sxm", kProfiles,
                              YAML::Load("{compute: {comm_sms: 20, gemm: {max_efficiency: 0.7}}}"),
                              "s.yaml");
   EXPECT_EQ(p.compute.comm_sms, 20);
   EXPECT_DOUBLE_EQ(p.compute.gemm_max_eff, 0.7);
-  EXPECT_DOUBLE_EQ(p.compute.sustained_clock, 0.75);  // kept from the file
+  EXPECT_DOUBLE_EQ(p.compute.sustained_clock, 0.73);  // kept from the file
   EXPECT_DOUBLE_EQ(p.compute.gemm_half_m, 107);        // kept from the file's gemm section
   EXPECT_DOUBLE_EQ(p.compute.gemm_fixed_time_s, file.compute.gemm_fixed_time_s);
   // Repeating the file's own value changes nothing.

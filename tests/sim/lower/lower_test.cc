@@ -1481,16 +1481,30 @@ TEST(Lower, TpCommOverlapChunksCollectivesAndHidesThem) {
   EXPECT_GE(on.breakdown_ns[comp], off.breakdown_ns[comp]);
 }
 
-// Transformer Engine's ring exchange: the GEMM after an overlapped all-gather starts on the
-// rank's own chunk, so it does not wait for the all-gather (on the tp_ring stream); the
-// compute task after that GEMM does. The all-gather carries the full gathered size (nccl-tests' S), so it costs
-// (tp-1)/tp of the bytes over the link, as the tp-1 steps of the exchange do.
-TEST(Lower, TpOverlapAllGatherIsARingExchangeTheGemmDoesNotWaitFor) {
+// tiny_gpt at tp 4 with sequence parallelism and the TP overlap on, 2 microbatches.
+Plan tp4_overlap_plan() {
   Plan p;
   p.tp = 4;
   p.sp = true;
   p.overlap_tp = true;
   p.microbatches = 2;
+  return p;
+}
+
+// A kernel on the compute stream.
+bool is_compute_task(const Task& t) {
+  return t.stream == StreamKind::kCompute &&
+         (t.kind == TaskKind::kGemm || t.kind == TaskKind::kAttention ||
+          t.kind == TaskKind::kMemoryBound);
+}
+
+// Transformer Engine's ring exchange: the GEMM after an overlapped all-gather starts on the
+// rank's own chunk, so it does not wait for the all-gather (on the tp_ring stream); the
+// compute task after that GEMM does. The all-gather carries the full gathered size
+// (nccl-tests' S), so it costs (tp-1)/tp of the bytes over the link, as the tp-1 steps of
+// the exchange do.
+TEST(Lower, TpOverlapAllGatherIsARingExchangeTheGemmDoesNotWaitFor) {
+  const Plan p = tp4_overlap_plan();
   const ModelArch a = tiny_gpt();
   const Scenario sc = make_scenario(a, p);
   const Program prog = lower(sc);
@@ -1499,11 +1513,6 @@ TEST(Lower, TpOverlapAllGatherIsARingExchangeTheGemmDoesNotWaitFor) {
   const double full = static_cast<double>(sc.parallel.microbatch) *
                       static_cast<double>(sc.training.seq_len) *
                       static_cast<double>(a.hidden) * 2.0;
-  auto is_compute = [](const Task& t) {
-    return t.stream == StreamKind::kCompute &&
-           (t.kind == TaskKind::kGemm || t.kind == TaskKind::kAttention ||
-            t.kind == TaskKind::kMemoryBound);
-  };
   int checked = 0;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const Task& ag = tasks[i];
@@ -1515,7 +1524,7 @@ TEST(Lower, TpOverlapAllGatherIsARingExchangeTheGemmDoesNotWaitFor) {
     // The next two compute tasks on the compute stream: the GEMM, then the op after it.
     std::vector<const Task*> next;
     for (size_t j = i + 1; j < tasks.size() && next.size() < 2; ++j)
-      if (is_compute(tasks[j])) next.push_back(&tasks[j]);
+      if (is_compute_task(tasks[j])) next.push_back(&tasks[j]);
     ASSERT_EQ(next.size(), 2u) << ag.label;
     auto waits = [&](const Task& t) {
       return std::find(t.deps.begin(), t.deps.end(), ag.id) != t.deps.end();
@@ -1534,6 +1543,86 @@ TEST(Lower, TpOverlapAllGatherIsARingExchangeTheGemmDoesNotWaitFor) {
   // gradient's two (before proj and fc2); per microbatch one more before the logits GEMM;
   // over 2 microbatches.
   EXPECT_EQ(checked, (4 * a.layers + 1) * 2);
+}
+
+// Transformer Engine's backward (with the TP overlap on): each linear's weight-gradient GEMM
+// right after its input-gradient GEMM, as a TE module's backward runs them. After qkv and
+// fc1 (column-parallel) the reduce-scatter of the input gradient comes whole between the
+// two and runs beside the weight gradient (TE's bulk overlap): the weight gradient does not
+// wait for it, the compute after does. proj and fc2 (row-parallel) gathered their output
+// gradient by ring exchange, which both GEMMs use: the weight gradient waits for it. With
+// W split from B (ZB-H1) the weight gradients stay in their W pass.
+TEST(Lower, TpOverlapBackwardRunsEachWeightGradientAfterItsInputGradient) {
+  Plan p = tp4_overlap_plan();
+  const ModelArch a = tiny_gpt();
+  const Program prog = lower(make_scenario(a, p));
+  const TaskList& tasks = prog.ranks[0].tasks;
+  const double full = 512.0 * static_cast<double>(a.hidden) * 2.0;  // S of [T, h], bf16
+  auto waits = [](const Task& t, int id) {
+    return std::find(t.deps.begin(), t.deps.end(), id) != t.deps.end();
+  };
+  auto next_compute = [&](size_t i) {
+    for (size_t j = i + 1; j < tasks.size(); ++j)
+      if (is_compute_task(tasks[j])) return j;
+    return tasks.size();
+  };
+  int column = 0, row = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const Task& dg = tasks[i];
+    if (dg.kind != TaskKind::kGemm || dg.phase != Phase::kBwdInput || dg.layer < 0) continue;
+    const std::string name = dg.label.substr(0, dg.label.rfind(".mb"));  // bwd.L3.qkv
+    const std::string op = name.substr(name.rfind('.') + 1);
+    if (op != "qkv" && op != "fc1" && op != "proj" && op != "fc2") continue;
+    const size_t w = next_compute(i);
+    ASSERT_LT(w, tasks.size());
+    EXPECT_EQ(tasks[w].phase, Phase::kBwdWeight) << dg.label << " -> " << tasks[w].label;
+    EXPECT_EQ(tasks[w].label, "wgt" + dg.label.substr(3)) << dg.label;
+    const size_t after = next_compute(w);
+    ASSERT_LT(after, tasks.size());
+    if (op == "qkv" || op == "fc1") {
+      // The one task between them: the whole reduce-scatter, after the input gradient.
+      ASSERT_EQ(w, i + 2) << dg.label;
+      const Task& rs = tasks[i + 1];
+      EXPECT_EQ(rs.coll, CollOp::kReduceScatter) << rs.label;
+      EXPECT_DOUBLE_EQ(rs.bytes, full) << rs.label;
+      EXPECT_TRUE(waits(rs, dg.id)) << rs.label;
+      EXPECT_FALSE(waits(tasks[w], rs.id)) << tasks[w].label;
+      EXPECT_TRUE(waits(tasks[after], rs.id)) << tasks[after].label;
+      ++column;
+    } else {
+      // The ring exchange before the input gradient: the weight gradient waits for it.
+      int ring = -1;
+      for (size_t j = i; j-- > 0;)
+        if (tasks[j].stream == StreamKind::kTpRing) {
+          ring = tasks[j].id;
+          break;
+        }
+      ASSERT_GE(ring, 0) << dg.label;
+      EXPECT_FALSE(waits(dg, ring)) << dg.label;
+      EXPECT_TRUE(waits(tasks[w], ring)) << tasks[w].label;
+      ++row;
+    }
+  }
+  // Two of each per layer and microbatch.
+  EXPECT_EQ(column, 2 * a.layers * 2);
+  EXPECT_EQ(row, 2 * a.layers * 2);
+
+  // ZB-H1: the weight gradients wait for their W pass; no input gradient is followed by one.
+  p.pp = 2;
+  p.schedule = Schedule::kZbH1;
+  const Program zb = lower(make_scenario(a, p));
+  for (const RankProgram& rp : zb.ranks)
+    for (size_t i = 0; i < rp.tasks.size(); ++i) {
+      const Task& t = rp.tasks[i];
+      if (t.kind != TaskKind::kGemm || t.phase != Phase::kBwdInput) continue;
+      for (size_t j = i + 1; j < rp.tasks.size(); ++j) {
+        if (rp.tasks[j].stream != StreamKind::kCompute || rp.tasks[j].kind == TaskKind::kAlloc ||
+            rp.tasks[j].kind == TaskKind::kFree)
+          continue;
+        EXPECT_NE(rp.tasks[j].phase, Phase::kBwdWeight) << t.label << " -> " << rp.tasks[j].label;
+        break;
+      }
+    }
 }
 
 }  // namespace
