@@ -23,7 +23,7 @@
 #include "model/error.h"
 #include "sim/cluster/profile.h"
 #include "sim/cost/cost.h"
-#include "sim/scenario/yaml_util.h"
+#include "sim/io/yaml_util.h"
 
 namespace stepcast {
 
@@ -455,7 +455,7 @@ double fit_memory_kernel(const Measurements& m, const std::string& kernel, doubl
   return best_bw;  // too few points above the launch-bound range: the best one measured
 }
 
-// The `algorithm` of a calibrated entry (sim/cost/params.h) for measurements run with NCCL
+// The `algorithm` of a calibrated entry (sim/cluster/params.h) for measurements run with NCCL
 // algorithm `algo` (bench --algo: NCCL_ALGO's names, any case; "default": NCCL's own choice,
 // taken to be the algorithm the model runs for the collective under the base profile,
 // bandwidth_algorithm). all_to_all and send_recv run as grouped send/recv: direct. nullopt:
@@ -627,7 +627,7 @@ void write_yaml(const HwProfile& base, const FitReport& rep, const Measurements&
     std::set<std::tuple<std::string, int, int, CollAlgo>> refit;
     for (const CollectiveCalib& e : rep.calibrated) refit.insert({e.op, e.ranks, e.nodes, e.algo});
     YAML::Node list(YAML::NodeType::Sequence);
-    // One calibrated entry as a flow mapping (keys of sim/cost/params.h); the source is
+    // One calibrated entry as a flow mapping (keys of sim/cluster/params.h); the source is
     // written whenever it is known (fitted entries always carry one).
     auto entry = [&](const CollectiveCalib& e) {
       YAML::Node n = flow_map();

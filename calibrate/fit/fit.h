@@ -1,6 +1,6 @@
 // `stepcast fit`: measurements.json (calibrate/bench) + a base hardware profile -> a new
 // profile YAML whose compute: values are fitted and whose collectives.calibrated: gains one
-// entry per collective, group shape and size range (keys: sim/cost/params.h).
+// entry per collective, group shape and size range (keys: sim/cluster/params.h).
 //
 // What is fitted and how (the residuals of every fit are in FitReport):
 //  - GEMM kernel time vs shape, the model of sim/cost/compute.cc (M = batch * m):
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "calibrate/fit/measurements.h"
-#include "sim/cost/params.h"
+#include "sim/cluster/params.h"
 
 namespace stepcast {
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
-#include "sim/program/json_locator.h"
+#include "sim/io/json_locator.h"
 
 namespace stepcast {
 

@@ -4,7 +4,7 @@
 // name; numbers are positive and finite; derived numbers (flop_per_s, algbw_GBps,
 // busbw_GBps, bytes_per_s) must agree with the raw ones; all GPUs of the run are the same
 // model. Each problem is an InputIssue naming the file, the line and column of the value
-// (of the object lacking it for a missing key; sim/program/json_locator.h) and the JSON
+// (of the object lacking it for a missing key; sim/io/json_locator.h) and the JSON
 // pointer of the key; all are reported at once.
 #pragma once
 

@@ -8,7 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "model/workload.h"
-#include "sim/cost/params.h"
+#include "sim/cluster/params.h"
 
 namespace stepcast {
 
@@ -57,7 +57,7 @@ struct HwProfile {
   // Not a profile key: how the cost model treats a NIC shared by several GPUs (node.nics <
   // node.gpus). false (analytical mode): a symmetric plan runs the collectives and pipeline
   // sends of every GPU of a node at once, so each GPU gets nics/gpus of a NIC. true (flow
-  // mode, sim/engine/flow_mode.h flow_cost_profile): the cost of one transfer alone on the
+  // mode, sim/report/flow_mode.h flow_cost_profile): the cost of one transfer alone on the
   // links, each GPU with a whole NIC; the flows sharing the NIC add the rest.
   bool lone_transfers = false;
   bool operator==(const HwProfile&) const = default;

@@ -9,7 +9,7 @@
 
 #include "sim/cluster/profile.h"
 #include "sim/cost/cost.h"
-#include "sim/engine/engine.h"
+#include "sim/program/durations.h"
 #include "sim/program/program.h"
 
 namespace stepcast {

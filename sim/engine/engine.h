@@ -41,7 +41,7 @@
 //  - a program where tasks remain but none can start throws InvariantError naming each stuck
 //    stream head and what it waits for; unmatched sends/collectives throw before running;
 //  - events = starts + ends = 2 x tasks. Throughput: tests/bench/bench_engine.cc.
-//  - Flow mode (EngineOptions::flow, sim/engine/flow_mode.h): a collective or send/recv
+//  - Flow mode (EngineOptions::flow, sim/report/flow_mode.h): a collective or send/recv
 //    rendezvous becomes a transfer: members start together, wait the latency (alpha) part of
 //    the duration, then its flows (sim/network/flows.h: collective_flows over the group's full
 //    global membership, or route(src, dst) for a send) move bytes over the topology's links,
@@ -88,47 +88,15 @@
 #include "model/huge_alloc.h"
 #include "model/units.h"
 #include "sim/engine/link_util.h"
+#include "sim/program/durations.h"
 #include "sim/program/program.h"
 
 namespace stepcast {
 
-// Durations of every task, per simulated rank (same indexing as Program::ranks[r].tasks).
-// Ranks may share one row (task_durations shares the rows of ranks that cost the same, as
-// program.h's shared task lists do); writing through the non-const operator[] copies a
-// shared row first, so rows behave as values.
-class Durations {
- public:
-  using Row = std::vector<TimeNs>;
-  Durations() = default;
-  explicit Durations(std::size_t nranks) : rows_(nranks) {}
-  std::size_t size() const { return rows_.size(); }
-  bool empty() const { return rows_.empty(); }
-  const Row& operator[](std::size_t r) const { return rows_[r] ? *rows_[r] : empty_row(); }
-  Row& operator[](std::size_t r) {
-    auto& p = rows_[r];
-    if (!p)
-      p = std::make_shared<Row>();
-    else if (p.use_count() > 1)
-      p = std::make_shared<Row>(*p);
-    return *p;
-  }
-  void emplace_back() { rows_.emplace_back(); }
-  void push_back(Row row) { rows_.push_back(std::make_shared<Row>(std::move(row))); }
-  // Rank r's row becomes rank `from`'s (shared, not copied).
-  void share_row(std::size_t r, std::size_t from) { rows_[r] = rows_[from]; }
-
- private:
-  static const Row& empty_row() {
-    static const Row e;
-    return e;
-  }
-  std::vector<std::shared_ptr<Row>> rows_;
-};
-
 class Topology;  // sim/network/topology.h
 struct RendezvousMatching;  // sim/program/matching.h
 
-// Flow network mode (engine.h header comment; sim/engine/flow_mode.h builds it from a profile).
+// Flow network mode (engine.h header comment; sim/report/flow_mode.h builds it from a profile).
 struct FlowMode {
   const Topology* topology = nullptr;      // links the flows cross; world_size GPUs at least
   const Topology* nominal = nullptr;       // same links at their line rates (slow links in

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/scenario/scenario.h"
+#include "sim/plan/plan.h"
 
 namespace stepcast {
 

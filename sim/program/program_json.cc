@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
-#include "sim/program/json_locator.h"
+#include "sim/io/json_locator.h"
 
 namespace stepcast {
 

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "sim/report/parallel.h"
-#include "sim/scenario/yaml_util.h"
+#include "sim/io/yaml_util.h"
 
 namespace fs = std::filesystem;
 

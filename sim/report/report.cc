@@ -9,9 +9,9 @@
 #include "model/params.h"
 #include "sim/cost/coster.h"
 #include "sim/engine/critical_path.h"
-#include "sim/engine/flow_mode.h"
+#include "sim/report/flow_mode.h"
 #include "sim/lower/lower.h"
-#include "sim/scenario/yaml_util.h"
+#include "sim/io/yaml_util.h"
 
 namespace stepcast {
 

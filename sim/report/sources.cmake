@@ -1,7 +1,10 @@
-# Sources of sim/report, listed by name (appended to STAGE_SOURCES).
-list(APPEND STAGE_SOURCES report/report.cc)
-list(APPEND STAGE_SOURCES report/validate.cc)
-list(APPEND STAGE_SOURCES report/regress.cc)
-list(APPEND STAGE_SOURCES report/explore.cc)
-list(APPEND STAGE_SOURCES report/visual.cc)
-list(APPEND STAGE_SOURCES report/parallel.cc)
+# Sources of sim/report, listed by name.
+set(STAGE_SOURCES
+  report/report.cc
+  report/flow_mode.cc
+  report/validate.cc
+  report/regress.cc
+  report/explore.cc
+  report/visual.cc
+  report/parallel.cc
+)

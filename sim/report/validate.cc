@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "sim/program/json_locator.h"
+#include "sim/io/json_locator.h"
 #include "sim/report/parallel.h"
-#include "sim/scenario/yaml_util.h"
+#include "sim/io/yaml_util.h"
 
 namespace stepcast {
 

@@ -40,24 +40,9 @@
 
 #include <fmt/format.h>
 
-#include "sim/scenario/yaml_util.h"
+#include "sim/io/yaml_util.h"
 
 namespace stepcast {
-
-const char* schedule_name(Schedule s) {
-  switch (s) {
-    case Schedule::kGpipe: return "gpipe";
-    case Schedule::k1F1B: return "1f1b";
-    case Schedule::kInterleaved: return "interleaved";
-    case Schedule::kZbH1: return "zb-h1";
-  }
-  return "?";
-}
-
-DType grad_reduce_dtype(const TrainingSpec& t) {
-  if (t.grad_reduce_dtype) return *t.grad_reduce_dtype;
-  return t.dtype == DType::kFp16 ? DType::kFp16 : DType::kFp32;
-}
 
 GpuSpeeds gpu_speeds(const Scenario& sc) {
   if (sc.stragglers.empty()) return {};
@@ -87,15 +72,6 @@ std::string stragglers_text(const Scenario& sc) {
                        s.gpu >= 0 ? s.gpu : s.node, parts.empty() ? "nominal" : parts);
   }
   return out;
-}
-
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
-  }
-  return "?";
 }
 
 namespace {

@@ -1,4 +1,4 @@
-// Flow network mode (sim/engine/flow_mode.h) on the llama3-70b / 256-GPU scenario at full
+// Flow network mode (sim/report/flow_mode.h) on the llama3-70b / 256-GPU scenario at full
 // fidelity (scenarios/llama3-70b-32node-h100.yaml: tp8 pp4 dp8 vpp5, 5.7 M tasks): the
 // engine alone in analytical mode, and in flow mode (setup of durations, latencies and
 // topology included), so the difference is the cost of the max-min network. Target (flow
@@ -10,7 +10,7 @@
 
 #include "sim/cost/coster.h"
 #include "sim/engine/engine.h"
-#include "sim/engine/flow_mode.h"
+#include "sim/report/flow_mode.h"
 #include "sim/lower/lower.h"
 #include "sim/scenario/scenario.h"
 

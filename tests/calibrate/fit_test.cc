@@ -605,7 +605,7 @@ TEST(MeasurementsBad, InvalidJsonHasLineAndColumn) {
 }
 
 // 200,000 levels of lists under an unknown key: an issue, not a stack overflow while placing
-// it (sim/program/json_locator.h kMaxDepth).
+// it (sim/io/json_locator.h kMaxDepth).
 TEST(MeasurementsBad, DeeplyNestedValueIsAnIssueNotACrash) {
   std::string text = kGood;
   text.insert(1, "\"deep\": " + std::string(200000, '[') + std::string(200000, ']') + ", ");

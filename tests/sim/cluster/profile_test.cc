@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/scenario/yaml_util.h"
+#include "sim/io/yaml_util.h"
 
 namespace stepcast {
 namespace {

@@ -10,7 +10,7 @@
 #include "sim/cost/coster.h"
 #include "sim/engine/critical_path.h"
 #include "sim/engine/engine.h"
-#include "sim/engine/flow_mode.h"
+#include "sim/report/flow_mode.h"
 #include "sim/engine/flow_network.h"
 #include "sim/network/topology.h"
 #include "sim/report/report.h"

@@ -1,4 +1,4 @@
-#include "sim/scenario/yaml_util.h"
+#include "sim/io/yaml_util.h"
 
 #include <cmath>
 #include <filesystem>

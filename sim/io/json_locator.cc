@@ -1,4 +1,4 @@
-#include "sim/program/json_locator.h"
+#include "sim/io/json_locator.h"
 
 #include <algorithm>
 #include <tuple>

@@ -1,5 +1,5 @@
 // Flow mode setup (flow_mode.h).
-#include "sim/engine/flow_mode.h"
+#include "sim/report/flow_mode.h"
 
 #include <algorithm>
 #include <cmath>

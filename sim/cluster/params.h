@@ -30,7 +30,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "model/workload.h"
-#include "sim/scenario/yaml_util.h"
+#include "sim/io/yaml_util.h"
 
 namespace stepcast {
 

@@ -2,7 +2,7 @@
 // in params.h). Strict like every loader: unknown keys (with a suggestion), wrong types,
 // out-of-range values and bare numbers where a unit is needed are reported to the reader's
 // IssueList; nothing is thrown here, the profile loader throws once for the whole file.
-#include "sim/cost/params.h"
+#include "sim/cluster/params.h"
 
 #include <limits>
 

@@ -1,0 +1,2 @@
+#pragma once
+#include "sim/program/program.h"
