@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the unit tests with AddressSanitizer and UndefinedBehaviorSanitizer into
+# build-asan/ (or $STEPCAST_ASAN_BUILD_DIR) and runs them through CTest. CI runs it after
+# tools/test.sh (.ci/run). The GPU programs, the benchmarks and the end-to-end runs of whole
+# validation sets are left out: the first need a GPU, the others repeat under the sanitizers
+# what the unit tests cover, at 2-3x the time (see docs/contributing.md).
+# Usage: tools/sanitize.sh [ctest args...]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${STEPCAST_ASAN_BUILD_DIR:-$root/build-asan}"
+"$root/tools/deps.sh" --test
+flags="-O1 -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  mkdir -p "$build"
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Sanitize -DSTEPCAST_CUDA=OFF \
+    -DSTEPCAST_BUILD_BENCH=OFF -DSTEPCAST_WERROR="${STEPCAST_WERROR:-OFF}" \
+    -DCMAKE_CXX_FLAGS_SANITIZE="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS_SANITIZE="-fsanitize=address,undefined" \
+    >"$build/configure.log" 2>&1 || { cat "$build/configure.log" >&2; exit 1; }
+fi
+cmake --build "$build" -j"$(nproc)"
+cd "$build"
+# halt_on_error: the first report fails the test; detect_leaks: leaks are reported too.
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+# Left out (tools/test.sh runs them): whole-set end-to-end runs and the browser test.
+e2e='^(regress_scenarios|validation_mape_ratchet|html_report_in_chromium)$'
+ctest --output-on-failure -j"$(nproc)" --timeout 900 -LE 'gpu|mpi' -E "$e2e" "$@"
