@@ -180,26 +180,10 @@ Measurements parse_measurements(const std::string& text, const std::string& file
   }
 }
 
-static Measurements parse_unlocated(const std::string& text, const std::string& file) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw InputError(json_syntax_issue(text, file, e.byte, e.what()));
-  }
-  IssueList issues;
-  Reader r(file, issues);
-  Measurements out;
-  out.file = file;
-  if (!r.expect_object(doc, "", {"schema", "source", "subcommands", "provenance", "gemm",
-                                 "memory", "collectives", "communicators", "overlap", "notes"})) {
-    issues.throw_if_any();
-  }
-  if (auto schema = r.string(doc, "", "schema"); schema && *schema != kMeasurementsSchema)
-    r.error("/schema", fmt::format("expected \"{}\", got \"{}\"", kMeasurementsSchema, *schema));
-  if (auto s = r.string(doc, "", "source")) out.source = *s;
+namespace {
 
-  // Provenance: which GPUs, software and when.
+// Provenance: which GPUs, software and when.
+void parse_provenance(Reader& r, const json& doc, Measurements& out) {
   if (const json* p = r.required(doc, "", "provenance")) {
     const std::string pp = "/provenance";
     if (r.expect_object(*p, pp, {"gpu_name", "gpu_count", "nodes", "cuda_driver_version",
@@ -240,19 +224,24 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
       }
     }
   }
+}
 
-  auto array_at = [&](const json& parent, const std::string& ptr,
-                      const std::string& key) -> const json* {
-    auto it = parent.find(key);
-    if (it == parent.end()) return nullptr;
-    if (!it->is_array()) {
-      r.error(ptr + "/" + key, std::string("expected an array, got ") + it->type_name());
-      return nullptr;
-    }
-    return &*it;
-  };
+// The array at `key` of `parent` (at JSON pointer `ptr`): nullptr when absent, or (reported)
+// when not an array.
+const json* array_at(Reader& r, const json& parent, const std::string& ptr,
+                     const std::string& key) {
+  auto it = parent.find(key);
+  if (it == parent.end()) return nullptr;
+  if (!it->is_array()) {
+    r.error(ptr + "/" + key, std::string("expected an array, got ") + it->type_name());
+    return nullptr;
+  }
+  return &*it;
+}
 
-  if (const json* a = array_at(doc, "", "gemm")) {
+// GEMM timings: one shape each.
+void parse_gemm(Reader& r, const json& doc, Measurements& out) {
+  if (const json* a = array_at(r, doc, "", "gemm")) {
     for (std::size_t i = 0; i < a->size(); ++i) {
       const json& g = (*a)[i];
       const std::string gp = fmt::format("/gemm/{}", i);
@@ -274,7 +263,10 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
       out.gemm.push_back(mg);
     }
   }
+}
 
+// Memory: the launch overhead, the memory in use before the benchmark, the bandwidth kernels.
+void parse_memory(Reader& r, const json& doc, Measurements& out) {
   if (auto it = doc.find("memory"); it != doc.end()) {
     const std::string mp = "/memory";
     if (r.expect_object(*it, mp, {"kernels", "launch_overhead_us", "context_memory_bytes"})) {
@@ -284,7 +276,7 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
       if (it->contains("context_memory_bytes")) {
         if (auto v = r.positive(*it, mp, "context_memory_bytes")) out.context_memory_bytes = *v;
       }
-      if (const json* a = array_at(*it, mp, "kernels")) {
+      if (const json* a = array_at(r, *it, mp, "kernels")) {
         for (std::size_t i = 0; i < a->size(); ++i) {
           const json& e = (*a)[i];
           const std::string ep = fmt::format("{}/kernels/{}", mp, i);
@@ -302,8 +294,11 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
       }
     }
   }
+}
 
-  if (const json* a = array_at(doc, "", "collectives")) {
+// Collectives: nccl-tests-like rows.
+void parse_collectives(Reader& r, const json& doc, Measurements& out) {
+  if (const json* a = array_at(r, doc, "", "collectives")) {
     for (std::size_t i = 0; i < a->size(); ++i) {
       const json& c = (*a)[i];
       const std::string cp = fmt::format("/collectives/{}", i);
@@ -332,8 +327,11 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
                                  algo.value_or("default"), *size, *t * 1e-6, cp});
     }
   }
+}
 
-  if (const json* a = array_at(doc, "", "communicators")) {
+// Communicators: the GPU memory each NCCL communicator holds.
+void parse_communicators(Reader& r, const json& doc, Measurements& out) {
+  if (const json* a = array_at(r, doc, "", "communicators")) {
     for (std::size_t i = 0; i < a->size(); ++i) {
       const json& c = (*a)[i];
       const std::string cp = fmt::format("/communicators/{}", i);
@@ -349,8 +347,11 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
                                      algo.value_or("default"), *bytes, cp});
     }
   }
+}
 
-  if (const json* a = array_at(doc, "", "overlap")) {
+// Overlap: a GEMM alone and beside an all-reduce.
+void parse_overlap(Reader& r, const json& doc, Measurements& out) {
+  if (const json* a = array_at(r, doc, "", "overlap")) {
     for (std::size_t i = 0; i < a->size(); ++i) {
       const json& o = (*a)[i];
       const std::string op = fmt::format("/overlap/{}", i);
@@ -370,7 +371,35 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
                              *over * 1e-6, op});
     }
   }
+}
 
+}  // namespace
+
+static Measurements parse_unlocated(const std::string& text, const std::string& file) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(json_syntax_issue(text, file, e.byte, e.what()));
+  }
+  IssueList issues;
+  Reader r(file, issues);
+  Measurements out;
+  out.file = file;
+  if (!r.expect_object(doc, "", {"schema", "source", "subcommands", "provenance", "gemm",
+                                 "memory", "collectives", "communicators", "overlap", "notes"})) {
+    issues.throw_if_any();
+  }
+  if (auto schema = r.string(doc, "", "schema"); schema && *schema != kMeasurementsSchema)
+    r.error("/schema", fmt::format("expected \"{}\", got \"{}\"", kMeasurementsSchema, *schema));
+  if (auto s = r.string(doc, "", "source")) out.source = *s;
+
+  parse_provenance(r, doc, out);
+  parse_gemm(r, doc, out);
+  parse_memory(r, doc, out);
+  parse_collectives(r, doc, out);
+  parse_communicators(r, doc, out);
+  parse_overlap(r, doc, out);
   if (issues.empty() && out.gemm.empty() && out.memory.empty() && out.collectives.empty() &&
       out.overlap.empty() && out.communicators.empty() && !out.launch_overhead_s &&
       !out.context_memory_bytes)

@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/io/dotted.h"
+
 #ifndef STEPCAST_DEFAULT_PROFILES_DIR
 #define STEPCAST_DEFAULT_PROFILES_DIR "hw_profiles"
 #endif
@@ -178,49 +180,6 @@ HwProfile parse_profile(YamlReader& r, const YAML::Node& root) {
 
 namespace {
 
-// map[key] = value, except that a mapping value merges into a mapping already there, key by
-// key and recursively: `compute: {comm_sms: 20}` changes comm_sms and keeps the rest of the
-// section. (Replacing the section left every key the override did not repeat at its built-in
-// default — sustained_clock 1, the default GEMM curve — and so moved a prediction by 12%
-// without a word.) Sequences and scalars replace what was there.
-void merge_or_set(YAML::Node map, const std::string& key, const YAML::Node& value) {
-  YAML::Node there = map[key];
-  if (!there.IsMap() || !value.IsMap()) {
-    map[key] = value;
-    return;
-  }
-  const YAML::Node& existing = there;  // const lookups: a missing key is not created
-  for (auto it = value.begin(); it != value.end(); ++it) {
-    if (it->first.IsScalar() && existing[it->first.Scalar()])
-      merge_or_set(there, it->first.Scalar(), it->second);
-    else  // a new key: the override's own key node, so an issue about it has its line
-      there[it->first] = it->second;
-  }
-}
-
-// Sets `value` at the dotted path `segs` of `root`, creating mappings on the way. Returns
-// an error message, or "" on success.
-std::string splice(YAML::Node root, const std::vector<std::string>& segs,
-                   const YAML::Node& value) {
-  YAML::Node cur = root;
-  std::string walked;
-  for (std::size_t i = 0; i + 1 < segs.size(); ++i) {
-    walked = join_path(walked, segs[i]);
-    // reset(), not operator=: assigning a YAML::Node overwrites the node it refers to.
-    YAML::Node next = cur[segs[i]];
-    if (!next.IsDefined() || next.IsNull()) {
-      cur[segs[i]] = YAML::Node(YAML::NodeType::Map);
-      next.reset(cur[segs[i]]);
-    } else if (!next.IsMap()) {
-      return fmt::format("'{}' is a value, not a section: it has no key '{}'", walked,
-                         segs[i + 1]);
-    }
-    cur.reset(next);
-  }
-  merge_or_set(cur, segs.back(), value);
-  return "";
-}
-
 // Profiles that loaded without a problem, by path and file text. A search or a sweep loads
 // each plan as a scenario of its own, so the same profile file was read and parsed once per
 // plan: 7% of a 70B search (perf, load_profile). The text is read every time and compared, so
@@ -305,7 +264,7 @@ HwProfile load_profile(const std::string& name_or_path, const std::string& profi
           scen.error(k, prefix + key, "duplicate key");
           continue;
         }
-        std::string err = splice(root, segs, it->second);
+        std::string err = set_dotted_in_place(root, segs, it->second);
         if (!err.empty()) {
           scen.error(k, prefix + key, "unknown key: " + err);
           continue;

@@ -2,4 +2,5 @@
 set(STAGE_SOURCES
   io/yaml_util.cc
   io/json_locator.cc
+  io/dotted.cc
 )

@@ -1,4 +1,8 @@
 # Sources of sim/scenario, listed by name.
 set(STAGE_SOURCES
   scenario/scenario.cc
+  scenario/scenario_sections.cc
+  scenario/plan_checks.cc
+  scenario/sweep.cc
+  scenario/limits.cc
 )
