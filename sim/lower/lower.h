@@ -3,7 +3,7 @@
 // shapes on streams, with same-rank dependencies, pipeline send/recv with matched tags,
 // collectives over the plan's groups and memory as alloc/free events.
 //
-// What each technique lowers to (see lower.cc for the details and sources):
+// What each technique lowers to (see the files lowering.h lists for the details and sources):
 //  - TP: the model's CommPoints -> allreduce on the tp stream (sequence parallel:
 //    reduce-scatter for kTpReduce, allgather for kTpGather); the next compute waits for it.
 //  - PP: GPipe / 1F1B / interleaved / ZB-H1 orders (schedule.h); activations and input

@@ -31,7 +31,7 @@ struct PassOp {
 };
 
 // Relative cost of each pass per virtual stage (index chunk * p + stage), used only to order
-// pipeline messages (lower.cc). For schedules without a W pass, `b` is the whole backward
+// pipeline messages (passes.cc). For schedules without a W pass, `b` is the whole backward
 // and `w` may be empty.
 struct NominalCosts {
   std::vector<double> f, b, w;

@@ -2,4 +2,10 @@
 set(STAGE_SOURCES
   lower/schedule.cc
   lower/lower.cc
+  lower/groups.cc
+  lower/emit.cc
+  lower/tensor_parallel.cc
+  lower/context_parallel.cc
+  lower/data_parallel.cc
+  lower/passes.cc
 )

@@ -1,0 +1,279 @@
+// The lowering's private header: the Lowerer class (Scenario -> Program, lower.h) and the
+// state its techniques share (the model's units per virtual stage, the per-rank Emit state,
+// the gradient bucketer). Its member functions are defined by technique:
+//  - lower.cc:            the public entry points and the setup (units, nominal schedule)
+//  - groups.cc:           communication groups, NCCL communicator memory, rank retargeting
+//  - emit.cc:             labels, tasks, collectives, memory events, a unit's steps
+//  - tensor_parallel.cc:  the model's CommPoints (TP / sequence parallel, EP), the TP
+//                         overlap and Transformer Engine's backward order
+//  - context_parallel.cc: ring and all-gather context-parallel attention
+//  - data_parallel.cc:    DP gradient buckets, ZeRO-1/2/3 (gathers, frees, sharded
+//                         gradients), the parameter gathers
+//  - passes.cc:           the rank program: step start and end, pipeline send/recv, the
+//                         forward / backward / weight passes, recompute
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "model/workload.h"
+#include "sim/lower/lower.h"
+#include "sim/lower/schedule.h"
+#include "sim/plan/layout.h"
+
+namespace stepcast::lowering {
+
+// One block of a model chunk: the embedding, a transformer layer, or the output head.
+struct Unit {
+  enum class Kind { kEmbed, kLayer, kHead } kind = Kind::kLayer;
+  int layer = -1;            // global layer index (kLayer), else -1
+  const LayerOps* ops = nullptr;
+  std::string name;          // "L12", "emb", "head"
+  double act_bytes = 0;      // saved per microbatch under the plan's recompute
+  double act_full_bytes = 0; // re-materialised during a full-recompute backward
+  double dense_params = 0, expert_params = 0;  // held on this rank
+  double dense_grad_bytes = 0, expert_grad_bytes = 0;
+  double fwd_flops = 0, bwd_input_flops = 0, bwd_weight_flops = 0, recompute_flops = 0;
+};
+
+// FLOPs of the compute steps (only those re-run by selective recompute when selective_only).
+double steps_flops(const std::vector<Step>& steps, bool selective_only = false);
+// Appends the decimal digits of v to s.
+void append_int(std::string& s, long long v);
+// "fwd.L12.qkv.mb3" (no ".mb" part when mb < 0).
+std::string make_label(const char* prefix, const std::string& unit, const std::string& op, int mb);
+
+// A pipeline message's place in the order of its stream (passes.cc, top of the file).
+struct MsgKey {
+  double key = 0;     // nominal start of the consuming pass
+  int consumer_vs = 0;
+  int dir = 0;        // 0: activation forward, 1: gradient backward
+  int mb = 0;
+  bool operator<(const MsgKey& o) const {
+    return std::tie(key, consumer_vs, dir, mb) < std::tie(o.key, o.consumer_vs, o.dir, o.mb);
+  }
+};
+
+class Lowerer {
+ public:
+  Lowerer(const Scenario& sc, const LowerOptions& opt);
+
+  // A stage's parameters (dense and expert) and the bytes of its weights, gradients and
+  // optimizer state per rank (model/memory.h; ZeRO stage z shards over the dp(xcp) group,
+  // expert parameters over the expert-dp group), in kTrainingStateWhat order.
+  struct StageState {
+    double dense = 0, expert = 0;
+    std::array<double, 3> bytes{};
+  };
+  // Throws InputError when the gradients make implausibly many buckets.
+  StageState stage_state(int s) const;
+  std::vector<std::array<double, 3>> state_bytes_per_stage() const;
+  Program run();
+
+ private:
+  // ---- per-rank state --------------------------------------------------------------------
+
+  struct Emit {
+    RankProgram rp;
+    int rank = 0;
+    RankCoord coord;
+    int last_compute = -1;
+    int prev_compute = -1;     // the compute task before last_compute
+    std::vector<int> pending;  // comm tasks the next compute task waits for
+    std::vector<int> after_next;  // comm tasks the compute task after the next waits for
+    // Tasks the next compute task waits for, a weight-gradient one too (emit_weight_grads
+    // sets `pending` aside, not these): the host waited for them before it queued more work.
+    std::vector<int> host_waits;
+    // Collectives a weight-gradient GEMM waits for (CommPoint::feeds_wgrad), by unit,
+    // microbatch and GEMM name; consumed when that GEMM is emitted.
+    std::map<std::tuple<const Unit*, int, std::string>, int> wgrad_inputs;
+    // ZeRO-2 with overlap: the reduce-scatter of the last bucket issued per group (dense [0],
+    // expert [1]), which the backward waits for after the next unit that issues a bucket
+    // (the two-buffer wait, sharded_grads_ready).
+    int z2_last_bucket[2] = {-1, -1};
+  };
+
+  // Gradient buckets (Megatron DDP, ddp.py / param_and_grad_buffer.py): parameters are
+  // bucketed in backward order; a bucket's collective is launched when its last gradient is
+  // ready in the last microbatch. Sizes are cut exactly at bucket_bytes, so a stage with G
+  // bytes of gradients issues ceil(G / bucket_bytes) collectives per group.
+  struct Bucketer {
+    double dense = 0, expert = 0;
+    // ZeRO-3: the units' whole gradients (dense [0], expert [1]) in the bucket being filled,
+    // freed when its reduce-scatter ends.
+    struct UnitGrads {
+      std::string what;
+      double bytes;
+      int layer;
+    };
+    std::vector<UnitGrads> held[2];
+  };
+
+  struct DeferredBucket {
+    double bytes;
+    bool expert;
+    int chunk;
+    int layer;
+    int after;  // compute task id whose end makes the bucket ready
+  };
+
+  // A pipeline send, emitted once the passes are done, in the order of its key.
+  struct SendRec {
+    MsgKey key;
+    int to_stage;
+    std::vector<int> deps;
+    int chunk, mb;
+  };
+
+  // What the parts of one rank's program (lower_rank) share while it is lowered.
+  struct RankState {
+    StageState st;             // the stage's parameters and training state (stage_state)
+    double z2_buckets = 0;     // ZeRO-2 reduce buckets (zero2_bucket_bytes)
+    int nccl_alloc = -1;       // the NCCL buffers' allocation, sized at the end; -1: none
+    bool sharded_opt = false;  // ZeRO-1/2: a sharded optimizer, parameters gathered
+    // ZeRO-1/2 with overlapped parameter gather: per chunk and unit, what it waits for.
+    std::vector<std::vector<std::vector<int>>> pg_ready;
+    std::vector<int> recv_of;  // per pass of the stage's order: its pipeline recv, or -1
+    double p2p_bytes = 0;      // bytes of one pipeline message
+    std::vector<SendRec> sends;
+    std::vector<char> chunk_started;  // per chunk: its first forward has run
+    std::vector<Bucketer> bucketers;  // per chunk
+  };
+
+  // ---- setup (lower.cc) ------------------------------------------------------------------
+
+  void build_units();
+  Unit make_aux(Unit::Kind kind, const LayerOps* ops, const char* name);
+  void fill_flops(Unit& u) const;
+  void build_schedule();
+  size_t vidx(int vs, int mb) const {
+    return static_cast<size_t>(vs) * static_cast<size_t>(m_) + static_cast<size_t>(mb);
+  }
+
+  // ---- groups (groups.cc) ----------------------------------------------------------------
+
+  int group_of(GroupKind kind, int rank);
+  int find_or_add_group(GroupKind kind, int rank);
+  double communicator_bytes(const TaskList& tasks, int rank) const;
+  RankProgram retarget(const RankProgram& tmpl, const ListNames& used, int g);
+
+  // ---- emission (emit.cc) ----------------------------------------------------------------
+
+  std::string label_of(const char* prefix, const std::string& unit, const std::string& op,
+                       int mb) const;
+  int add(Emit& e, Task&& t) { return add_task(e.rp, std::move(t)); }
+  Task base_task(TaskKind kind, StreamKind stream, Phase phase, Category cat, int layer, int mb,
+                 int chunk) const;
+  int emit_compute(Emit& e, const Op& op, Phase phase, Category cat, const char* prefix,
+                   const Unit& u, int mb, int chunk, std::vector<int> extra_deps = {});
+  int emit_collective(Emit& e, CollOp op, GroupKind gk, StreamKind stream, Category cat,
+                      double bytes, DType dtype, Phase phase, std::string label, int layer, int mb,
+                      int chunk, std::vector<int> deps);
+  void emit_mem(Emit& e, TaskKind kind, double bytes, std::string what, Phase phase, int layer,
+                int mb, int chunk, StreamKind stream = StreamKind::kCompute,
+                std::vector<int> deps = {});
+  void emit_steps(Emit& e, const std::vector<Step>& steps, Phase phase, Category cat,
+                  const char* prefix, const Unit& u, int mb, int chunk, int pass,
+                  bool selective_only = false);
+  static std::string mem_what(const char* prefix, const Unit& u, int mb);
+  static std::string act_what(const Unit& u, int mb) { return mem_what("act", u, mb); }
+  static std::string rc_what(const Unit& u, int mb) { return mem_what("rcx", u, mb); }
+
+  // ---- tensor / sequence parallel, EP (tensor_parallel.cc) -------------------------------
+
+  void emit_comm_point(Emit& e, const CommPoint& cp, Phase phase, const char* prefix,
+                       const Unit& u, int mb, int chunk);
+  void emit_tp_overlap(Emit& e, const CommPoint& cp, CollOp op, GroupKind gk, StreamKind stream,
+                       Category cat, Phase phase, const char* prefix, const Unit& u, int mb,
+                       int chunk, std::vector<int> deps);
+  void emit_backward_te_order(Emit& e, const Unit& u, int mb, int c);
+
+  // ---- context parallel (context_parallel.cc) --------------------------------------------
+
+  double kv_block_bytes() const;
+  void emit_cp_attention(Emit& e, const Op& op, Phase phase, Category cat, const char* prefix,
+                         const Unit& u, int mb, int chunk, int pass);
+
+  // ---- data parallel and ZeRO (data_parallel.cc) -----------------------------------------
+
+  GroupKind dense_dp_kind() const { return par_.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp; }
+  int dense_dp_size() const { return par_.dp * par_.cp; }
+  int expert_dp_size() const { return layout_.edp(); }
+  double grad_bucket_bytes() const;
+  std::vector<int> zero3_gather(Emit& e, const Unit& u, int mb, int chunk, Phase phase,
+                                const char* tag, std::vector<int> deps);
+  void zero3_free(Emit& e, const Unit& u, int mb, int chunk, Phase phase, const char* tag);
+  void zero3_issue(Emit& e, const std::vector<Unit>& units, std::vector<std::vector<int>>& z3,
+                   int k, int mb, int c, Phase phase, const char* tag, bool prefetch, bool reverse);
+  // A stage whose gradients would be cut into more buckets than this is not simulated (each
+  // bucket is a collective per step; a million of them is far past any real model).
+  static constexpr double kMaxBucketsPerStage = 1 << 20;
+  void check_bucket_count(double params) const;
+  void grads_ready(Emit& e, Bucketer& b, const Unit& u, int chunk, bool flush);
+  void emit_bucket(Emit& e, const DeferredBucket& d);
+  std::vector<std::vector<std::vector<int>>> emit_param_gathers(Emit& e, std::vector<int> deps);
+  void finish_unit_grads(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool first,
+                         bool last_mb);
+  void sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool flush);
+  double zero2_bucket_bytes(double dense, double expert) const;
+
+  // ---- the rank program (passes.cc) ------------------------------------------------------
+
+  RankProgram lower_rank(int rank);
+  void emit_step_start(Emit& e, RankState& rs);
+  void emit_pp_recvs(Emit& e, RankState& rs, const std::vector<PassOp>& order);
+  void forward_pass(Emit& e, RankState& rs, const PassOp& op);
+  void backward_pass(Emit& e, RankState& rs, const PassOp& op);
+  void weight_pass(Emit& e, RankState& rs, const PassOp& op);
+  void emit_deferred_grad_sync(Emit& e);
+  void emit_pp_sends(Emit& e, RankState& rs);
+  void emit_step_end(Emit& e, RankState& rs);
+  void emit_recompute(Emit& e, const Unit& u, int mb, int c);
+  void emit_weight_grads(Emit& e, const Unit& u, int mb, int c,
+                         const std::vector<char>* emitted = nullptr);
+  void free_unit_activations(Emit& e, const Unit& u, int mb, int c);
+  std::int64_t pp_tag(const MsgKey& k) const {
+    return (static_cast<std::int64_t>(k.dir) * nv_ + k.consumer_vs) * m_ + k.mb;
+  }
+  size_t estimate_tasks(int s) const;
+
+  // ---- state -----------------------------------------------------------------------------
+
+  const Scenario& sc_;
+  const ParallelSpec& par_;
+  const ModelArch& arch_;
+  RankLayout layout_;
+  LowerOptions opt_;
+  ShardSpec shard_;
+  int p_ = 1, v_ = 1, nv_ = 1, m_ = 1;
+  bool split_w_ = false;
+  bool te_order_ = false;        // emit_backward_te_order
+  std::vector<char> emitted_w_;  // its weight gradients emitted, for emit_weight_grads
+  // Activations on the wire and gathered (ZeRO) weights: 16-bit under bf16/fp16/fp8.
+  DType act_dtype_ = DType::kBf16;
+  double act_elem_bytes_ = 2;
+  DType grad_dtype_ = DType::kFp32;
+  double grad_bytes_per_param_ = 4;
+  std::vector<int> vs_layers_;
+  std::optional<LayerOps> dense_layer_ops_, moe_layer_ops_;  // the units point into these
+  LayerOps embed_ops_, head_ops_;
+  std::vector<std::vector<Unit>> chunks_;  // per virtual stage
+  std::vector<std::vector<PassOp>> orders_;
+  std::vector<double> f_start_, b_start_;  // nominal, per (virtual stage, microbatch)
+  Program prog_;
+  std::unordered_map<std::int64_t, int> group_ids_;     // (kind, first member) -> id
+  std::unordered_map<std::int64_t, int> group_of_rank_;  // (kind, rank) -> id (group_of)
+  // per rank being lowered
+  std::vector<DeferredBucket> deferred_;
+  std::vector<int> grad_sync_;
+  std::vector<int> param_gathers_;
+  int bucket_count_ = 0;
+};
+
+}  // namespace stepcast::lowering
