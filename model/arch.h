@@ -1,4 +1,4 @@
-// Model architectures as data (DESIGN.md, model/). GPT-style (GeLU MLP, LayerNorm, MHA,
+// Model architectures as data (docs/model.md, "Workload"). GPT-style (GeLU MLP, LayerNorm, MHA,
 // optionally tied embeddings), Llama-style (SwiGLU, RMSNorm, GQA) and MoE variants.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Error types shared by every layer (STYLE.md, Errors).
+// Error types shared by every layer (docs/contributing.md, Errors).
 //  - InputError: bad user input (YAML, profiles, measurement files, flags). Carries every
 //    problem found, each with file:line:column and the key path. The CLI prints one line per
 //    issue and exits 2.

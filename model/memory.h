@@ -1,5 +1,5 @@
-// Memory terms (bytes per GPU), from published formulas (see ../shared/reference/
-// MODEL_FACTS.md): training state per parameter by precision and ZeRO stage; activation
+// Memory terms (bytes per GPU), from published formulas (see docs/model.md,
+// "Workload"): training state per parameter by precision and ZeRO stage; activation
 // bytes per layer per microbatch under tp / sp / recompute (Korthikanti et al. 2022,
 // Table 2), adjusted for flash attention, which stores no score matrix.
 #pragma once

@@ -1,5 +1,5 @@
 // Parameter counts, tensor by tensor. For a GPT layer (ffn = 4h, MHA, biases) this gives
-// 12h^2 + 13h per layer: Narayanan et al. 2021, eq. 2 (MODEL_FACTS.md, Parameters).
+// 12h^2 + 13h per layer: Narayanan et al. 2021, eq. 2 (docs/model.md, "Workload").
 #include "model/params.h"
 
 #include "model/error.h"

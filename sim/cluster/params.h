@@ -45,7 +45,7 @@ struct GemmPoint {
 struct ComputeParams {
   // GEMM efficiency vs shape (fraction of the dtype's datasheet peak):
   //   eff(m,n,k) = gemm_max_eff * m/(m+gemm_half_m) * n/(n+gemm_half_n) * k/(k+gemm_half_k)
-  // fitted to the measured tables in ../shared/validation/measured/.
+  // fitted to the measured tables in tests/data/measured/.
   double gemm_max_eff = 0.8;
   double gemm_half_m = 64, gemm_half_n = 64, gemm_half_k = 64;
   double fp8_max_eff = 0.7;  // fp8 GEMM efficiency ceiling (of the fp8 peak)
@@ -114,18 +114,18 @@ struct CommunicatorMemory {
 
 struct CollectiveParams {
   std::string nccl_version = "2.21";  // version whose constants the model uses
-  // Effective (bus) bandwidths the algorithms reach, measured (NETWORK.md):
+  // Effective (bus) bandwidths the algorithms reach, measured (docs/model.md "Collectives and network"):
   double intra_ring_busbw = 0;   // one-node ring allreduce busbw (A100 230 GB/s, H100 370)
   double nvls_busbw = 0;         // one-node NVLS allreduce busbw (H100 480); 0: no NVLS
   double nic_busbw = 0;          // per NIC effective (HDR 24 GB/s, NDR 48 GB/s)
   double p2p_intra_bw = 0;       // send/recv over NVLink, bytes/s
   // Host/launch latency added to every collective and send/recv on top of NCCL's own
-  // latency table (NETWORK.md pitfall 3: small-message latency depends on CUDA graphs).
+  // latency table (docs/model.md, "Pitfalls the model accounts for" 3: small-message latency depends on CUDA graphs).
   // nccl-tests without graphs floor at ~35 us on 8xH100 where the table gives 10.8 us.
   // YAML: collectives.launch_overhead (a time). Default 0 (graph-captured launches).
   double launch_overhead_s = 0;
   std::vector<CollectiveCalib> calibrated;
-  // Empty (the default): NCCL's buffers are not counted (no measured source in shared/).
+  // Empty (the default): NCCL's buffers are not counted (no measured source in tests/data/measured/).
   std::vector<CommunicatorMemory> communicator_memory;
   bool operator==(const CollectiveParams&) const = default;
 };

@@ -1,5 +1,5 @@
 // Hardware profile loading (hw_profiles/*.yaml; schema in hw_profiles/README.md and
-// DESIGN.md). Strict: every key is checked, quantities need their units, and scenario
+// docs/model.md). Strict: every key is checked, quantities need their units, and scenario
 // overrides are spliced into the document before validation so they are checked by the very
 // same code (an unknown override path is an unknown key, a bare number a missing unit), with
 // their messages pointing at the scenario file.
@@ -134,7 +134,7 @@ void parse_fabric(YamlReader& r, const YAML::Node& f, FabricSpec& out) {
   // The network model (sim/network/topology.h) implements one topology: a rail-optimised
   // fat-tree (DGX SuperPOD style); naming another would be silently ignored, so it is an error.
   if (auto v = r.get_enum(f, p, "topology", {"rail-optimized"})) out.topology = *v;
-  // 1.0 = full bisection; 7.0 = Llama 3's 1:7 aggregation layer (NETWORK.md).
+  // 1.0 = full bisection; 7.0 = Llama 3's 1:7 aggregation layer (docs/model.md "Collectives and network").
   if (auto v = r.get_double(f, p, "oversubscription", 1.0, 1000.0)) out.oversubscription = *v;
   if (auto v = r.get_int(f, p, "pod_gpus", 0, 1 << 30)) out.pod_gpus = static_cast<int>(*v);
   if (auto v = r.get_quantity(f, p, "latency", Dimension::kTime)) out.latency_s = *v;

@@ -63,7 +63,7 @@ struct HwProfile {
   bool operator==(const HwProfile&) const = default;
 };
 
-// How fast one GPU runs against its profile (scenario cluster.stragglers; DESIGN.md,
+// How fast one GPU runs against its profile (scenario cluster.stragglers; docs/model.md,
 // Engine: "slow one GPU or one link"): fractions of nominal speed in (0, 1].
 //   compute  every kernel on the GPU (GEMM, attention, memory-bound): time / compute;
 //   nic      its NIC's bandwidth: the bandwidth part of the transfers it makes across nodes;

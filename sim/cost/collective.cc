@@ -1,10 +1,10 @@
 // Collective cost model (cost.h): per (algorithm, protocol) latency + bandwidth terms
 // composed as NCCL's tuner does (NVIDIA/nccl src/graph/tuning.cc; constants as tabulated in
-// shared/reference/NETWORK.md, NCCL 2.18-2.21 era), cheapest chosen:
+// docs/model.md "Collectives and network", NCCL 2.18-2.21 era), cheapest chosen:
 //
 //   t = lat[algo][proto] + S * F / (busbw[algo] * proto_factor[proto])
 //
-// with S and F the nccl-tests conventions (NETWORK.md "Metric conventions"), so busbw is
+// with S and F the nccl-tests conventions (docs/model.md "Collectives and network" "Metric conventions"), so busbw is
 // what all_reduce_perf & co. print and the profile's measured busbw values plug in as is.
 //
 // Latency (us), ppn ranks per node, N nodes, n ranks:
@@ -25,7 +25,7 @@
 //            collective (or pipeline send) at the same time, so a NIC shared by k GPUs gives
 //            each 1/k (one NIC per 8 GPUs: a DP ring gets 1/8 of it). HwProfile::
 //            lone_transfers (flow mode) keeps a whole NIC per GPU: its flows share the NIC.
-//   Ring/Tree/PAT over several nodes: hierarchical, pipelined (NETWORK.md "Hierarchical
+//   Ring/Tree/PAT over several nodes: hierarchical, pipelined (docs/model.md "Collectives and network" "Hierarchical
 //            allreduce"): the slowest phase sets the rate, busbw = min(intra, inter).
 //            Measured 2x8 A100 HDR allreduce 188 GB/s = min(232, 8 x 24) -> 192.
 //   Tree   x 0.92 (NCCL's tree allreduce factor).
@@ -36,7 +36,7 @@
 //   NVLS-Tree = min(NVLS(ppn), inter).
 //   Protocol factor: LL 0.5, LL128 0.92 (=120/128), Simple 1.
 // All-to-all (runs as grouped send/recv; no tuner entry): uniform traffic, g = ppn,
-//   t = lat + max(S (g-1)/n / intra, S (n-g)/n / (nic_busbw x share / oversub)) (NETWORK.md,
+//   t = lat + max(S (g-1)/n / intra, S (n-g)/n / (nic_busbw x share / oversub)) (docs/model.md "Collectives and network",
 //   MoE): never aggregates NICs (share = min(1, nics/gpus), above); lat = one ring step of
 //   the slowest hop crossed (base + hop).
 // Send/recv (pipeline): one hop, LL or Simple; across nodes nic_busbw x share / oversub
@@ -57,7 +57,7 @@
 // choice (small sizes run LL protocols of the same algorithm or are latency-bound fits of
 // it). send_recv and all_to_all: direct. So an entry measured with NVLS no longer applies
 // once the profile turns NVLS off or makes it slower than Ring: the model then runs Ring
-// and a Ring entry (or the model itself) answers (DESIGN.md: calibration per algorithm and
+// and a Ring entry (or the model itself) answers (docs/calibration.md: calibration per algorithm and
 // group shape).
 // Not modelled: Tree's size-dependent bandwidth correction, the x1.4 multi-node Simple ring
 // latency step, CollNet/SHARP, channel-count effects on small messages.
@@ -79,7 +79,7 @@ enum Proto { kLL = 0, kLL128 = 1, kSimple = 2 };
 constexpr std::array<CollProto, 3> kProtos = {CollProto::kLL, CollProto::kLL128,
                                               CollProto::kSimple};
 
-// NETWORK.md latency table (us).
+// docs/model.md "Collectives and network" latency table (us).
 constexpr double kBaseTree[3] = {6.8, 14.0, 8.4};
 constexpr double kBaseRing[3] = {6.6, 14.0, 8.4};
 constexpr double kNvlinkTree[3] = {0.6, 1.25, 4.0};
@@ -256,7 +256,7 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
   const double log2_nodes = std::log2(static_cast<double>(nn));
 
   if (op == CollOp::kAllToAll) {
-    // Uniform all-to-all: the NVLink and NIC parts run concurrently; t as in NETWORK.md.
+    // Uniform all-to-all: the NVLink and NIC parts run concurrently; t as in docs/model.md "Collectives and network".
     // Expressed as a busbw for S*(n-1)/n: busbw = (n-1)/n / max(a, b).
     const double a = static_cast<double>(ppn - 1) / n / intra;
     const double b = multi ? static_cast<double>(n - ppn) / n / gpu_nic_busbw(g, hw) : 0.0;

@@ -34,7 +34,7 @@ double compute_time_s(const Task& t, const HwProfile& hw);
 double gemm_efficiency(const GemmShape& g, const HwProfile& hw);
 
 // Collectives: per algorithm and protocol, as NCCL composes them, cheapest chosen
-// (sim/cost/collective.cc). `bytes` is S as nccl-tests counts it (see NETWORK.md).
+// (sim/cost/collective.cc). `bytes` is S as nccl-tests counts it (see docs/model.md "Collectives and network").
 CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw);
 // Every (algorithm, protocol) the model allows for this op and group, with its time for
 // `bytes` (no calibration override); collective_time picks the cheapest. For tests/reports.
@@ -44,7 +44,7 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
 // the highest bus bandwidth, ties to the lowest latency): a calibrated entry applies only
 // when its algorithm is this one (collective.cc header). Needs a group of >= 2 ranks.
 CollAlgo bandwidth_algorithm(CollOp op, const GroupShape& g, const HwProfile& hw);
-// nccl-tests bus factor F (NETWORK.md): busbw = S * F / t. 2(n-1)/n allreduce, (n-1)/n
+// nccl-tests bus factor F (docs/model.md "Collectives and network"): busbw = S * F / t. 2(n-1)/n allreduce, (n-1)/n
 // reduce-scatter / allgather / all-to-all, 1 broadcast; 0 for one rank.
 double bus_factor_of(CollOp op, int ranks);
 // Point-to-point send/recv of `bytes` between two ranks; `pair` is their shape

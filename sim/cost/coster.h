@@ -71,7 +71,7 @@ Durations rows_per_cost_class(const Program& p, const std::vector<GroupShape>& s
                               const std::vector<bool>* own_row = nullptr, int pod_gpus = 0);
 
 // SM interference: the fraction by which a compute kernel slows while a communication
-// kernel of the same GPU runs. NCCL kernels hold whole SMs (NETWORK.md pitfall 1: ~16 on a
+// kernel of the same GPU runs. NCCL kernels hold whole SMs (docs/model.md, "Pitfalls the model accounts for" 1: ~16 on a
 // DGX with 8 NICs); a compute kernel then has sms - comm_sms SMs left, so if it was
 // SM-bound it takes sms/(sms - comm_sms) as long:
 //   slowdown = comm_sms / (sms - comm_sms)     (H100: 16 / (132 - 16) = 13.8%).
@@ -86,7 +86,7 @@ bool comm_holds_sms(const Task& t);
 
 // HBM share of a communication task for EngineOptions::comm_hbm_share: its kernels read from
 // HBM what they send and write to HBM what they receive, 2 bytes of HBM traffic per byte on
-// the link, and a GPU's link bytes per second is the nccl-tests busbw (NETWORK.md: busbw =
+// the link, and a GPU's link bytes per second is the nccl-tests busbw (docs/model.md "Collectives and network": busbw =
 // S / t x F(op, n), F = 1 for send/recv), so against the achievable HBM bandwidth
 //   share = min(1, 2 x busbw / (hbm_bandwidth x memory_bound_efficiency)).
 // H100 (3.35 TB/s x 0.85 = 2.85 TB/s): NVLink ring allreduce at 370 GB/s busbw 0.26; one

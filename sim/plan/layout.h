@@ -1,4 +1,4 @@
-// Rank layout of a parallel plan (DESIGN.md, Plan -> RankLayout + groups).
+// Rank layout of a parallel plan (docs/model.md, "Data flow": plan -> rank layout + groups).
 //
 // Megatron-LM's rank order (megatron/core/parallel_state.py, order "tp-cp-ep-dp-pp"
 // with ep folded into dp): tensor parallel varies fastest, then context parallel, then data

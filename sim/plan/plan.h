@@ -1,4 +1,4 @@
-// The parallel plan and the training settings it runs (DESIGN.md, Scenario YAML:
+// The parallel plan and the training settings it runs (docs/model.md, Scenario YAML:
 // `training:` and `parallel:`): plain data, read by the scenario loader and consumed by the
 // rank layout, the schedules and the lowering.
 #pragma once

@@ -1,4 +1,4 @@
-// Scenario loading and validation (DESIGN.md, "Scenario YAML"). Every key is checked
+// Scenario loading and validation (docs/scenarios.md). Every key is checked
 // (unknown keys get the closest known key suggested), every value's type and range, every
 // name (model, profile, schedule, recompute) and every cross-key rule of the parallel plan.
 // Problems are collected, not thrown one by one: a file with three mistakes reports three

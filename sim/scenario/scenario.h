@@ -1,4 +1,4 @@
-// A scenario: model + cluster + training settings + parallel plan (DESIGN.md, Scenario
+// A scenario: model + cluster + training settings + parallel plan (docs/scenarios.md:
 // YAML). Loading validates every key and every cross-key rule; see scenario.cc.
 #pragma once
 

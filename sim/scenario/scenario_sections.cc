@@ -1,5 +1,5 @@
 // The sections of a scenario, each read and checked on its own: model (and model.moe),
-// cluster (profile, size, stragglers), training and parallel (DESIGN.md, "Scenario YAML";
+// cluster (profile, size, stragglers), training and parallel (docs/scenarios.md;
 // the rules are listed at the top of scenario.cc). Members of the Loader (loader.h).
 #include <cstdint>
 #include <filesystem>

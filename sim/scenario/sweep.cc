@@ -1,5 +1,5 @@
 // The sweep block of a scenario: each axis a dotted key with a list of values, each value
-// checked where it would go (DESIGN.md, "Scenario YAML", sweep). A member of the Loader
+// checked where it would go (docs/scenarios.md, sweep). A member of the Loader
 // (loader.h); with_dotted_key, which builds each sweep point, is here too.
 #include <set>
 

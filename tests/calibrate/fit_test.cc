@@ -1,6 +1,6 @@
 // Tests of calibrate/fit: the least-squares building blocks on closed forms, fits of
 // recorded published measurements (tests/data/calibration/, made by convert_measured.py
-// from shared/validation/measured/) checked through the simulator's own cost functions
+// from tests/data/measured/) checked through the simulator's own cost functions
 // after a YAML round trip, and one bad-input test per validation rule.
 #include <algorithm>
 #include <cmath>

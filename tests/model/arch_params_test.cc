@@ -1,5 +1,5 @@
 // Built-in architectures and parameter counts against published totals
-// (shared/reference/MODEL_FACTS.md, Parameters).
+// (docs/model.md, Parameters).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -95,7 +95,7 @@ TEST(Params, PublishedTotalsWithinHalfPercent) {
     const char* name;
     double total;
   };
-  // MODEL_FACTS.md; Llama-2 7B/13B: 6.74B / 13.02B (HF model cards); Mixtral-8x22B 141B
+  // docs/model.md; Llama-2 7B/13B: 6.74B / 13.02B (HF model cards); Mixtral-8x22B 141B
   // (Mistral AI release note); DeepSeek-V3 671B main model (arXiv 2412.19437).
   const Case cases[] = {{"gpt3-175b", 174.6e9},   {"llama2-7b", 6.74e9},
                         {"llama2-13b", 13.02e9},  {"llama2-70b", 69.0e9},
@@ -106,7 +106,7 @@ TEST(Params, PublishedTotalsWithinHalfPercent) {
 }
 
 TEST(Params, MoeActive) {
-  // Mixtral-8x7B: 12.9B active (MODEL_FACTS.md), 8x22B: 39B (release note).
+  // Mixtral-8x7B: 12.9B active (docs/model.md), 8x22B: 39B (release note).
   expect_rel(count_params(builtin("mixtral-8x7b")).active, 12.9e9, 0.005, "8x7b active");
   expect_rel(count_params(builtin("mixtral-8x22b")).active, 39e9, 0.01, "8x22b active");
   // DeepSeek-V3 reports 37B activated; our count, which includes both embedding tables

@@ -1,5 +1,5 @@
 // Memory terms: training state per parameter (Megatron, ZeRO paper) and activation bytes
-// per layer against Korthikanti et al. 2022, Table 2 (MODEL_FACTS.md).
+// per layer against Korthikanti et al. 2022, Table 2 (docs/model.md).
 #include <gtest/gtest.h>
 
 #include "model/arch.h"

@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
-"""Converts published microbenchmark tables (../../../../shared/validation/measured/, i.e.
-/work/shared/validation/measured/) into stepcast measurements files (schema
+"""Converts published microbenchmark tables (tests/data/measured/) into stepcast measurements files (schema
 "stepcast.measurements/1") for the calibration tests. Numbers are copied as published; the
 only derived values are times computed from published FLOP/s (XLA, Azure GEMM tables:
 time_us = 2*b*m*n*k / flop_per_s) and the XLA collectives' runtime (already derived in the
 CSV). Every file records its source (repository, file, commit) in "source".
 
-Usage: convert_measured.py MEASURED_DIR OUT_DIR
+Usage: convert_measured.py tests/data/measured OUT_DIR
 """
 import csv
 import json
@@ -61,7 +60,7 @@ def main(src, out):
     together = ("github.com/togethercomputer/together-nccl-tests benchmarks/H100/results "
                 "(all_reduce_ring.out commit c9a53f3, all_gather_ring.out and "
                 "reduce_scatter_ring.out commit 6698e53); nccl-tests 2.17.9, NCCL 2.26.2, "
-                "single node 8x H100 80GB HBM3 SXM; via shared/validation/measured/"
+                "single node 8x H100 80GB HBM3 SXM; via tests/data/measured/"
                 "nccl_{allreduce_8xH100_1node_NVLSoff,allgather_8xH100_1node,"
                 "reducescatter_8xH100_1node}_ring_together.csv")
     # Hosts: all_gather/reduce_scatter ran on gpu-dp-2jvzl-pqq7p; the allreduce file interleaves
@@ -78,7 +77,7 @@ def main(src, out):
     d = doc("github.com/togethercomputer/together-nccl-tests benchmarks/H100/results/"
             "20260306_001221_slurm/all_reduce_nvls.out commit c9a53f3 (NCCL_NVLS_ENABLE=1, "
             "NCCL_ALGO unset; two independent single-node runs interleaved); nccl-tests 2.17.9, "
-            "NCCL 2.26.2; via shared/validation/measured/"
+            "NCCL 2.26.2; via tests/data/measured/"
             "nccl_allreduce_8xH100_1node_NVLSon_together.csv",
             "NVIDIA H100 80GB HBM3", 8, "2.26.2", "", "2026-03-06")
     nccl_tests_rows(os.path.join(src, "nccl_allreduce_8xH100_1node_NVLSon_together.csv"),
@@ -87,7 +86,7 @@ def main(src, out):
 
     d = doc("github.com/stas00/ml-engineering network/README.md (commit 744d01e), "
             "all_reduce_perf -b 32k -e 16G -f 2 -g 8, 8x A100 SXM, NCCL version not printed; "
-            "via shared/validation/measured/nccl_allreduce_8xA100_1node_stas00.csv",
+            "via tests/data/measured/nccl_allreduce_8xA100_1node_stas00.csv",
             "NVIDIA A100-SXM4", 8)
     for r in rows(os.path.join(src, "nccl_allreduce_8xA100_1node_stas00.csv")):
         d["collectives"].append({"op": "allreduce", "ranks": 8, "nodes": 1, "algo": "default",
@@ -100,7 +99,7 @@ def main(src, out):
     d = doc("openxla/xla xla/service/gpu/model/collective_interpolator_data.h, key sm_90 "
             "(via github.com/ROCm/xla commit d02afb4), 8 devices = one 8-GPU Hopper node, F32; "
             "time = tensor bytes / published throughput (runtime_us_derived); groups of 8, 4 "
-            "and 2 run side by side (2x4, 4x2); via shared/validation/measured/"
+            "and 2 run side by side (2x4, 4x2); via tests/data/measured/"
             "xla_collectives_perf_table_sm90_8gpu.csv",
             "NVIDIA H100 (XLA table key sm_90; SKU not stated)", 8)
     ops = {"all-reduce": "allreduce", "all-gather": "allgather",
@@ -117,7 +116,7 @@ def main(src, out):
     d = doc("openxla/xla xla/service/gpu/model/matmul_interpolator_data.h, key sm_90 (via "
             "github.com/ROCm/xla commit d02afb4), bf16 x bf16 -> bf16, batched GEMM "
             "b x (m x k) @ (k x n); time_us = 2*b*m*n*k / published FLOP/s; via "
-            "shared/validation/measured/gemm_xla_perf_table_sm90_bf16_fp32_fp8.csv",
+            "tests/data/measured/gemm_xla_perf_table_sm90_bf16_fp32_fp8.csv",
             "NVIDIA H100 (XLA table key sm_90; SKU not stated)", 1)
     for r in rows(os.path.join(src, "gemm_xla_perf_table_sm90_bf16_fp32_fp8.csv")):
         b, m, n, k = (int(r[c]) for c in ("b", "m", "n", "k"))
@@ -128,7 +127,7 @@ def main(src, out):
 
     d = doc("github.com/Azure/AI-benchmarking-guide Azure_Results/ND_H100_v5 results "
             "(commit 8fd0c6e), cuBLASLt FP8 GEMM TFLOPS, single GPU; time_us = 2*m*n*k / "
-            "published FLOP/s; via shared/validation/measured/"
+            "published FLOP/s; via tests/data/measured/"
             "gemm_cublaslt_azure_ND_A100v4_fp16_H100v5_H200v5_fp8.csv",
             "NVIDIA H100 80GB HBM3", 1)
     for r in rows(os.path.join(src, "gemm_cublaslt_azure_ND_A100v4_fp16_H100v5_H200v5_fp8.csv")):

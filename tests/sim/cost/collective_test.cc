@@ -1,4 +1,4 @@
-// Collective model (sim/cost/collective.cc) against NETWORK.md's latency table and measured
+// Collective model (sim/cost/collective.cc) against docs/model.md "Collectives and network"'s latency table and measured
 // busbw, the nccl-tests CSVs in tests/data/measured/, and properties.
 #include <cmath>
 #include <random>
@@ -32,7 +32,7 @@ double candidate_us(CollOp op, const GroupShape& g, const HwProfile& hw, CollAlg
   return -1;
 }
 
-// NETWORK.md "Computed allreduce alpha": 8 ranks/1 node: Ring LL 15 (6.6 + 14*0.6), Ring
+// docs/model.md "Collectives and network" "Computed allreduce alpha": 8 ranks/1 node: Ring LL 15 (6.6 + 14*0.6), Ring
 // Simple 56 (8.4 + 14*3.4), Tree Simple 64 (8.4 + 2*7*4.0), NVLS 25.
 TEST(CollectiveLatency, MatchesNcclTableOneNode) {
   const HwProfile hw = h100_profile();
@@ -50,7 +50,7 @@ TEST(CollectiveLatency, MatchesNcclTableOneNode) {
 
 // 1024 ranks / 128 nodes: Ring Simple 8.4 + 1792*3.4 + 254*14 = 9657, Tree LL
 // 6.8 + 2(7*0.6 + 7*5.0) = 85.2, Tree Simple 8.4 + 2(7*4 + 7*14) = 260.4, NVLS-Tree
-// 25 + 2*7*20.9 = 317.6. (NETWORK.md's Ring LL 2484 does not follow from its own table:
+// 25 + 2*7*20.9 = 317.6. (docs/model.md "Collectives and network"'s Ring LL 2484 does not follow from its own table:
 // 6.6 + 1792*0.6 + 254*2.7 = 1767.6, which is what this model uses.)
 TEST(CollectiveLatency, MatchesNcclTableAtScale) {
   const HwProfile hw = h100_profile();
@@ -78,7 +78,7 @@ TEST(CollectiveLatency, PatOnlyFromNccl223WithOneRankPerNode) {
   EXPECT_NE(collective_time(CollOp::kReduceScatter, 64, shape(64, 8, 8), hw).algo, CollAlgo::kPat);
 }
 
-// NETWORK.md measured large-message busbw.
+// docs/model.md "Collectives and network" measured large-message busbw.
 TEST(CollectiveBandwidth, MatchesNetworkMdFigures) {
   const HwProfile a100 = a100_profile();
   const HwProfile h100 = h100_profile();
@@ -109,7 +109,7 @@ TEST(CollectiveBandwidth, MatchesNetworkMdFigures) {
   EXPECT_NEAR(busbw(CollOp::kAllToAll, big, shape(16, 2, 8), a100) / 1e9, 45, 1);
 }
 
-// Half-bandwidth size S_1/2 (busbw = half its large-message value): NETWORK.md ~12 MB for
+// Half-bandwidth size S_1/2 (busbw = half its large-message value): docs/model.md "Collectives and network" ~12 MB for
 // a one-node H100 ring, 16-33 MB for A100; the H100 ring CSV crosses half (184 GB/s) at
 // 8 MiB. Located by bisection on the model: H100 must land in 8-30 MB. A100 lands at ~5 MB
 // (the LL protocol's 15 us alpha wins up to a few MB); the stas00 A100 sweep has a ~100 us

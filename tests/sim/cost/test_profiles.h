@@ -2,7 +2,7 @@
 // loaded and checked by tests/sim/cluster). Numbers and sources:
 //  - peaks: NVIDIA datasheets (A100 SXM bf16 312 TFLOP/s; H100 SXM bf16 989.4, fp8 1978.9
 //    dense); HBM 2.039 TB/s (A100 80GB), 3.35 TB/s (H100); SMs 108 / 132.
-//  - collectives: NETWORK.md measured busbw (A100 232 GB/s ring; H100 370 ring, 480 NVLS;
+//  - collectives: docs/model.md "Collectives and network" measured busbw (A100 232 GB/s ring; H100 370 ring, 480 NVLS;
 //    HDR 24 GB/s and NDR 48 GB/s per NIC); A100 send/recv 195 GB/s
 //    (tests/data/measured/nccl_sendrecv_8xA100_1node_liplus.csv, 1 GiB row).
 //  - compute: the fit of tests/data/measured/fit_cost_params.py (see compute.cc).

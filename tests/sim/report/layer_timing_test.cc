@@ -1,5 +1,5 @@
 // One transformer layer against a measurement: Korthikanti et al. 2022, Table 4
-// (shared/reference/MODEL_FACTS.md, "Per-layer timings measured"): one layer of the 22B
+// (docs/model.md, "Per-layer timings measured"): one layer of the 22B
 // model (h 6144, 64 heads, s 2048, microbatch 4) on 8 A100s with t = 8, forward and
 // backward (the backward includes any recomputation), in five settings. The simulated
 // layer (the span of layer 24's tasks of the first microbatch, every stream) must be within
