@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Formats the tracked C++ sources with clang-format 14 and the tree's .clang-format.
-# Usage: tools/format.sh            formats in place
+# Usage: tools/format.sh            formats the files changed since the branch left main
+#        tools/format.sh --all      formats every tracked C++ file
 #        tools/format.sh --check    lists the files that differ, exit 1 if any (77 when
 #                                   clang-format 14 is not installed: the CTest `format`
 #                                   is then skipped, since other versions format differently)
@@ -27,5 +28,15 @@ if [[ "${1:-}" == "--check" ]]; then
   done
   [[ $bad -eq 0 ]] || echo "run tools/format.sh to format them" >&2
   exit $bad
+fi
+if [[ "${1:-}" != "--all" ]]; then
+  base="$(git merge-base HEAD main 2>/dev/null || true)"
+  if [[ -z "$base" ]]; then
+    echo "no branch main to compare with: use --all" >&2
+    exit 2
+  fi
+  mapfile -t files < <({ git diff --name-only "$base"; git ls-files --others --exclude-standard; } |
+                       grep -E '\.(h|cc|cu)$' | sort -u | while read -r f; do [[ -f "$f" ]] && echo "$f"; done)
+  [[ ${#files[@]} -gt 0 ]] || exit 0
 fi
 "$cf" --style=file -i "${files[@]}"
