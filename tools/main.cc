@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   };
   // Evaluates the candidates, this rank's share of them under mpirun; rank 0 gets them all.
   auto evaluate_split = [&](const std::vector<sc::PlanCandidate>& cands, const sc::Scenario& s,
-                            const sc::RunOptions& run_opt, const sc::Progress& progress) {
+                            const sc::SearchRunOptions& run_opt, const sc::Progress& progress) {
     in_split = true;
     auto pts = sc::gather_points(
         dist, sc::evaluate_candidates(cands, s.file, run_opt, threads,
@@ -287,7 +287,7 @@ int main(int argc, char** argv) {
       so.threads = threads;
       auto out = sc::search_in_chunks(
           sc::search_candidates(s), sc::search_run_options(so), top,
-          [&](const std::vector<sc::PlanCandidate>& c, const sc::RunOptions& run_opt,
+          [&](const std::vector<sc::PlanCandidate>& c, const sc::SearchRunOptions& run_opt,
               const sc::Progress& progress) { return evaluate_split(c, s, run_opt, progress); },
           [&](double threshold) { return sc::broadcast_from_rank0(dist, threshold); },
           dist.rank == 0 ? terminal_progress("search") : nullptr);
