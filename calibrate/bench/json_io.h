@@ -1,68 +1,31 @@
-// Minimal JSON for the GPU benchmarks, which must build on a bare GPU box (no nlohmann):
-//  - JsonWriter: a streaming writer with indentation and string escaping.
-//  - JsonValue / parse_json: a small recursive-descent parser (RFC 8259 subset: objects,
-//    arrays, strings with escapes incl. \uXXXX -> UTF-8, numbers, true/false/null), used to
-//    read the GEMM shapes of a Program file. Errors throw BenchError with the byte offset,
-//    line and column.
+// JSON of the GPU programs (stepcast-bench, stepcast-exec): nlohmann::json, as the rest of
+// the project, in its ordered flavour (objects keep their keys in document order: written
+// in the order the schema lists them, walked in the order the file gives them). Reading a
+// document places a syntax error at its file:line:column (BenchError).
 #pragma once
 
-#include <cstdint>
-#include <map>
-#include <memory>
+#include <cstddef>
 #include <ostream>
 #include <string>
-#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace stepcast::bench {
 
-class JsonWriter {
- public:
-  explicit JsonWriter(std::ostream& out) : out_(out) {}
+using Json = nlohmann::ordered_json;
 
-  void begin_object();
-  void end_object();
-  void begin_array();
-  void end_array();
-  void key(const std::string& k);  // inside an object, before each value
-  void value(const std::string& s);
-  void value(const char* s) { value(std::string(s)); }
-  void value(double d);             // non-finite values are written as null
-  void value(std::int64_t i);
-  void value(int i) { value(static_cast<std::int64_t>(i)); }
-  void value(bool b);
-  void null();
+// Parses a whole document; `name` labels error messages ("NAME:LINE:COL: invalid JSON: ...").
+// More than 512 nested objects or arrays is an error (the readers walk them recursively).
+Json parse_json(const std::string& text, const std::string& name);
 
-  // key + value in one call.
-  template <typename T>
-  void field(const std::string& k, const T& v) {
-    key(k);
-    value(v);
-  }
+// Writes `doc` indented by two spaces and a newline; non-finite numbers are written as null.
+void write_json(std::ostream& out, const Json& doc);
 
- private:
-  void before_value();
-  void newline();
-  static std::string escape(const std::string& s);
-
-  std::ostream& out_;
-  // One entry per open container: number of elements written so far.
-  std::vector<int> counts_;
-  bool after_key_ = false;
-};
-
-struct JsonValue {
-  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
-  Type type = Type::kNull;
-  bool b = false;
-  double number = 0;
-  std::string str;
-  std::vector<JsonValue> array;
-  std::vector<std::pair<std::string, JsonValue>> object;  // in document order
-
-  const JsonValue* find(const std::string& key) const;  // nullptr when absent / not object
-};
-
-// Parses a whole document; `name` labels error messages.
-JsonValue parse_json(const std::string& text, const std::string& name);
+// The value at `key` of an object; nullptr when absent or `v` is not an object.
+inline const Json* find(const Json& v, const std::string& key) {
+  if (!v.is_object()) return nullptr;
+  auto it = v.find(key);
+  return it == v.end() ? nullptr : &*it;
+}
 
 }  // namespace stepcast::bench

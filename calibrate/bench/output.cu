@@ -29,7 +29,7 @@ std::string version_string(int v, int major_div, int minor_div) {
 }
 
 
-void write_provenance(JsonWriter& w, const Results& r) {
+Json provenance(const Results& r) {
   int devices = 0;
   STEPCAST_CUDA_CHECK(cudaGetDeviceCount(&devices));
   const SoftwareVersions v = software_versions();
@@ -38,38 +38,120 @@ void write_provenance(JsonWriter& w, const Results& r) {
   std::vector<cudaDeviceProp> props(devices);
   for (int d = 0; d < devices; ++d) STEPCAST_CUDA_CHECK(cudaGetDeviceProperties(&props[d], d));
 
-  w.key("provenance");
-  w.begin_object();
-  w.field("gpu_name", devices > 0 ? std::string(props[0].name) : std::string());
+  Json w;
+  w["gpu_name"] = devices > 0 ? std::string(props[0].name) : std::string();
   // Under MPI each process drives one GPU; the GPU list below is this process's node.
-  w.field("gpu_count", r.processes > 1 ? r.processes : devices);
-  w.field("nodes", r.nodes);
-  w.field("cuda_driver_version", version_string(driver, 1000, 0));
-  w.field("cuda_runtime_version", version_string(runtime, 1000, 0));
-  w.field("nccl_version", nccl >= 10000 ? version_string(nccl, 10000, 100)
-                                        : version_string(nccl, 1000, 100));
-  w.field("cublaslt_version", v.cublaslt);
-  w.field("hostname", v.hostname);
-  w.field("date_utc", utc_now());
-  w.key("gpus");
-  w.begin_array();
+  w["gpu_count"] = r.processes > 1 ? r.processes : devices;
+  w["nodes"] = r.nodes;
+  w["cuda_driver_version"] = version_string(driver, 1000, 0);
+  w["cuda_runtime_version"] = version_string(runtime, 1000, 0);
+  w["nccl_version"] = nccl >= 10000 ? version_string(nccl, 10000, 100)
+                                    : version_string(nccl, 1000, 100);
+  w["cublaslt_version"] = v.cublaslt;
+  w["hostname"] = v.hostname;
+  w["date_utc"] = utc_now();
+  Json& gpus = w["gpus"] = Json::array();
   for (int d = 0; d < devices; ++d) {
     int sm_khz = 0, mem_khz = 0;
     STEPCAST_CUDA_CHECK(cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, d));
     STEPCAST_CUDA_CHECK(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, d));
-    w.begin_object();
-    w.field("index", d);
-    w.field("name", std::string(props[d].name));
-    w.field("compute_capability", std::to_string(props[d].major) + "." + std::to_string(props[d].minor));
-    w.field("sm_count", props[d].multiProcessorCount);
-    w.field("memory_bytes", static_cast<double>(props[d].totalGlobalMem));
-    w.field("sm_clock_max_mhz", sm_khz / 1000.0);
-    w.field("memory_clock_max_mhz", mem_khz / 1000.0);
-    w.field("pci_bus_id", props[d].pciBusID);
-    w.end_object();
+    Json g;
+    g["index"] = d;
+    g["name"] = std::string(props[d].name);
+    g["compute_capability"] = std::to_string(props[d].major) + "." + std::to_string(props[d].minor);
+    g["sm_count"] = props[d].multiProcessorCount;
+    g["memory_bytes"] = static_cast<double>(props[d].totalGlobalMem);
+    g["sm_clock_max_mhz"] = sm_khz / 1000.0;
+    g["memory_clock_max_mhz"] = mem_khz / 1000.0;
+    g["pci_bus_id"] = props[d].pciBusID;
+    gpus.push_back(std::move(g));
   }
-  w.end_array();
-  w.end_object();
+  return w;
+}
+
+Json gemm_json(const std::vector<GemmResult>& gemm) {
+  Json out = Json::array();
+  for (const GemmResult& g : gemm) {
+    Json o;
+    o["m"] = g.shape.m;
+    o["n"] = g.shape.n;
+    o["k"] = g.shape.k;
+    o["batch"] = g.shape.batch;
+    o["dtype"] = g.shape.dtype;
+    o["layout"] = g.layout;
+    o["origin"] = g.shape.origin;
+    o["time_us"] = g.time_us;
+    o["flop_per_s"] = g.flop_per_s;
+    o["repeats"] = g.repeats;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+Json memory_json(const Results& r) {
+  Json out;
+  Json& kernels = out["kernels"] = Json::array();
+  for (const MemoryResult& m : r.memory) {
+    Json o;
+    o["kernel"] = m.kernel;
+    o["bytes_read"] = m.bytes_read;
+    o["bytes_written"] = m.bytes_written;
+    o["time_us"] = m.time_us;
+    o["bytes_per_s"] = m.bytes_per_s;
+    kernels.push_back(std::move(o));
+  }
+  if (r.launch_overhead_us >= 0) out["launch_overhead_us"] = r.launch_overhead_us;
+  if (r.context_memory_bytes >= 0) out["context_memory_bytes"] = r.context_memory_bytes;
+  return out;
+}
+
+Json collectives_json(const std::vector<CollectiveResult>& collectives) {
+  Json out = Json::array();
+  for (const CollectiveResult& c : collectives) {
+    Json o;
+    o["op"] = c.op;
+    o["ranks"] = c.ranks;
+    o["nodes"] = c.nodes;
+    o["algo"] = c.algo;
+    o["dtype"] = c.dtype;
+    o["size_bytes"] = c.size_bytes;
+    o["time_us"] = c.time_us;
+    o["algbw_GBps"] = c.algbw_GBps;
+    o["busbw_GBps"] = c.busbw_GBps;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+Json communicators_json(const std::vector<CommunicatorResult>& communicators) {
+  Json out = Json::array();
+  for (const CommunicatorResult& c : communicators) {
+    Json o;
+    o["ranks"] = c.ranks;
+    o["nodes"] = c.nodes;
+    o["algo"] = c.algo;
+    o["memory_bytes_per_gpu"] = c.bytes_per_gpu;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+Json overlap_json(const std::vector<OverlapResult>& overlap) {
+  Json out = Json::array();
+  for (const OverlapResult& o : overlap) {
+    Json j;
+    j["m"] = o.gemm.m;
+    j["n"] = o.gemm.n;
+    j["k"] = o.gemm.k;
+    j["dtype"] = o.gemm.dtype;
+    j["ranks"] = o.ranks;
+    j["allreduce_size_bytes"] = o.allreduce_size_bytes;
+    j["allreduce_alone_time_us"] = o.allreduce_alone_time_us;
+    j["gemm_alone_time_us"] = o.gemm_alone_time_us;
+    j["gemm_overlapped_time_us"] = o.gemm_overlapped_time_us;
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 }  // namespace
@@ -78,103 +160,18 @@ void write_measurements(const std::string& path, const Options& opt, const Resul
                         const std::vector<std::string>& subcommands) {
   std::ofstream f(path);
   if (!f) throw BenchError("cannot write " + path);
-  JsonWriter w(f);
-  w.begin_object();
-  w.field("schema", kMeasurementsSchema);
-  w.field("source", opt.source.empty() ? std::string("stepcast-bench") : opt.source);
-  w.key("subcommands");
-  w.begin_array();
-  for (const auto& s : subcommands) w.value(s);
-  w.end_array();
-  write_provenance(w, r);
-
-  w.key("gemm");
-  w.begin_array();
-  for (const GemmResult& g : r.gemm) {
-    w.begin_object();
-    w.field("m", g.shape.m);
-    w.field("n", g.shape.n);
-    w.field("k", g.shape.k);
-    w.field("batch", g.shape.batch);
-    w.field("dtype", g.shape.dtype);
-    w.field("layout", g.layout);
-    w.field("origin", g.shape.origin);
-    w.field("time_us", g.time_us);
-    w.field("flop_per_s", g.flop_per_s);
-    w.field("repeats", g.repeats);
-    w.end_object();
-  }
-  w.end_array();
-
-  w.key("memory");
-  w.begin_object();
-  w.key("kernels");
-  w.begin_array();
-  for (const MemoryResult& m : r.memory) {
-    w.begin_object();
-    w.field("kernel", m.kernel);
-    w.field("bytes_read", m.bytes_read);
-    w.field("bytes_written", m.bytes_written);
-    w.field("time_us", m.time_us);
-    w.field("bytes_per_s", m.bytes_per_s);
-    w.end_object();
-  }
-  w.end_array();
-  if (r.launch_overhead_us >= 0) w.field("launch_overhead_us", r.launch_overhead_us);
-  if (r.context_memory_bytes >= 0) w.field("context_memory_bytes", r.context_memory_bytes);
-  w.end_object();
-
-  w.key("collectives");
-  w.begin_array();
-  for (const CollectiveResult& c : r.collectives) {
-    w.begin_object();
-    w.field("op", c.op);
-    w.field("ranks", c.ranks);
-    w.field("nodes", c.nodes);
-    w.field("algo", c.algo);
-    w.field("dtype", c.dtype);
-    w.field("size_bytes", c.size_bytes);
-    w.field("time_us", c.time_us);
-    w.field("algbw_GBps", c.algbw_GBps);
-    w.field("busbw_GBps", c.busbw_GBps);
-    w.end_object();
-  }
-  w.end_array();
-
-  w.key("communicators");
-  w.begin_array();
-  for (const CommunicatorResult& c : r.communicators) {
-    w.begin_object();
-    w.field("ranks", c.ranks);
-    w.field("nodes", c.nodes);
-    w.field("algo", c.algo);
-    w.field("memory_bytes_per_gpu", c.bytes_per_gpu);
-    w.end_object();
-  }
-  w.end_array();
-
-  w.key("overlap");
-  w.begin_array();
-  for (const OverlapResult& o : r.overlap) {
-    w.begin_object();
-    w.field("m", o.gemm.m);
-    w.field("n", o.gemm.n);
-    w.field("k", o.gemm.k);
-    w.field("dtype", o.gemm.dtype);
-    w.field("ranks", o.ranks);
-    w.field("allreduce_size_bytes", o.allreduce_size_bytes);
-    w.field("allreduce_alone_time_us", o.allreduce_alone_time_us);
-    w.field("gemm_alone_time_us", o.gemm_alone_time_us);
-    w.field("gemm_overlapped_time_us", o.gemm_overlapped_time_us);
-    w.end_object();
-  }
-  w.end_array();
-
-  w.key("notes");
-  w.begin_array();
-  for (const auto& n : r.notes) w.value(n);
-  w.end_array();
-  w.end_object();
+  Json doc;
+  doc["schema"] = kMeasurementsSchema;
+  doc["source"] = opt.source.empty() ? std::string("stepcast-bench") : opt.source;
+  doc["subcommands"] = subcommands;
+  doc["provenance"] = provenance(r);
+  doc["gemm"] = gemm_json(r.gemm);
+  doc["memory"] = memory_json(r);
+  doc["collectives"] = collectives_json(r.collectives);
+  doc["communicators"] = communicators_json(r.communicators);
+  doc["overlap"] = overlap_json(r.overlap);
+  doc["notes"] = r.notes;
+  write_json(f, doc);
   if (!f) throw BenchError("error writing " + path);
 }
 

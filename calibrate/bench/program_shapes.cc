@@ -16,38 +16,39 @@ namespace stepcast::bench {
 
 namespace {
 
-bool positive_int(const JsonValue* v, std::int64_t& out) {
-  if (!v || v->type != JsonValue::Type::kNumber) return false;
-  if (v->number < 1 || v->number != std::floor(v->number) || v->number > 9.0e15) return false;
-  out = static_cast<std::int64_t>(v->number);
+bool positive_int(const Json* v, std::int64_t& out) {
+  if (!v || !v->is_number()) return false;
+  const double number = v->get<double>();
+  if (number < 1 || number != std::floor(number) || number > 9.0e15) return false;
+  out = static_cast<std::int64_t>(number);
   return true;
 }
 
-void collect(const JsonValue& v, bool under_gemm_key, const std::string& where,
+void collect(const Json& v, bool under_gemm_key, const std::string& where,
              std::vector<GemmShapeSpec>& out) {
-  if (v.type == JsonValue::Type::kArray) {
-    for (std::size_t i = 0; i < v.array.size(); ++i)
-      collect(v.array[i], false, where + "/" + std::to_string(i), out);
+  if (v.is_array()) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+      collect(v[i], false, where + "/" + std::to_string(i), out);
     return;
   }
-  if (v.type != JsonValue::Type::kObject) return;
-  const JsonValue* kind = v.find("kind");
-  const bool gemm_kind = kind && kind->type == JsonValue::Type::kString && kind->str == "gemm";
+  if (!v.is_object()) return;
+  const Json* kind = find(v, "kind");
+  const bool gemm_kind = kind && kind->is_string() && kind->get_ref<const std::string&>() == "gemm";
   GemmShapeSpec s;
-  if ((under_gemm_key || gemm_kind) && positive_int(v.find("m"), s.m) &&
-      positive_int(v.find("n"), s.n) && positive_int(v.find("k"), s.k)) {
-    if (const JsonValue* b = v.find("batch"); b && !positive_int(b, s.batch))
+  if ((under_gemm_key || gemm_kind) && positive_int(find(v, "m"), s.m) &&
+      positive_int(find(v, "n"), s.n) && positive_int(find(v, "k"), s.k)) {
+    if (const Json* b = find(v, "batch"); b && !positive_int(b, s.batch))
       throw BenchError(where + "/batch: expected a positive integer");
-    if (const JsonValue* d = v.find("dtype")) {
-      if (d->type != JsonValue::Type::kString || (d->str != "bf16" && d->str != "fp16" &&
-                                                  d->str != "fp8"))
+    if (const Json* d = find(v, "dtype")) {
+      const std::string* dt = d->is_string() ? &d->get_ref<const std::string&>() : nullptr;
+      if (!dt || (*dt != "bf16" && *dt != "fp16" && *dt != "fp8"))
         throw BenchError(where + "/dtype: expected \"bf16\", \"fp16\" or \"fp8\"");
-      s.dtype = d->str;
+      s.dtype = *dt;
     }
     out.push_back(s);
     return;
   }
-  for (const auto& [key, child] : v.object) collect(child, key == "gemm", where + "/" + key, out);
+  for (const auto& [key, child] : v.items()) collect(child, key == "gemm", where + "/" + key, out);
 }
 
 }  // namespace
@@ -57,11 +58,11 @@ std::vector<GemmShapeSpec> program_gemm_shapes(const std::string& path) {
   if (!f) throw BenchError(path + ": cannot open the Program file");
   std::stringstream ss;
   ss << f.rdbuf();
-  const JsonValue doc = parse_json(ss.str(), path);
-  if (doc.type != JsonValue::Type::kObject) throw BenchError(path + ": expected a JSON object");
-  const JsonValue* schema = doc.find("schema");
-  if (!schema || schema->type != JsonValue::Type::kString ||
-      schema->str.rfind("stepcast.program/", 0) != 0)
+  const Json doc = parse_json(ss.str(), path);
+  if (!doc.is_object()) throw BenchError(path + ": expected a JSON object");
+  const Json* schema = find(doc, "schema");
+  if (!schema || !schema->is_string() ||
+      schema->get_ref<const std::string&>().rfind("stepcast.program/", 0) != 0)
     throw BenchError(path + ": /schema: expected \"stepcast.program/1\"");
   std::vector<GemmShapeSpec> all;
   try {

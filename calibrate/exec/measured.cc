@@ -9,19 +9,13 @@
 namespace stepcast::exec {
 
 namespace {
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-}
 
-MeasuredSummary summarize(const Plan& plan, const Recorded& recorded) {
-  const Program& p = *plan.program;
-  const int world = plan.world_size();
-  if (static_cast<int>(recorded.times.size()) != world)
-    throw ProgramError("recorded times for " + std::to_string(recorded.times.size()) + " ranks, the plan has " +
-                       std::to_string(world));
-  Recorded rec = recorded;
-  // A rendezvous starts when its last member reaches it (the simulator's semantics): on the
-  // GPU an early member's NCCL kernel starts and spins until the others arrive, so its
-  // recorded start is moved to the latest member's start (header).
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// A rendezvous starts when its last member reaches it (the simulator's semantics): on the
+// GPU an early member's NCCL kernel starts and spins until the others arrive, so its
+// recorded start is moved to the latest member's start (header).
+void align_rendezvous(const Plan& plan, Recorded& rec) {
   for (const Rendezvous& rv : plan.rendezvous) {
     double latest = 0;
     bool ok = true;
@@ -36,7 +30,12 @@ MeasuredSummary summarize(const Plan& plan, const Recorded& recorded) {
       if (std::isfinite(latest) && t.end_s >= latest) t.start_s = std::max(t.start_s, latest);
     }
   }
-  MeasuredSummary s;
+}
+
+// Each rank's end (its last task's); checks every recorded time. The step ends with the last.
+std::vector<double> rank_ends(const Plan& plan, const Recorded& rec, MeasuredSummary& s) {
+  const Program& p = *plan.program;
+  const int world = plan.world_size();
   std::vector<double> end(static_cast<size_t>(world), 0.0);
   for (int r = 0; r < world; ++r) {
     const auto& tasks = plan.tasks_of(r);
@@ -55,7 +54,13 @@ MeasuredSummary summarize(const Plan& plan, const Recorded& recorded) {
     }
     s.step_time_s = std::max(s.step_time_s, end[static_cast<size_t>(r)]);
   }
-  // Critical rank: ends last; then busiest compute stream; then lowest (engine.cc).
+  return end;
+}
+
+// Critical rank: ends last; then busiest compute stream; then lowest (engine.cc).
+void find_critical_rank(const Plan& plan, const Recorded& rec, const std::vector<double>& end,
+                        MeasuredSummary& s) {
+  const int world = plan.world_size();
   double best_busy = -1;
   for (int r = 0; r < world; ++r) {
     if (end[static_cast<size_t>(r)] != s.step_time_s) continue;
@@ -69,16 +74,12 @@ MeasuredSummary summarize(const Plan& plan, const Recorded& recorded) {
       s.critical_rank = r;
     }
   }
-  const auto& tasks = plan.tasks_of(s.critical_rank);
-  const auto& tt = rec.times[static_cast<size_t>(s.critical_rank)];
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    if (tasks[i].kind == Kind::kAlloc || tasks[i].kind == Kind::kFree) continue;
-    const double d = tt[i].end_s - tt[i].start_s;
-    s.busy_by_kind_s[kind_name(tasks[i].kind)] += d;
-    s.busy_by_phase_s[kPhases[static_cast<size_t>(tasks[i].phase)]] += d;
-  }
-  // Exposed time per category (engine.cc Engine::breakdown): sweep the stream intervals,
-  // ends before starts at equal times.
+}
+
+// Exposed time per category (engine.cc Engine::breakdown) on the critical rank: sweep the
+// stream intervals, ends before starts at equal times.
+void exposed_breakdown(const std::vector<Task>& tasks, const std::vector<TaskTime>& tt,
+                       MeasuredSummary& s) {
   struct Edge {
     double t;
     int start, stream, cat;
@@ -114,6 +115,29 @@ MeasuredSummary summarize(const Plan& plan, const Recorded& recorded) {
   exposed[attribute()] += s.step_time_s - prev;
   for (int c = 0; c < ncat; ++c) s.breakdown_s[kCategories[static_cast<size_t>(c)]] = exposed[static_cast<size_t>(c)];
   s.breakdown_s["bubble"] = exposed[static_cast<size_t>(ncat)];
+}
+
+}  // namespace
+
+MeasuredSummary summarize(const Plan& plan, const Recorded& recorded) {
+  const int world = plan.world_size();
+  if (static_cast<int>(recorded.times.size()) != world)
+    throw ProgramError("recorded times for " + std::to_string(recorded.times.size()) + " ranks, the plan has " +
+                       std::to_string(world));
+  Recorded rec = recorded;
+  align_rendezvous(plan, rec);
+  MeasuredSummary s;
+  const std::vector<double> end = rank_ends(plan, rec, s);
+  find_critical_rank(plan, rec, end, s);
+  const auto& tasks = plan.tasks_of(s.critical_rank);
+  const auto& tt = rec.times[static_cast<size_t>(s.critical_rank)];
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (tasks[i].kind == Kind::kAlloc || tasks[i].kind == Kind::kFree) continue;
+    const double d = tt[i].end_s - tt[i].start_s;
+    s.busy_by_kind_s[kind_name(tasks[i].kind)] += d;
+    s.busy_by_phase_s[kPhases[static_cast<size_t>(tasks[i].phase)]] += d;
+  }
+  exposed_breakdown(tasks, tt, s);
   return s;
 }
 
@@ -122,14 +146,13 @@ void write_measured(const Plan& plan, const Recorded& rec,
                     std::ostream& out) {
   const Program& p = *plan.program;
   const MeasuredSummary s = summarize(plan, rec);
-  bench::JsonWriter w(out);
-  w.begin_object();
-  w.field("schema", "stepcast.result/1");
-  w.field("measured", true);
-  w.field("scenario", p.scenario_name);
-  w.field("program", p.file);
-  w.field("gpus", p.world_size);
-  w.field("step_time_s", s.step_time_s);
+  bench::Json doc;
+  doc["schema"] = "stepcast.result/1";
+  doc["measured"] = true;
+  doc["scenario"] = p.scenario_name;
+  doc["program"] = p.file;
+  doc["gpus"] = p.world_size;
+  doc["step_time_s"] = s.step_time_s;
   double peak = 0;
   int stages = 1;
   for (const ExecRank& er : plan.ranks) stages = std::max(stages, er.pp_stage + 1);
@@ -140,18 +163,13 @@ void write_measured(const Plan& plan, const Recorded& rec,
     peak = std::max(peak, gib);
     per_stage[static_cast<size_t>(er.pp_stage)] = std::max(per_stage[static_cast<size_t>(er.pp_stage)], gib);
   }
-  w.field("memory_peak_gib", peak);
-  w.key("memory_peak_gib_per_stage");
-  w.begin_array();
-  for (double g : per_stage) w.value(g);
-  w.end_array();
+  doc["memory_peak_gib"] = peak;
+  doc["memory_peak_gib_per_stage"] = per_stage;
   auto map_field = [&](const std::string& k, const std::map<std::string, double>& m,
                        const std::vector<std::string>& order) {
-    w.key(k);
-    w.begin_object();
+    bench::Json& o = doc[k] = bench::Json::object();
     for (const auto& name : order)
-      if (auto it = m.find(name); it != m.end()) w.field(name, it->second);
-    w.end_object();
+      if (auto it = m.find(name); it != m.end()) o[name] = it->second;
   };
   std::vector<std::string> cats = kCategories;
   cats.push_back("bubble");
@@ -160,36 +178,23 @@ void write_measured(const Plan& plan, const Recorded& rec,
   for (int k = 0; k < kKindCount; ++k) kinds.push_back(kind_name(static_cast<Kind>(k)));
   map_field("busy_by_kind_s", s.busy_by_kind_s, kinds);
   map_field("busy_by_phase_s", s.busy_by_phase_s, kPhases);
-  w.field("critical_rank", s.critical_rank);
-  w.field("simulated_ranks", p.world_size);
-  w.field("folded", false);
+  doc["critical_rank"] = s.critical_rank;
+  doc["simulated_ranks"] = p.world_size;
+  doc["folded"] = false;
   std::int64_t events = 0;
   for (const ExecRank& er : plan.ranks) events += 2 * static_cast<std::int64_t>(plan.tasks_of(er.rank).size());
-  w.field("events", events);
-  w.key("provenance");
-  w.begin_object();
-  for (const auto& [k, v] : provenance) w.field(k, v);
-  w.end_object();
+  doc["events"] = events;
+  bench::Json& prov = doc["provenance"] = bench::Json::object();
+  for (const auto& [k, v] : provenance) prov[k] = v;
   if (with_timeline) {
-    w.key("timeline");
-    w.begin_array();
+    bench::Json& timeline = doc["timeline"] = bench::Json::array();
     for (size_t r = 0; r < rec.times.size(); ++r) {
-      w.begin_object();
-      w.field("rank", static_cast<int>(r));
-      w.key("tasks_s");
-      w.begin_array();
-      for (const TaskTime& t : rec.times[r]) {
-        w.begin_array();
-        w.value(t.start_s);
-        w.value(t.end_s);
-        w.end_array();
-      }
-      w.end_array();
-      w.end_object();
+      bench::Json tasks_s = bench::Json::array();
+      for (const TaskTime& t : rec.times[r]) tasks_s.push_back({t.start_s, t.end_s});
+      timeline.push_back({{"rank", static_cast<int>(r)}, {"tasks_s", std::move(tasks_s)}});
     }
-    w.end_array();
   }
-  w.end_object();
+  bench::write_json(out, doc);
   out << "\n";
 }
 

@@ -12,7 +12,7 @@
 
 namespace stepcast::exec {
 
-using bench::JsonValue;
+using bench::Json;
 
 const std::vector<std::string> kStreams = {"compute", "tp",      "cp", "ep",
                                            "pp_send", "pp_recv", "dp", "cp_recv",
@@ -52,12 +52,12 @@ class Reader {
   }
 
   // An object whose keys are all in `keys`.
-  bool object(const JsonValue& v, const std::string& path, const std::vector<std::string>& keys) {
-    if (v.type != JsonValue::Type::kObject) {
+  bool object(const Json& v, const std::string& path, const std::vector<std::string>& keys) {
+    if (!v.is_object()) {
       error(path, "expected an object");
       return false;
     }
-    for (const auto& [k, child] : v.object) {
+    for (const auto& [k, child] : v.items()) {
       bool known = false;
       for (const auto& want : keys) known = known || want == k;
       if (!known) error(join(path, k), "unknown key (known: " + quoted_list(keys) + ")");
@@ -65,93 +65,93 @@ class Reader {
     return true;
   }
 
-  const JsonValue* find(const JsonValue& v, const std::string& path, const std::string& key,
+  const Json* find(const Json& v, const std::string& path, const std::string& key,
                         bool required) {
-    const JsonValue* c = v.find(key);
+    const Json* c = bench::find(v, key);
     if (!c && required) error(join(path, key), "missing");
     return c;
   }
 
   template <typename Int>
-  void integer(const JsonValue& v, const std::string& path, const std::string& key, Int& out,
+  void integer(const Json& v, const std::string& path, const std::string& key, Int& out,
                bool required, double min) {
-    const JsonValue* c = find(v, path, key, required);
+    const Json* c = find(v, path, key, required);
     if (!c) return;
     // The largest `Int` holds (2^31 - 1 for int: a group index of 2^31 used to wrap to a
     // negative one and pass the group check, then crash the plan), at most 9e15 (doubles
     // hold every integer up to 2^53).
     const double max = std::min(9.0e15, static_cast<double>(std::numeric_limits<Int>::max()));
-    if (c->type != JsonValue::Type::kNumber || c->number != std::floor(c->number) ||
-        std::fabs(c->number) > 9.0e15) {
+    const double number = c->is_number() ? c->get<double>() : 0;
+    if (!c->is_number() || number != std::floor(number) || std::fabs(number) > 9.0e15) {
       error(join(path, key), "expected an integer");
-    } else if (c->number > max) {
+    } else if (number > max) {
       error(join(path, key), "expected an integer <= " + std::to_string(static_cast<long long>(max)));
-    } else if (c->number < min) {
+    } else if (number < min) {
       error(join(path, key), "expected an integer >= " + std::to_string(static_cast<long long>(min)));
     } else {
-      out = static_cast<Int>(c->number);
+      out = static_cast<Int>(number);
     }
   }
 
   // A finite number >= 0 (bytes, FLOPs).
-  void amount(const JsonValue& v, const std::string& path, const std::string& key, double& out,
+  void amount(const Json& v, const std::string& path, const std::string& key, double& out,
               bool required) {
-    const JsonValue* c = find(v, path, key, required);
+    const Json* c = find(v, path, key, required);
     if (!c) return;
-    if (c->type != JsonValue::Type::kNumber || !std::isfinite(c->number) || c->number < 0)
+    if (!c->is_number() || !std::isfinite(c->get<double>()) || c->get<double>() < 0)
       error(join(path, key), "expected a finite number >= 0");
     else
-      out = c->number;
+      out = c->get<double>();
   }
 
-  void string(const JsonValue& v, const std::string& path, const std::string& key,
+  void string(const Json& v, const std::string& path, const std::string& key,
               std::string& out, bool required) {
-    const JsonValue* c = find(v, path, key, required);
+    const Json* c = find(v, path, key, required);
     if (!c) return;
-    if (c->type != JsonValue::Type::kString)
+    if (!c->is_string())
       error(join(path, key), "expected a string");
     else
-      out = c->str;
+      out = c->get<std::string>();
   }
 
-  void boolean(const JsonValue& v, const std::string& path, const std::string& key, bool& out,
+  void boolean(const Json& v, const std::string& path, const std::string& key, bool& out,
                bool required) {
-    const JsonValue* c = find(v, path, key, required);
+    const Json* c = find(v, path, key, required);
     if (!c) return;
-    if (c->type != JsonValue::Type::kBool)
+    if (!c->is_boolean())
       error(join(path, key), "expected true or false");
     else
-      out = c->b;
+      out = c->get<bool>();
   }
 
   // Index of the value in `options`, -1 when missing or not one of them.
-  int choice(const JsonValue& v, const std::string& path, const std::string& key,
+  int choice(const Json& v, const std::string& path, const std::string& key,
              const std::vector<std::string>& options, bool required) {
-    const JsonValue* c = find(v, path, key, required);
+    const Json* c = find(v, path, key, required);
     if (!c) return -1;
-    if (c->type == JsonValue::Type::kString)
+    if (c->is_string())
       for (size_t i = 0; i < options.size(); ++i)
-        if (options[i] == c->str) return static_cast<int>(i);
+        if (options[i] == c->get_ref<const std::string&>()) return static_cast<int>(i);
     error(join(path, key), "expected one of " + quoted_list(options));
     return -1;
   }
 
-  void int_list(const JsonValue& v, const std::string& path, const std::string& key,
+  void int_list(const Json& v, const std::string& path, const std::string& key,
                 std::vector<int>& out, bool required) {
-    const JsonValue* c = find(v, path, key, required);
+    const Json* c = find(v, path, key, required);
     if (!c) return;
-    if (c->type != JsonValue::Type::kArray) {
+    if (!c->is_array()) {
       error(join(path, key), "expected a list of integers");
       return;
     }
-    for (size_t i = 0; i < c->array.size(); ++i) {
-      const JsonValue& e = c->array[i];
-      if (e.type != JsonValue::Type::kNumber || e.number != std::floor(e.number) ||
-          std::fabs(e.number) > 2.0e9) {
+    for (size_t i = 0; i < c->size(); ++i) {
+      const Json& e = (*c)[i];
+      const double number = e.is_number() ? e.get<double>() : 0;
+      if (!e.is_number() || number != std::floor(number) || std::fabs(number) > 2.0e9) {
         error(join(path, key) + "/" + std::to_string(i), "expected an integer");
         continue;
       }
-      out.push_back(static_cast<int>(e.number));
+      out.push_back(static_cast<int>(number));
     }
   }
 };
@@ -163,7 +163,7 @@ std::vector<std::string> task_keys() {
   return k;
 }
 
-void read_args(Reader& rd, const JsonValue& a, const std::string& ap, Task& t) {
+void read_args(Reader& rd, const Json& a, const std::string& ap, Task& t) {
   auto dtype = [&](bool required) {
     int d = rd.choice(a, ap, "dtype", kDtypes, required);
     if (d >= 0) t.dtype = kDtypes[static_cast<size_t>(d)];
@@ -231,7 +231,7 @@ void read_args(Reader& rd, const JsonValue& a, const std::string& ap, Task& t) {
   }
 }
 
-void read_task(Reader& rd, const JsonValue& j, const std::string& path, Task& t) {
+void read_task(Reader& rd, const Json& j, const std::string& path, Task& t) {
   static const std::vector<std::string> keys = task_keys();
   if (!rd.object(j, path, keys)) return;
   rd.integer(j, path, "id", t.id, true, 0);
@@ -251,14 +251,14 @@ void read_task(Reader& rd, const JsonValue& j, const std::string& path, Task& t)
   t.kind = static_cast<Kind>(kind);
   const std::string kn = kKinds[static_cast<size_t>(kind)];
   for (const auto& other : kKinds)
-    if (other != kn && j.find(other))
+    if (other != kn && bench::find(j, other))
       rd.error(Reader::join(path, other), "arguments of a " + other + " task given to a " + kn + " task");
-  if (const JsonValue* a = rd.find(j, path, kn, true)) read_args(rd, *a, Reader::join(path, kn), t);
+  if (const Json* a = rd.find(j, path, kn, true)) read_args(rd, *a, Reader::join(path, kn), t);
 }
 
 // Rules across a rank's tasks (after they parsed): dense ids, deps, stream lists, groups,
 // peers, alloc/free pairing.
-void check_rank(Reader& rd, const Program& p, const SimRank& sr, const JsonValue* streams,
+void check_rank(Reader& rd, const Program& p, const SimRank& sr, const Json* streams,
                 const std::string& path) {
   const int n = static_cast<int>(sr.tasks.size());
   auto where = [&](int i) {
@@ -312,13 +312,99 @@ void check_rank(Reader& rd, const Program& p, const SimRank& sr, const JsonValue
   for (int i = 0; i < n; ++i) want[static_cast<size_t>(sr.tasks[static_cast<size_t>(i)].stream)].push_back(i);
   for (size_t s = 0; s < kStreams.size(); ++s) {
     std::vector<int> got;
-    if (streams->find(kStreams[s])) rd.int_list(*streams, sp, kStreams[s], got, false);
+    if (bench::find(*streams, kStreams[s])) rd.int_list(*streams, sp, kStreams[s], got, false);
     if (got != want[s])
       rd.error(sp + "/" + kStreams[s],
                "must list the ids of the " + std::to_string(want[s].size()) + " tasks on stream " +
                    kStreams[s] + " in ascending order (issue order is task order); lists " +
                    std::to_string(got.size()));
   }
+}
+
+// /groups: each group's id (dense), kind and member ranks (in the world, once each).
+void read_groups(Reader& rd, const Json& doc, Program& p) {
+  if (const Json* gs = rd.find(doc, "", "groups", true)) {
+    if (!gs->is_array()) rd.error("/groups", "expected a list");
+    for (size_t i = 0; gs->is_array() && i < gs->size(); ++i) {
+      const std::string gp = "/groups/" + std::to_string(i);
+      Group g;
+      if (!rd.object((*gs)[i], gp, {"id", "kind", "ranks"})) continue;
+      rd.integer((*gs)[i], gp, "id", g.id, true, 0);
+      int k = rd.choice((*gs)[i], gp, "kind", kGroupKinds, true);
+      if (k >= 0) g.kind = kGroupKinds[static_cast<size_t>(k)];
+      rd.int_list((*gs)[i], gp, "ranks", g.ranks, true);
+      if (g.id != static_cast<int>(i))
+        rd.error(gp + "/id", "group ids must be dense: expected " + std::to_string(i));
+      if (g.ranks.empty()) rd.error(gp + "/ranks", "a group needs at least one rank");
+      std::set<int> seen;
+      for (int r : g.ranks) {
+        if (r < 0 || r >= p.world_size)
+          rd.error(gp + "/ranks", "rank " + std::to_string(r) + " is outside the world (world_size " +
+                                      std::to_string(p.world_size) + ")");
+        if (!seen.insert(r).second) rd.error(gp + "/ranks", "rank " + std::to_string(r) + " listed twice");
+      }
+      p.groups.push_back(std::move(g));
+    }
+  }
+}
+
+// /ranks: each simulated rank and its tasks; `streams` gets each rank's "streams" object
+// (nullptr when absent), checked once every rank has parsed (check_rank).
+void read_ranks(Reader& rd, const Json& doc, Program& p, std::vector<const Json*>& streams) {
+  if (const Json* rs = rd.find(doc, "", "ranks", true)) {
+    if (!rs->is_array() || rs->empty())
+      rd.error("/ranks", "expected a non-empty list");
+    for (size_t i = 0; rs->is_array() && i < rs->size(); ++i) {
+      const std::string rp = "/ranks/" + std::to_string(i);
+      const Json& rj = (*rs)[i];
+      SimRank sr;
+      streams.push_back(nullptr);
+      if (!rd.object(rj, rp, {"rank", "pp_stage", "stands_for", "streams", "tasks"})) continue;
+      rd.integer(rj, rp, "rank", sr.rank, true, 0);
+      rd.integer(rj, rp, "pp_stage", sr.pp_stage, false, 0);
+      rd.int_list(rj, rp, "stands_for", sr.stands_for, false);
+      if (sr.stands_for.empty()) sr.stands_for = {sr.rank};
+      streams.back() = rd.find(rj, rp, "streams", false);
+      if (const Json* ts = rd.find(rj, rp, "tasks", true)) {
+        if (!ts->is_array()) rd.error(rp + "/tasks", "expected a list");
+        for (size_t t = 0; ts->is_array() && t < ts->size(); ++t) {
+          Task task;
+          read_task(rd, (*ts)[t], rp + "/tasks/" + std::to_string(t), task);
+          sr.tasks.push_back(std::move(task));
+        }
+      }
+      p.ranks.push_back(std::move(sr));
+    }
+  }
+}
+
+// Every global rank simulated exactly once; each simulated rank stands for itself.
+void check_stands_for(Reader& rd, const Program& p) {
+  std::vector<int> owner(static_cast<size_t>(p.world_size), -1);
+  for (size_t i = 0; i < p.ranks.size(); ++i) {
+    const SimRank& sr = p.ranks[i];
+    const std::string rp = "/ranks/" + std::to_string(i);
+    bool self = false;
+    for (int g : sr.stands_for) {
+      self = self || g == sr.rank;
+      if (g < 0 || g >= p.world_size) {
+        rd.error(rp + "/stands_for", "rank " + std::to_string(g) + " is outside the world (world_size " +
+                                         std::to_string(p.world_size) + ")");
+      } else if (owner[static_cast<size_t>(g)] >= 0) {
+        rd.error(rp + "/stands_for", "rank " + std::to_string(g) + " is already simulated by /ranks/" +
+                                         std::to_string(owner[static_cast<size_t>(g)]));
+      } else {
+        owner[static_cast<size_t>(g)] = static_cast<int>(i);
+      }
+    }
+    if (!self) rd.error(rp + "/stands_for", "must include the rank itself (" + std::to_string(sr.rank) + ")");
+  }
+  for (int g = 0; g < p.world_size; ++g)
+    if (owner[static_cast<size_t>(g)] < 0 && rd.issues.size() < 50)
+      rd.error("/ranks", "global rank " + std::to_string(g) + " is simulated by no rank (stands_for)");
+  if (!p.folded && p.ranks.size() != static_cast<size_t>(p.world_size))
+    rd.error("/folded", "false, but " + std::to_string(p.ranks.size()) + " ranks for world_size " +
+                            std::to_string(p.world_size));
 }
 
 }  // namespace
@@ -333,7 +419,7 @@ std::string task_where(const Program& p, int sim_rank_index, int task_id) {
 }
 
 Program parse_program(const std::string& text, const std::string& name) {
-  JsonValue doc;
+  Json doc;
   try {
     doc = bench::parse_json(text, name);
   } catch (const std::exception& e) {
@@ -354,84 +440,11 @@ Program parse_program(const std::string& text, const std::string& name) {
   rd.string(doc, "", "scenario_name", p.scenario_name, false);
   rd.integer(doc, "", "gpus_per_node", p.gpus_per_node, false, 1);
 
-  if (const JsonValue* gs = rd.find(doc, "", "groups", true)) {
-    if (gs->type != JsonValue::Type::kArray) rd.error("/groups", "expected a list");
-    for (size_t i = 0; gs->type == JsonValue::Type::kArray && i < gs->array.size(); ++i) {
-      const std::string gp = "/groups/" + std::to_string(i);
-      Group g;
-      if (!rd.object(gs->array[i], gp, {"id", "kind", "ranks"})) continue;
-      rd.integer(gs->array[i], gp, "id", g.id, true, 0);
-      int k = rd.choice(gs->array[i], gp, "kind", kGroupKinds, true);
-      if (k >= 0) g.kind = kGroupKinds[static_cast<size_t>(k)];
-      rd.int_list(gs->array[i], gp, "ranks", g.ranks, true);
-      if (g.id != static_cast<int>(i))
-        rd.error(gp + "/id", "group ids must be dense: expected " + std::to_string(i));
-      if (g.ranks.empty()) rd.error(gp + "/ranks", "a group needs at least one rank");
-      std::set<int> seen;
-      for (int r : g.ranks) {
-        if (r < 0 || r >= p.world_size)
-          rd.error(gp + "/ranks", "rank " + std::to_string(r) + " is outside the world (world_size " +
-                                      std::to_string(p.world_size) + ")");
-        if (!seen.insert(r).second) rd.error(gp + "/ranks", "rank " + std::to_string(r) + " listed twice");
-      }
-      p.groups.push_back(std::move(g));
-    }
-  }
+  read_groups(rd, doc, p);
 
-  std::vector<const JsonValue*> streams;
-  if (const JsonValue* rs = rd.find(doc, "", "ranks", true)) {
-    if (rs->type != JsonValue::Type::kArray || rs->array.empty())
-      rd.error("/ranks", "expected a non-empty list");
-    for (size_t i = 0; rs->type == JsonValue::Type::kArray && i < rs->array.size(); ++i) {
-      const std::string rp = "/ranks/" + std::to_string(i);
-      const JsonValue& rj = rs->array[i];
-      SimRank sr;
-      streams.push_back(nullptr);
-      if (!rd.object(rj, rp, {"rank", "pp_stage", "stands_for", "streams", "tasks"})) continue;
-      rd.integer(rj, rp, "rank", sr.rank, true, 0);
-      rd.integer(rj, rp, "pp_stage", sr.pp_stage, false, 0);
-      rd.int_list(rj, rp, "stands_for", sr.stands_for, false);
-      if (sr.stands_for.empty()) sr.stands_for = {sr.rank};
-      streams.back() = rd.find(rj, rp, "streams", false);
-      if (const JsonValue* ts = rd.find(rj, rp, "tasks", true)) {
-        if (ts->type != JsonValue::Type::kArray) rd.error(rp + "/tasks", "expected a list");
-        for (size_t t = 0; ts->type == JsonValue::Type::kArray && t < ts->array.size(); ++t) {
-          Task task;
-          read_task(rd, ts->array[t], rp + "/tasks/" + std::to_string(t), task);
-          sr.tasks.push_back(std::move(task));
-        }
-      }
-      p.ranks.push_back(std::move(sr));
-    }
-  }
-  // Every global rank simulated exactly once; each simulated rank stands for itself.
-  if (rd.issues.empty()) {
-    std::vector<int> owner(static_cast<size_t>(p.world_size), -1);
-    for (size_t i = 0; i < p.ranks.size(); ++i) {
-      const SimRank& sr = p.ranks[i];
-      const std::string rp = "/ranks/" + std::to_string(i);
-      bool self = false;
-      for (int g : sr.stands_for) {
-        self = self || g == sr.rank;
-        if (g < 0 || g >= p.world_size) {
-          rd.error(rp + "/stands_for", "rank " + std::to_string(g) + " is outside the world (world_size " +
-                                           std::to_string(p.world_size) + ")");
-        } else if (owner[static_cast<size_t>(g)] >= 0) {
-          rd.error(rp + "/stands_for", "rank " + std::to_string(g) + " is already simulated by /ranks/" +
-                                           std::to_string(owner[static_cast<size_t>(g)]));
-        } else {
-          owner[static_cast<size_t>(g)] = static_cast<int>(i);
-        }
-      }
-      if (!self) rd.error(rp + "/stands_for", "must include the rank itself (" + std::to_string(sr.rank) + ")");
-    }
-    for (int g = 0; g < p.world_size; ++g)
-      if (owner[static_cast<size_t>(g)] < 0 && rd.issues.size() < 50)
-        rd.error("/ranks", "global rank " + std::to_string(g) + " is simulated by no rank (stands_for)");
-    if (!p.folded && p.ranks.size() != static_cast<size_t>(p.world_size))
-      rd.error("/folded", "false, but " + std::to_string(p.ranks.size()) + " ranks for world_size " +
-                              std::to_string(p.world_size));
-  }
+  std::vector<const Json*> streams;
+  read_ranks(rd, doc, p, streams);
+  if (rd.issues.empty()) check_stands_for(rd, p);
   if (rd.issues.empty())
     for (size_t i = 0; i < p.ranks.size(); ++i)
       check_rank(rd, p, p.ranks[i], streams[i], "/ranks/" + std::to_string(i));

@@ -1,7 +1,7 @@
 // The Program as the reference executor reads it (DESIGN.md, "The Program";
 // sim/program/program_json.h is the writer and the authority on the schema
-// "stepcast.program/1"). Host-only: parsed with calibrate/bench/json_io (no nlohmann, so the
-// executor builds on a bare GPU box), and checked strictly — an unknown key, a missing key,
+// "stepcast.program/1"). Host-only: parsed with calibrate/bench/json_io (nlohmann::json,
+// header-only, keys in document order), and checked strictly — an unknown key, a missing key,
 // a wrong type, a value outside its set, non-dense task ids, a dependency out of range, a
 // stream list that is not the ids of that stream's tasks in order, a collective naming a
 // group it is not in, a peer outside the world, a free with no alloc before it: every

@@ -22,14 +22,14 @@ static std::string scalar_text(const YAML::Node& n) {
 
 static ExplorePoint evaluate(const YAML::Node& doc, const std::string& file,
                              std::vector<std::pair<std::string, std::string>> settings,
-                             const RunOptions& run = {}) {
+                             const SearchRunOptions& run = {}) {
   ExplorePoint pt;
   pt.settings = std::move(settings);
   try {
     YAML::Node copy = YAML::Clone(doc);
     copy.remove("sweep");
     Scenario sc = load_scenario_node(copy, file);
-    pt.result = predict(sc, run).result;
+    pt.result = predict_pruned(sc, run).result;
   } catch (const InputError& e) {
     pt.valid = false;
     pt.error = e.issues().empty() ? e.what() : e.issues().front().str();
@@ -67,13 +67,14 @@ std::vector<PlanCandidate> sweep_candidates(const Scenario& base) {
 }
 
 std::vector<ExplorePoint> evaluate_candidates(const std::vector<PlanCandidate>& cands,
-                                              const std::string& file, const RunOptions& run,
+                                              const std::string& file,
+                                              const SearchRunOptions& run,
                                               int threads, const Progress& progress, int slice,
                                               int slice_count) {
   STEPCAST_CHECK(slice_count >= 1 && slice >= 0 && slice < slice_count,
                  fmt::format("evaluate_candidates: slice {} of {}", slice, slice_count));
   std::vector<ExplorePoint> pts(cands.size());
-  RunOptions bulk = run;
+  SearchRunOptions bulk = run;
   bulk.labels = false;  // only each plan's Result is kept
   const size_t step = static_cast<size_t>(slice_count), first = static_cast<size_t>(slice);
   const size_t mine = cands.size() > first ? (cands.size() - first + step - 1) / step : 0;
@@ -266,10 +267,10 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
   return cands;
 }
 
-RunOptions search_run_options(const SearchOptions& opt) {
+SearchRunOptions search_run_options(const SearchOptions& opt) {
   // Plans whose resident state alone exceeds memory are only counted, never simulated
-  // (the search keeps fitting plans only; the bound is exact, see RunOptions).
-  RunOptions run;
+  // (the search keeps fitting plans only; the bound is exact, see SearchRunOptions).
+  SearchRunOptions run;
   run.skip_when_state_exceeds_memory = opt.skip_plans_that_cannot_fit;
   return run;
 }
@@ -301,9 +302,9 @@ SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top) {
 }
 
 SearchOutcome search_in_chunks(
-    const std::vector<PlanCandidate>& cands, const RunOptions& run, int top,
-    const std::function<std::vector<ExplorePoint>(const std::vector<PlanCandidate>&,
-                                                  const RunOptions&, const Progress&)>& evaluate,
+    const std::vector<PlanCandidate>& cands, const SearchRunOptions& run, int top,
+    const std::function<std::vector<ExplorePoint>(
+        const std::vector<PlanCandidate>&, const SearchRunOptions&, const Progress&)>& evaluate,
     const std::function<double(double)>& share, const Progress& progress) {
   std::vector<size_t> order(cands.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -320,7 +321,7 @@ SearchOutcome search_in_chunks(
     std::vector<PlanCandidate> chunk;
     chunk.reserve(end - begin);
     for (size_t k = begin; k < end; ++k) chunk.push_back(cands[order[k]]);
-    RunOptions bounded = run;
+    SearchRunOptions bounded = run;
     bounded.skip_when_compute_exceeds_s = threshold;
     Progress chunk_progress;
     if (progress)
@@ -356,7 +357,8 @@ SearchOutcome run_search(const Scenario& base, const SearchOptions& opt) {
                             opt.top);
   return search_in_chunks(
       search_candidates(base), search_run_options(opt), opt.top,
-      [&](const std::vector<PlanCandidate>& c, const RunOptions& run, const Progress& progress) {
+      [&](const std::vector<PlanCandidate>& c, const SearchRunOptions& run,
+          const Progress& progress) {
         return evaluate_candidates(c, base.file, run, opt.threads, progress);
       },
       nullptr, opt.progress);

@@ -10,6 +10,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "sim/report/search_prune.h"
 #include "sim/report/validate.h"
 
 namespace stepcast {
@@ -51,7 +52,8 @@ std::vector<PlanCandidate> sweep_candidates(const Scenario& base);
 // are kept with valid = false and their message. The same points for any thread count;
 // slices let MPI ranks share the work (tools/distributed.h).
 std::vector<ExplorePoint> evaluate_candidates(const std::vector<PlanCandidate>& cands,
-                                              const std::string& file, const RunOptions& run,
+                                              const std::string& file,
+                                              const SearchRunOptions& run,
                                               int threads, const Progress& progress = nullptr,
                                               int slice = 0, int slice_count = 1);
 
@@ -99,7 +101,7 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base);
 // a stage would hold no layer.
 std::vector<int> balanced_stage_layers(int layers, int stages);
 // How search runs each plan: skips simulating those that cannot fit (SearchOptions).
-RunOptions search_run_options(const SearchOptions& opt);
+SearchRunOptions search_run_options(const SearchOptions& opt);
 // Counts the invalid and non-fitting points and keeps the best `top` fitting ones.
 SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top);
 // Evaluates the candidates in chunks of kSearchChunk, in ascending order of their
@@ -115,9 +117,9 @@ SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top);
 // evaluated, all plans).
 inline constexpr size_t kSearchChunk = 128;
 SearchOutcome search_in_chunks(
-    const std::vector<PlanCandidate>& cands, const RunOptions& run, int top,
-    const std::function<std::vector<ExplorePoint>(const std::vector<PlanCandidate>&,
-                                                  const RunOptions&, const Progress&)>& evaluate,
+    const std::vector<PlanCandidate>& cands, const SearchRunOptions& run, int top,
+    const std::function<std::vector<ExplorePoint>(
+        const std::vector<PlanCandidate>&, const SearchRunOptions&, const Progress&)>& evaluate,
     const std::function<double(double)>& share = nullptr, const Progress& progress = nullptr);
 // search_in_chunks(search_candidates(base)) on opt.threads threads (one pass over every
 // candidate without opt.skip_plans_that_cannot_be_best).

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include <fmt/format.h>
 
@@ -10,6 +9,7 @@
 #include "sim/cost/coster.h"
 #include "sim/engine/critical_path.h"
 #include "sim/report/flow_mode.h"
+#include "sim/report/pipeline.h"
 #include "sim/lower/lower.h"
 #include "sim/io/yaml_util.h"
 
@@ -30,8 +30,7 @@ static std::string layout_string(const Scenario& sc) {
   return s;
 }
 
-// What a Result says about the scenario itself, simulated or not.
-static Result result_header(const Scenario& sc) {
+Result result_header(const Scenario& sc) {
   Result r;
   r.scenario_name = sc.name;
   r.scenario_file = sc.file;
@@ -43,19 +42,6 @@ static Result result_header(const Scenario& sc) {
   r.stragglers = stragglers_text(sc);
   r.memory_capacity_gib = sc.profile.gpu.usable_memory_bytes() / kGiB;
   r.memory_reserved_gib = sc.profile.gpu.memory_reserved_bytes / kGiB;
-  return r;
-}
-
-// A plan reported without simulating it (RunOptions::skip_when_state_exceeds_memory): it
-// does not fit, and its memory fields hold a lower bound per stage.
-static Result unsimulated_result(const Scenario& sc, std::vector<double> per_stage_gib,
-                                 bool folded) {
-  Result r = result_header(sc);
-  for (double g : per_stage_gib) r.memory_peak_gib = std::max(r.memory_peak_gib, g);
-  r.memory_peak_gib_per_stage = std::move(per_stage_gib);
-  r.fits_memory = false;
-  r.simulated = false;
-  r.folded = folded;
   return r;
 }
 
@@ -117,11 +103,10 @@ static std::string whole_step_key(const Scenario& sc) {
   return overrides ? "cluster.overrides" : "cluster.profile";
 }
 
-static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt);
-
-Prediction predict(const Scenario& sc, const RunOptions& opt) {
+Prediction predict_located(const Scenario& sc,
+                           const std::function<Prediction()>& predict_unlocated) {
   try {
-    return predict_unlocated(sc, opt);
+    return predict_unlocated();
   } catch (const InputError& e) {
     std::vector<InputIssue> issues = e.issues();
     for (InputIssue& i : issues)
@@ -130,123 +115,22 @@ Prediction predict(const Scenario& sc, const RunOptions& opt) {
   }
 }
 
-static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
-  Prediction out;
-  std::vector<double> state_per_stage_gib;
-  if (opt.skip_when_state_exceeds_memory) {
-    // The state is known before lowering (training_state_bytes: the same numbers as the
-    // program's "weights" / "grads" / "optimizer" allocations, summed in that order).
-    const double capacity_gib = sc.profile.gpu.usable_memory_bytes() / kGiB;
-    double state_gib = 0;
-    for (const auto& stage : training_state_bytes(sc)) {
-      double bytes = 0;
-      for (double b : stage) bytes += b;
-      state_per_stage_gib.push_back(bytes / kGiB);
-      state_gib = std::max(state_gib, bytes / kGiB);
-    }
-    if (state_gib > capacity_gib) {
-      out.result = unsimulated_result(sc, std::move(state_per_stage_gib), opt.folded);
-      return out;
-    }
-  }
-  // A slow GPU or link breaks the symmetry folding relies on: every rank is simulated.
-  const GpuSpeeds speeds = gpu_speeds(sc);
-  LowerOptions lo;
-  lo.folded = opt.folded && speeds.empty();  // lower() checks the size of what it holds
-  lo.labels = opt.labels;
-  const double capacity = sc.profile.gpu.usable_memory_bytes();
-  std::vector<double> floor;  // memory_floor_bytes per lowered rank
-  bool stopped = false;       // a stage cannot fit
-  const bool bounded = opt.skip_when_compute_exceeds_s < std::numeric_limits<double>::infinity() &&
-                       sc.network != NetworkMode::kFlow;
-  TimeNs stage_bound_ns = -1;  // a stage's step_floor_ns beyond the bound: the plan is pruned
-  Durations staged;            // each stage's durations, costed once in the hook
-  if (lo.folded && (opt.skip_when_state_exceeds_memory || bounded)) {
-    // Give up on the plan at the first stage that cannot fit or whose chain of dependent
-    // tasks alone exceeds the bound (both below), before lowering the rest: stage 0 holds
-    // the most microbatches in flight, so most plans that cannot fit stop there.
-    lo.stop_after_stage = [&](const Program& so_far) {
-      const RankProgram& rp = so_far.ranks.back();
-      if (opt.skip_when_state_exceeds_memory) {
-        floor.push_back(memory_floor_bytes(rp));
-        if (floor.back() > capacity) return stopped = true;
-      }
-      if (bounded) {
-        Program stage;  // the stage alone, costed as in the whole program
-        stage.world_size = so_far.world_size;
-        stage.folded = so_far.folded;
-        stage.gpus_per_node = so_far.gpus_per_node;
-        stage.groups = so_far.groups;
-        stage.ranks = {rp};
-        const Durations d = task_durations(stage, sc.profile, speeds);
-        staged.push_back(d[0]);
-        const TimeNs ns = step_floor_ns(stage, d);
-        if (to_s(ns) > opt.skip_when_compute_exceeds_s) {
-          stage_bound_ns = ns;
-          return true;
-        }
-      }
-      return false;
-    };
-  }
-  out.program = lower(sc, lo);
-  if (opt.progress) opt.progress(1, 3);
-  if (opt.skip_when_state_exceeds_memory) {
-    // The compute stream's own allocations bound the simulated peak from below
-    // (memory_floor_bytes): a plan that cannot fit by them is not costed or simulated.
-    if (!lo.stop_after_stage) floor = memory_floor_bytes(out.program);
-    if (!floor.empty() && *std::max_element(floor.begin(), floor.end()) > capacity) {
-      // Stages not lowered (the lowering stopped before them) are bounded by their state.
-      std::vector<double> per_stage =
-          stopped ? state_per_stage_gib
-                  : std::vector<double>(static_cast<size_t>(sc.parallel.pp), 0.0);
-      for (size_t i = 0; i < floor.size(); ++i) {
-        double& slot = per_stage[static_cast<size_t>(out.program.ranks[i].pp_stage)];
-        slot = std::max(slot, floor[i] / kGiB);
-      }
-      out.result = unsimulated_result(sc, std::move(per_stage), out.program.folded);
-      out.result.simulated_ranks = static_cast<int>(out.program.ranks.size());
-      return out;
-    }
-  }
-  // A plan that cannot be among the best (RunOptions::skip_when_compute_exceeds_s).
-  auto mark_pruned = [&](TimeNs bound_ns) {
-    out.result = result_header(sc);
-    out.result.step_time_s = to_s(bound_ns);
-
-    out.result.simulated = false;
-    out.result.pruned = true;
-    out.result.folded = out.program.folded;
-    out.result.simulated_ranks = static_cast<int>(out.program.ranks.size());
-  };
-  if (stage_bound_ns >= 0) {
-    mark_pruned(stage_bound_ns);
-    return out;
-  }
+void simulate_and_report(const Scenario& sc, const RunOptions& opt, const GpuSpeeds& speeds,
+                         Durations* d, Prediction& out) {
   EngineOptions eo;
   eo.keep_matching = opt.critical_path;  // summarize_critical_path reuses it
   eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
   eo.comm_hbm_share = [&p = out.program, &hw = sc.profile](const RankProgram& rp, const Task& t,
-                                                          TimeNs d) {
-    return comm_hbm_share(p, rp, t, d, hw);
+                                                          TimeNs dur) {
+    return comm_hbm_share(p, rp, t, dur, hw);
   };
   eo.comm_holds_sms = [](const RankProgram&, const Task& t) { return comm_holds_sms(t); };
   if (sc.network == NetworkMode::kFlow) {  // communication as flows sharing links (flow_mode.h)
     out.timeline = simulate_flow_mode(out.program, sc.profile, eo, speeds);
+  } else if (d) {
+    out.timeline = simulate(out.program, *d, eo);
   } else {
-    // Folded and bounded: every stage was costed and bounded in the hook already.
-    const bool costed = bounded && lo.stop_after_stage;
-    const Durations d =
-        costed ? std::move(staged) : task_durations(out.program, sc.profile, speeds);
-    if (bounded && !costed) {
-      // Each rank's chain of dependent tasks bounds the step from below (RunOptions).
-      const TimeNs floor_ns = step_floor_ns(out.program, d);
-      if (to_s(floor_ns) > opt.skip_when_compute_exceeds_s) {
-        mark_pruned(floor_ns);
-        return out;
-      }
-    }
-    out.timeline = simulate(out.program, d, eo);
+    out.timeline = simulate(out.program, task_durations(out.program, sc.profile, speeds), eo);
   }
   if (opt.progress) opt.progress(2, 3);
   out.result = make_result(sc, out.program, out.timeline);
@@ -255,7 +139,25 @@ static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
     out.result.has_critical_path = true;
   }
   if (opt.progress) opt.progress(3, 3);
+}
+
+// The pipeline: lower, cost, simulate, report. The search's pruned variant of it is
+// predict_pruned (search_prune.h).
+static Prediction predict_unlocated(const Scenario& sc, const RunOptions& opt) {
+  Prediction out;
+  // A slow GPU or link breaks the symmetry folding relies on: every rank is simulated.
+  const GpuSpeeds speeds = gpu_speeds(sc);
+  LowerOptions lo;
+  lo.folded = opt.folded && speeds.empty();  // lower() checks the size of what it holds
+  lo.labels = opt.labels;
+  out.program = lower(sc, lo);
+  if (opt.progress) opt.progress(1, 3);
+  simulate_and_report(sc, opt, speeds, nullptr, out);
   return out;
+}
+
+Prediction predict(const Scenario& sc, const RunOptions& opt) {
+  return predict_located(sc, [&] { return predict_unlocated(sc, opt); });
 }
 
 double model_flops_per_step(const ModelArch& a, std::int64_t seq_len, std::int64_t global_batch) {

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <functional>
-#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,27 +17,13 @@ namespace stepcast {
 // Progress of long work: called with (steps done, total steps).
 using Progress = std::function<void(size_t done, size_t total)>;
 
+// How predict() runs (the search's bounds are SearchRunOptions, search_prune.h).
 struct RunOptions {
   bool folded = true;  // --fidelity folded (default) | full
   Progress progress;   // called after lowering, simulating and reporting (1/3, 2/3, 3/3)
-  // For search: a plan whose weights, gradients and optimizer state alone exceed a GPU's
-  // memory cannot fit (that state is allocated for the whole step, so it bounds the
-  // simulated peak from below); it is not costed or simulated. Its Result has
-  // simulated = false, fits_memory = false and memory_peak_gib = that state (a lower bound),
-  // and the Prediction has no program: the state is computed without lowering the step.
-  // A plan whose state fits is lowered; if its compute stream's own allocations already
-  // exceed memory (memory_floor_bytes, program.h: state plus the activations the schedule
-  // holds) it is likewise not costed or simulated, its memory fields that bound.
-  bool skip_when_state_exceeds_memory = false;
   // Summarise the step's critical path into Result::critical_path (one backward walk over
   // the tasks, O(tasks + deps); off for search and sweeps, which show no path).
   bool critical_path = false;
-  // For search: a plan whose step bound (step_floor_ns, engine.h: the longest chain of one
-  // rank's dependent tasks — its compute stream and the communication it waits for) takes
-  // longer than this many seconds is costed but not simulated (Result::pruned). The engine
-  // only ever lengthens a task and waiting for other ranks only adds, so the bound is below
-  // the simulated step. Not applied with network: flow.
-  double skip_when_compute_exceeds_s = std::numeric_limits<double>::infinity();
   // Task labels in the lowered Program (LowerOptions::labels); sweeps and the search, which
   // keep only each plan's Result, turn them off.
   bool labels = true;
@@ -51,7 +36,8 @@ struct Prediction {
 };
 
 // Lowers, costs and simulates one scenario. Issues raised past the loader are placed in the
-// scenario (locate_in_scenario).
+// scenario (locate_in_scenario). The search's variant, which gives up early on plans that
+// cannot fit or cannot be among the best, is predict_pruned (search_prune.h).
 Prediction predict(const Scenario& sc, const RunOptions& opt = {});
 // An issue raised past the loader (a limit of the lowering, the costing or the engine: a task
 // that would take longer than stepcast simulates, too many gradient buckets) gets the

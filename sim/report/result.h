@@ -79,10 +79,10 @@ struct Result {
   // scenario with stragglers is always simulated unfolded.
   std::string stragglers;
   // false: not simulated because the resident training state alone exceeds memory
-  // (RunOptions::skip_when_state_exceeds_memory); only fits_memory and the memory fields hold.
+  // (SearchRunOptions::skip_when_state_exceeds_memory); only fits_memory and the memory fields hold.
   bool simulated = true;
   // true: not simulated because its compute lower bound (step_time_s holds it) exceeds
-  // RunOptions::skip_when_compute_exceeds_s; fits_memory is then unknown.
+  // SearchRunOptions::skip_when_compute_exceeds_s; fits_memory is then unknown.
   bool pruned = false;
   // The critical path, when asked for (RunOptions::critical_path; `run` asks).
   bool has_critical_path = false;

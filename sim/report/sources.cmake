@@ -1,6 +1,7 @@
 # Sources of sim/report, listed by name.
 set(STAGE_SOURCES
   report/report.cc
+  report/search_prune.cc
   report/flow_mode.cc
   report/validate.cc
   report/regress.cc

@@ -1,7 +1,8 @@
-// Host-side pieces of stepcast-bench (no GPU needed): the hand-written JSON writer and
-// parser, and reading the GEMM shapes of a Program.
+// Host-side pieces of stepcast-bench (no GPU needed): writing and reading its JSON
+// (nlohmann, json_io.h: errors at file:line:column), and reading the GEMM shapes of a Program.
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -14,49 +15,57 @@ namespace stepcast::bench {
 namespace {
 
 TEST(BenchJson, WriterOutputParsesBack) {
+  Json doc;
+  doc["schema"] = kMeasurementsSchema;
+  doc["text"] = std::string("quote \" backslash \\ newline \n tab \t");
+  doc["time_us"] = 41.58;
+  doc["count"] = std::int64_t{1} << 40;
+  doc["ok"] = true;
+  doc["empty"] = Json::array();
+  doc["list"] = {1.0 / 3.0, std::numeric_limits<double>::quiet_NaN()};
   std::ostringstream o;
-  JsonWriter w(o);
-  w.begin_object();
-  w.field("schema", kMeasurementsSchema);
-  w.field("text", std::string("quote \" backslash \\ newline \n tab \t"));
-  w.field("time_us", 41.58);
-  w.field("count", std::int64_t{1} << 40);
-  w.field("ok", true);
-  w.key("empty");
-  w.begin_array();
-  w.end_array();
-  w.key("list");
-  w.begin_array();
-  w.value(1.0 / 3.0);
-  w.null();
-  w.end_array();
-  w.end_object();
-  const JsonValue v = parse_json(o.str(), "w.json");
-  EXPECT_EQ(v.find("schema")->str, "stepcast.measurements/1");
-  EXPECT_EQ(v.find("text")->str, "quote \" backslash \\ newline \n tab \t");
-  EXPECT_EQ(v.find("time_us")->number, 41.58);
-  EXPECT_EQ(v.find("count")->number, 1099511627776.0);
-  EXPECT_TRUE(v.find("ok")->b);
-  EXPECT_TRUE(v.find("empty")->array.empty());
-  // %.17g round-trips a double exactly.
-  EXPECT_EQ(v.find("list")->array[0].number, 1.0 / 3.0);
-  EXPECT_EQ(v.find("list")->array[1].type, JsonValue::Type::kNull);
+  write_json(o, doc);
+  // Two-space indentation, keys in the order written, a newline at the end.
+  EXPECT_EQ(o.str().rfind("{\n  \"schema\": \"stepcast.measurements/1\",\n  \"text\"", 0), 0u)
+      << o.str();
+  EXPECT_EQ(o.str().back(), '\n');
+  const Json v = parse_json(o.str(), "w.json");
+  EXPECT_EQ(v["schema"], "stepcast.measurements/1");
+  EXPECT_EQ(v["text"], "quote \" backslash \\ newline \n tab \t");
+  EXPECT_EQ(v["time_us"].get<double>(), 41.58);
+  EXPECT_EQ(v["count"].get<double>(), 1099511627776.0);
+  EXPECT_TRUE(v["ok"].get<bool>());
+  EXPECT_TRUE(v["empty"].empty());
+  // Doubles round-trip exactly; non-finite ones are written as null.
+  EXPECT_EQ(v["list"][0].get<double>(), 1.0 / 3.0);
+  EXPECT_TRUE(v["list"][1].is_null());
 }
 
 TEST(BenchJson, ParserHandlesEscapesAndReportsPosition) {
-  const JsonValue v = parse_json(R"({"a": "\u00e9\ud83d\ude00", "b": [1e3, -2.5E-1]})", "t");
-  EXPECT_EQ(v.find("a")->str, "\xC3\xA9\xF0\x9F\x98\x80");  // U+00E9, U+1F600 in UTF-8
-  EXPECT_EQ(v.find("b")->array[0].number, 1000);
-  EXPECT_EQ(v.find("b")->array[1].number, -0.25);
+  const Json v = parse_json(R"({"a": "\u00e9\ud83d\ude00", "b": [1e3, -2.5E-1]})", "t");
+  EXPECT_EQ(v["a"], "\xC3\xA9\xF0\x9F\x98\x80");  // U+00E9, U+1F600 in UTF-8
+  EXPECT_EQ(v["b"][0].get<double>(), 1000);
+  EXPECT_EQ(v["b"][1].get<double>(), -0.25);
   try {
     parse_json("{\n  \"a\": [1, 2,,]\n}", "bad.json");
     FAIL() << "no error";
   } catch (const BenchError& e) {
     EXPECT_NE(std::string(e.what()).find("bad.json:2:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(": invalid JSON: "), std::string::npos) << e.what();
+  }
+  // A number too large for a double is placed too (nlohmann reports it as out_of_range).
+  try {
+    parse_json("{\"a\":\n 1e400}", "big.json");
+    FAIL() << "no error";
+  } catch (const BenchError& e) {
+    EXPECT_NE(std::string(e.what()).find("big.json:2:"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_json("{\"a\": 1} x", "t"), BenchError);
   EXPECT_THROW(parse_json("\"unterminated", "t"), BenchError);
   EXPECT_THROW(parse_json(std::string(1000, '['), "t"), BenchError);  // nesting limit
+  // Nesting deeper than 512 is refused even when well formed (the readers recurse).
+  EXPECT_THROW(parse_json(std::string(600, '[') + std::string(600, ']'), "t"), BenchError);
+  EXPECT_NO_THROW(parse_json(std::string(500, '[') + std::string(500, ']'), "t"));
 }
 
 std::string write(const std::string& name, const std::string& text) {

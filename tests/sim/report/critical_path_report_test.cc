@@ -12,6 +12,7 @@
 #include "sim/engine/critical_path.h"
 #include "sim/report/explore.h"
 #include "sim/report/report.h"
+#include "sim/report/search_prune.h"
 #include "sim/scenario/scenario.h"
 
 namespace stepcast {
@@ -218,9 +219,9 @@ TEST(Report, MemoryReservedTakesMemoryFromThePlan) {
   EXPECT_EQ(back.memory_capacity_gib, tight.memory_capacity_gib);
   // Search's shortcut (the training state alone against the capacity) uses what is left too.
   sc.profile.gpu.memory_reserved_bytes = total - 0.01 * peak;
-  RunOptions skip;
+  SearchRunOptions skip;
   skip.skip_when_state_exceeds_memory = true;
-  const Result state = predict(sc, skip).result;
+  const Result state = predict_pruned(sc, skip).result;
   EXPECT_FALSE(state.fits_memory);
   EXPECT_FALSE(state.simulated);
 }

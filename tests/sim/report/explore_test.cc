@@ -23,6 +23,7 @@
 #include "sim/lower/lower.h"
 #include "sim/report/parallel.h"
 #include "sim/report/report.h"
+#include "sim/report/search_prune.h"
 #include "sim/scenario/scenario.h"
 
 namespace stepcast {
@@ -175,7 +176,7 @@ TEST(Search, ChunksTightenTheBoundAsTheyGo) {
   std::vector<double> fit_times;  // of the plans simulated so far
   std::vector<double> thresholds, shared;
   size_t chunks = 0, last_done = 0, last_total = 0;
-  auto evaluate = [&](const std::vector<PlanCandidate>& chunk, const RunOptions& run,
+  auto evaluate = [&](const std::vector<PlanCandidate>& chunk, const SearchRunOptions& run,
                       const Progress& progress) {
     ++chunks;
     EXPECT_LE(chunk.size(), kSearchChunk);
@@ -205,7 +206,7 @@ TEST(Search, ChunksTightenTheBoundAsTheyGo) {
     return pts;
   };
   const SearchOutcome out = search_in_chunks(
-      cands, RunOptions{}, top, evaluate,
+      cands, SearchRunOptions{}, top, evaluate,
       [&](double t) {
         shared.push_back(t);
         return t;
@@ -287,7 +288,7 @@ TEST(Search, SlicesSentAsCborRebuildTheSameSearch) {
   bad.doc["parallel"]["tp"] = 3;
   bad.settings.front().second = "3";
   cands.insert(cands.begin() + 5, bad);
-  const RunOptions run = search_run_options(opt);
+  const SearchRunOptions run = search_run_options(opt);
   const auto whole = evaluate_candidates(cands, sc.file, run, 2);
   int invalid = 0, skipped = 0;
   for (const auto& p : whole) {
@@ -724,9 +725,9 @@ TEST(Search, StateBeyondMemoryIsALowerBoundOfTheSimulatedPeak) {
   doc["parallel"]["zero"] = 0;
   doc["parallel"]["sequence_parallel"] = false;
   const Scenario sc = load_scenario_node(doc, "plain-dp.yaml");
-  RunOptions skip;
+  SearchRunOptions skip;
   skip.skip_when_state_exceeds_memory = true;
-  const Result quick = predict(sc, skip).result;
+  const Result quick = predict_pruned(sc, skip).result;
   EXPECT_FALSE(quick.simulated);
   EXPECT_FALSE(quick.fits_memory);
   EXPECT_NEAR(quick.memory_peak_gib * kGiB, 18.0 * quick.params_total, 1e-6 * quick.params_total);
@@ -745,7 +746,7 @@ TEST(Search, StateBeyondMemoryIsALowerBoundOfTheSimulatedPeak) {
   act["training"]["global_batch"] = 16;
   act["parallel"]["microbatch"] = 16;
   const Scenario big = load_scenario_node(act, "activations.yaml");
-  const Result floor = predict(big, skip).result;
+  const Result floor = predict_pruned(big, skip).result;
   EXPECT_FALSE(floor.simulated);
   EXPECT_FALSE(floor.fits_memory);
   EXPECT_GT(floor.memory_peak_gib, floor.memory_capacity_gib);
@@ -755,7 +756,7 @@ TEST(Search, StateBeyondMemoryIsALowerBoundOfTheSimulatedPeak) {
   // A plan that fits is simulated as usual.
   doc["parallel"]["zero"] = 3;
   const Scenario z3 = load_scenario_node(doc, "zero3.yaml");
-  const Result fits = predict(z3, skip).result;
+  const Result fits = predict_pruned(z3, skip).result;
   EXPECT_TRUE(fits.simulated);
   EXPECT_EQ(fits.step_time_s, predict(z3).result.step_time_s);
 }
@@ -775,9 +776,9 @@ TEST(Search, APlanStopsLoweringAtItsFirstStageThatCannotFit) {
   doc["parallel"]["recompute"] = "none";
   doc["training"]["global_batch"] = 32;
   const Scenario sc = load_scenario_node(doc, "stage0-too-big.yaml");
-  RunOptions skip;
+  SearchRunOptions skip;
   skip.skip_when_state_exceeds_memory = true;
-  const Result quick = predict(sc, skip).result;
+  const Result quick = predict_pruned(sc, skip).result;
   EXPECT_FALSE(quick.simulated);
   EXPECT_FALSE(quick.fits_memory);
   EXPECT_EQ(quick.simulated_ranks, 1);
@@ -795,7 +796,7 @@ TEST(Search, APlanStopsLoweringAtItsFirstStageThatCannotFit) {
 }
 
 TEST(Search, APlanStopsLoweringAtItsFirstStageBeyondTheBound) {
-  // The search's bound (RunOptions::skip_when_compute_exceeds_s) is also checked stage by
+  // The search's bound (SearchRunOptions::skip_when_compute_exceeds_s) is also checked stage by
   // stage while lowering: Llama 3 8B at tp 2, pp 4 with a bound of half its simulated step.
   // Stage 0's own chain of dependent tasks already exceeds it (under 1F1B each stage
   // computes for about m / (m + pp - 1) = 16 / 19 of the step, well above half), so the plan
@@ -808,10 +809,10 @@ TEST(Search, APlanStopsLoweringAtItsFirstStageBeyondTheBound) {
   const Scenario sc = load_scenario_node(doc, "pp4.yaml");
   const Result full = predict(sc).result;
   ASSERT_TRUE(full.simulated);
-  RunOptions bound;
+  SearchRunOptions bound;
   bound.skip_when_state_exceeds_memory = true;
   bound.skip_when_compute_exceeds_s = full.step_time_s / 2;
-  const Result quick = predict(sc, bound).result;
+  const Result quick = predict_pruned(sc, bound).result;
   EXPECT_TRUE(quick.pruned);
   EXPECT_FALSE(quick.simulated);
   EXPECT_EQ(quick.simulated_ranks, 1);
@@ -819,7 +820,7 @@ TEST(Search, APlanStopsLoweringAtItsFirstStageBeyondTheBound) {
   EXPECT_LE(quick.step_time_s, full.step_time_s);
   // With the bound just above the step, it is simulated and gives the same step.
   bound.skip_when_compute_exceeds_s = full.step_time_s * 1.001;
-  const Result kept = predict(sc, bound).result;
+  const Result kept = predict_pruned(sc, bound).result;
   EXPECT_TRUE(kept.simulated);
   EXPECT_EQ(kept.step_time_s, full.step_time_s);
 }

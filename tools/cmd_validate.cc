@@ -1,0 +1,108 @@
+// `stepcast validate`: compares predictions with measurements, either a cases file of
+// measured training runs (MAPE, --max-mape/--max-error gates) or two stepcast.result/1
+// documents (PREDICTED.json MEASURED.json).
+#include <cmath>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
+#include "sim/report/validate.h"
+#include "tools/commands.h"
+
+namespace stepcast::cli {
+
+namespace {
+
+struct ValidateFlags {
+  std::string cases_file;
+  std::vector<std::string> compare_files;
+  bool json = false;
+  std::optional<double> max_mape;
+  std::optional<double> max_error;
+  std::vector<std::string> override_texts;
+  int threads = 1;
+};
+
+// --cases FILE: runs every case, prints the report, exit 1 past a --max-* gate.
+int validate_cases(const ValidateFlags& f) {
+  std::vector<ProfileOverride> overrides;
+  for (const std::string& t : f.override_texts) overrides.push_back(parse_profile_override(t));
+  auto cases = load_cases(f.cases_file, overrides);
+  auto rep = run_cases(cases, {}, terminal_progress("validate"), f.threads);
+  if (f.json) {
+    std::cout << validation_to_json(rep).dump(2) << "\n";
+  } else {
+    std::cout << render_validation(rep);
+  }
+  bool over = false;
+  if (f.max_mape && 100 * rep.mape > *f.max_mape) {
+    std::cerr << fmt::format("stepcast: MAPE {:.2f}% exceeds --max-mape {:.2f}%\n",
+                             100 * rep.mape, *f.max_mape);
+    over = true;
+  }
+  if (f.max_error) {
+    for (const auto& c : rep.cases)
+      if (100 * std::fabs(c.error) > *f.max_error) {
+        std::cerr << fmt::format("stepcast: {}: error {:+.2f}% exceeds --max-error {:.2f}%\n",
+                                 c.id, 100 * c.error, *f.max_error);
+        over = true;
+      }
+  }
+  return over ? kExitInternal : kExitOk;
+}
+
+int run_validate(const ValidateFlags& f, const CLI::App& validate) {
+  if (!f.cases_file.empty() == !f.compare_files.empty() ||
+      (!f.compare_files.empty() && f.compare_files.size() != 2)) {
+    throw InputError(InputIssue{"", 0, 0, "validate",
+                                "give either --cases FILE or PREDICTED.json MEASURED.json"});
+  }
+  if (f.cases_file.empty()) {
+    for (const char* flag : {"--override", "--max-mape", "--max-error", "--threads"})
+      if (validate.count(flag) > 0)
+        throw InputError(InputIssue{"", 0, 0, flag, "applies to --cases only"});
+  }
+  require_percent(f.max_mape, "--max-mape");
+  require_percent(f.max_error, "--max-error");
+  if (!f.cases_file.empty()) return validate_cases(f);
+  nlohmann::json out;
+  std::string text =
+      compare_results(read_text_file(f.compare_files[0], "JSON"), f.compare_files[0],
+                      read_text_file(f.compare_files[1], "JSON"), f.compare_files[1], &out);
+  if (f.json) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << text;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_validate_command(CLI::App& app) {
+  auto f = std::make_shared<ValidateFlags>();
+  auto* validate = app.add_subcommand(
+      "validate", "compare predictions with measurements: --cases FILE, or PREDICTED.json MEASURED.json");
+  validate->add_option("--cases", f->cases_file, "cases file (measured training runs)");
+  validate
+      ->add_option("FILES", f->compare_files,
+                   "PREDICTED.json MEASURED.json (stepcast.result/1): compares the step, busy "
+                   "time per kind and phase, and the breakdown; a name in only one file is left "
+                   "out (a measured timeline may lack kinds)")
+      ->expected(0, 2);
+  validate->add_flag("--json", f->json, "print JSON instead of the table");
+  validate->add_option("--threads", f->threads, "worker threads for --cases (same report for any count)")
+      ->check(CLI::Range(1, 1024));
+  validate->add_option("--max-mape", f->max_mape, "exit 1 when MAPE (percent) exceeds this");
+  validate->add_option("--max-error", f->max_error,
+                       "exit 1 when any case's absolute error (percent) exceeds this");
+  validate->add_option("--override", f->override_texts,
+                       "[PROFILE:]KEY=VALUE: set a profile key for every case (of that profile)")
+      ->take_all();
+  return {validate, false, [f, validate](Context&) { return run_validate(*f, *validate); }};
+}
+
+}  // namespace stepcast::cli
