@@ -18,6 +18,7 @@
 namespace stepcast {
 
 enum class DType { kBf16, kFp16, kFp8, kFp32 };
+inline constexpr int kDTypeCount = static_cast<int>(DType::kFp32) + 1;
 int dtype_bytes(DType t);
 const char* dtype_name(DType t);  // "bf16", ...
 // Activations, attention and communication run in 16 bits when GEMMs run in fp8 (Megatron /
@@ -28,6 +29,7 @@ enum class OpKind { kGemm, kAttention, kMemoryBound };
 
 // Operand layout of a GEMM for the executor: N = as stored, T = transposed (A then B).
 enum class GemmLayout : std::uint8_t { kNN, kNT, kTN, kTT };
+inline constexpr int kGemmLayoutCount = static_cast<int>(GemmLayout::kTT) + 1;
 const char* gemm_layout_name(GemmLayout l);  // "NN", "NT", "TN", "TT"
 
 struct GemmShape {

@@ -10,7 +10,7 @@
 //    recv (same tag) likewise start together;
 //  - alloc/free take no time; memory in use per rank is tracked and its peak recorded.
 //
-// Details (engine.cc):
+// Details (engine.cc; engine_internal.h lists the files of the Engine's parts):
 //  - stream order: a task also waits for the previous task on its stream to end;
 //  - matching (sim/program/matching.h): group members map to the simulated ranks whose
 //    `stands_for` lists them (deduplicated; a folded group may meet on one simulated rank);

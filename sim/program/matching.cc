@@ -1,3 +1,5 @@
+// Cross-rank matching of a Program's group operations (matching.h): global ranks to simulated
+// ranks, the participants of each group, collectives met per group, sends met with recvs.
 #include "sim/program/matching.h"
 
 #include <algorithm>
@@ -31,25 +33,27 @@ struct P2p {
   }
 };
 
-}  // namespace
+struct Coll {
+  int rank, task;
+};
 
-RendezvousMatching match_rendezvous(const Program& p) {
-  RendezvousMatching m;
-  match_rendezvous(p, m);
-  return m;
+// Ids of the collectives (first) and of the sends/recvs (second) of one task list.
+using CommIds = std::pair<std::vector<int>, std::vector<int>>;
+
+void set_instance(RendezvousMatching& m, int r, int id, int inst) {
+  m.instance_of[static_cast<size_t>(m.task_offset[static_cast<size_t>(r)] + id)] = inst;
 }
 
-void match_rendezvous(const Program& p, RendezvousMatching& m) {
-  m.sim_of_global.clear();
-  m.offsets.assign(1, 0);
-  m.members.clear();
-  m.task_offset.clear();
-  m.instance_of.clear();
-  m.problems.clear();
+// The simulated rank standing for global rank `global`, -1 if none.
+int sim_of(const RendezvousMatching& m, int global) {
+  const int world = static_cast<int>(m.sim_of_global.size());
+  return global >= 0 && global < world ? m.sim_of_global[static_cast<size_t>(global)] : -1;
+}
+
+// Global rank -> simulated rank.
+void map_global_ranks(const Program& p, RendezvousMatching& m) {
   const int nranks = static_cast<int>(p.ranks.size());
   auto& problems = m.problems;
-
-  // Global rank -> simulated rank.
   int world = p.world_size;
   for (const RankProgram& rp : p.ranks) {
     world = std::max(world, rp.rank + 1);
@@ -74,23 +78,16 @@ void match_rendezvous(const Program& p, RendezvousMatching& m) {
         slot = r;
     }
   }
-  auto sim_of = [&](int global) {
-    return global >= 0 && global < world ? m.sim_of_global[static_cast<size_t>(global)] : -1;
-  };
+}
 
-  m.task_offset.assign(static_cast<size_t>(nranks) + 1, 0);
-  for (int r = 0; r < nranks; ++r)
-    m.task_offset[static_cast<size_t>(r) + 1] =
-        m.task_offset[static_cast<size_t>(r)] + static_cast<int>(p.ranks[static_cast<size_t>(r)].tasks.size());
-  m.instance_of.assign(static_cast<size_t>(m.task_offset.back()), -1);
-  auto set_instance = [&](int r, int id, int inst) {
-    m.instance_of[static_cast<size_t>(m.task_offset[static_cast<size_t>(r)] + id)] = inst;
-  };
-
-  // Participants of each group: distinct simulated ranks of its members, ascending.
+// Participants of each group: distinct simulated ranks of its members, ascending; group_ok:
+// every member is stood for.
+void find_participants(const Program& p, RendezvousMatching& m,
+                       std::vector<std::vector<int>>& participants, std::vector<bool>& group_ok) {
+  auto& problems = m.problems;
   const int ngroups = static_cast<int>(p.groups.size());
-  std::vector<std::vector<int>> participants(static_cast<size_t>(ngroups));
-  std::vector<bool> group_ok(static_cast<size_t>(ngroups), true);
+  participants.assign(static_cast<size_t>(ngroups), {});
+  group_ok.assign(static_cast<size_t>(ngroups), true);
   for (int gi = 0; gi < ngroups; ++gi) {
     const Group& g = p.groups[static_cast<size_t>(gi)];
     if (g.id != gi)
@@ -98,7 +95,7 @@ void match_rendezvous(const Program& p, RendezvousMatching& m) {
                                      g.id));
     auto& part = participants[static_cast<size_t>(gi)];
     for (int member : g.ranks) {
-      int s = sim_of(member);
+      int s = sim_of(m, member);
       if (s < 0) {
         group_ok[static_cast<size_t>(gi)] = false;
         continue;
@@ -108,20 +105,14 @@ void match_rendezvous(const Program& p, RendezvousMatching& m) {
     std::sort(part.begin(), part.end());
     part.erase(std::unique(part.begin(), part.end()), part.end());
   }
+}
 
-  // Collectives bucketed by group (counting sort), keeping (rank, task id) order inside a
-  // group: then each participant's collectives on the group are one contiguous run. O(tasks).
-  struct Coll {
-    int rank, task;
-  };
-  std::vector<int> per_group(static_cast<size_t>(ngroups) + 1, 0);
-  // Scratch kept per thread so that repeated runs do not fault in fresh pages.
-  static thread_local std::vector<std::pair<int, Coll>> found;  // (group, member)
-  found.clear();
-  // Ids of the collectives and sends/recvs of each distinct task list (ranks sharing a
-  // list, program.h, are scanned once): the passes below visit only those.
-  std::unordered_map<const Task*, std::pair<std::vector<int>, std::vector<int>>> comm_of_list;
-  std::vector<const std::pair<std::vector<int>, std::vector<int>>*> comm(static_cast<size_t>(nranks));
+// Ids of the collectives and sends/recvs of each distinct task list (ranks sharing a
+// list, program.h, are scanned once): the passes below visit only those.
+void find_comm(const Program& p, std::unordered_map<const Task*, CommIds>& comm_of_list,
+               std::vector<const CommIds*>& comm) {
+  const int nranks = static_cast<int>(p.ranks.size());
+  comm.assign(static_cast<size_t>(nranks), nullptr);
   for (int r = 0; r < nranks; ++r) {
     const RankProgram& rp = p.ranks[static_cast<size_t>(r)];
     if (rp.tasks.empty()) continue;
@@ -134,6 +125,22 @@ void match_rendezvous(const Program& p, RendezvousMatching& m) {
       }
     comm[static_cast<size_t>(r)] = &it->second;
   }
+}
+
+// Collectives bucketed by group (counting sort), keeping (rank, task id) order inside a
+// group: then each participant's collectives on the group are one contiguous run. O(tasks).
+// Fills per_group (bucket offsets) and by_group (the collectives, bucket after bucket).
+void bucket_collectives(const Program& p, RendezvousMatching& m,
+                        const std::vector<std::vector<int>>& participants,
+                        const std::vector<const CommIds*>& comm, std::vector<int>& per_group,
+                        std::vector<Coll>& by_group) {
+  const int nranks = static_cast<int>(p.ranks.size());
+  const int ngroups = static_cast<int>(p.groups.size());
+  auto& problems = m.problems;
+  per_group.assign(static_cast<size_t>(ngroups) + 1, 0);
+  // Scratch kept per thread so that repeated runs do not fault in fresh pages.
+  static thread_local std::vector<std::pair<int, Coll>> found;  // (group, member)
+  found.clear();
   for (int r = 0; r < nranks; ++r) {
     const RankProgram& rp = p.ranks[static_cast<size_t>(r)];
     if (!comm[static_cast<size_t>(r)]) continue;
@@ -158,7 +165,6 @@ void match_rendezvous(const Program& p, RendezvousMatching& m) {
     }
   }
   for (int gi = 0; gi < ngroups; ++gi) per_group[static_cast<size_t>(gi) + 1] += per_group[static_cast<size_t>(gi)];
-  static thread_local std::vector<Coll> by_group;
   by_group.resize(found.size());
   size_t p2p_tasks = 0;
   for (const auto* c : comm)
@@ -168,56 +174,61 @@ void match_rendezvous(const Program& p, RendezvousMatching& m) {
     std::vector<int> fill(per_group.begin(), per_group.end() - 1);
     for (const auto& [g, c] : found) by_group[static_cast<size_t>(fill[static_cast<size_t>(g)]++)] = c;
   }
-  for (int gi = 0; gi < ngroups; ++gi) {
-    const int b = per_group[static_cast<size_t>(gi)], e = per_group[static_cast<size_t>(gi) + 1];
-    if (b == e) continue;
-    const Group& grp = p.groups[static_cast<size_t>(gi)];
-    if (!group_ok[static_cast<size_t>(gi)]) {
-      for (int member : grp.ranks)
-        if (sim_of(member) < 0)
-          problems.push_back(fmt::format("group {} ({}) has member {}, which no simulated rank "
-                                         "stands for",
-                                         gi, group_kind_name(grp.kind), member));
-      continue;
-    }
-    // Run of each participant: [run_begin[j], run_begin[j] + count).
-    const auto& part = participants[static_cast<size_t>(gi)];
-    std::vector<int> run_begin(part.size()), run_len(part.size(), 0);
-    for (size_t j = 0, k = static_cast<size_t>(b); j < part.size(); ++j) {
-      run_begin[j] = static_cast<int>(k);
-      while (k < static_cast<size_t>(e) && by_group[k].rank == part[j]) {
-        ++k;
-        ++run_len[j];
-      }
-    }
-    const int count = run_len[0];
-    if (std::any_of(run_len.begin(), run_len.end(), [&](int c) { return c != count; })) {
-      std::string counts;
-      for (size_t j = 0; j < part.size(); ++j) {
-        const RankProgram& rp = p.ranks[static_cast<size_t>(part[j])];
-        counts += fmt::format("{}rank {}: {}", counts.empty() ? "" : ", ", rp.rank, run_len[j]);
-        if (run_len[j] > 0)
-          counts += fmt::format(
-              " (last {})",
-              task_ref(rp, by_group[static_cast<size_t>(run_begin[j] + run_len[j] - 1)].task));
-      }
-      problems.push_back(fmt::format("group {} ({}): members issue different numbers of "
-                                     "collectives, so some never meet: {}",
-                                     gi, group_kind_name(grp.kind), counts));
-      continue;
-    }
-    for (int k = 0; k < count; ++k) {
-      const int inst = m.instance_count();
-      for (size_t j = 0; j < part.size(); ++j) {
-        const Coll& c = by_group[static_cast<size_t>(run_begin[j] + k)];
-        m.members.emplace_back(c.rank, c.task);
-        set_instance(c.rank, c.task, inst);
-      }
-      m.offsets.push_back(static_cast<int>(m.members.size()));
+}
+
+// The collectives of group gi, by_group[b, e): the k-th of each participant meet.
+void match_group(const Program& p, RendezvousMatching& m, int gi, const std::vector<int>& part,
+                 bool group_ok, const std::vector<Coll>& by_group, int b, int e) {
+  auto& problems = m.problems;
+  const Group& grp = p.groups[static_cast<size_t>(gi)];
+  if (!group_ok) {
+    for (int member : grp.ranks)
+      if (sim_of(m, member) < 0)
+        problems.push_back(fmt::format("group {} ({}) has member {}, which no simulated rank "
+                                       "stands for",
+                                       gi, group_kind_name(grp.kind), member));
+    return;
+  }
+  // Run of each participant: [run_begin[j], run_begin[j] + count).
+  std::vector<int> run_begin(part.size()), run_len(part.size(), 0);
+  for (size_t j = 0, k = static_cast<size_t>(b); j < part.size(); ++j) {
+    run_begin[j] = static_cast<int>(k);
+    while (k < static_cast<size_t>(e) && by_group[k].rank == part[j]) {
+      ++k;
+      ++run_len[j];
     }
   }
+  const int count = run_len[0];
+  if (std::any_of(run_len.begin(), run_len.end(), [&](int c) { return c != count; })) {
+    std::string counts;
+    for (size_t j = 0; j < part.size(); ++j) {
+      const RankProgram& rp = p.ranks[static_cast<size_t>(part[j])];
+      counts += fmt::format("{}rank {}: {}", counts.empty() ? "" : ", ", rp.rank, run_len[j]);
+      if (run_len[j] > 0)
+        counts += fmt::format(
+            " (last {})",
+            task_ref(rp, by_group[static_cast<size_t>(run_begin[j] + run_len[j] - 1)].task));
+    }
+    problems.push_back(fmt::format("group {} ({}): members issue different numbers of "
+                                   "collectives, so some never meet: {}",
+                                   gi, group_kind_name(grp.kind), counts));
+    return;
+  }
+  for (int k = 0; k < count; ++k) {
+    const int inst = m.instance_count();
+    for (size_t j = 0; j < part.size(); ++j) {
+      const Coll& c = by_group[static_cast<size_t>(run_begin[j] + k)];
+      m.members.emplace_back(c.rank, c.task);
+      set_instance(m, c.rank, c.task, inst);
+    }
+    m.offsets.push_back(static_cast<int>(m.members.size()));
+  }
+}
 
-  // Sends and recvs keyed by (src sim rank, dst sim rank, tag).
+// Sends and recvs keyed by (src sim rank, dst sim rank, tag).
+void match_p2p(const Program& p, RendezvousMatching& m, const std::vector<const CommIds*>& comm) {
+  const int nranks = static_cast<int>(p.ranks.size());
+  auto& problems = m.problems;
   static thread_local std::vector<P2p> sends, recvs;
   sends.clear();
   recvs.clear();
@@ -227,7 +238,7 @@ void match_rendezvous(const Program& p, RendezvousMatching& m) {
     for (const int id : comm[static_cast<size_t>(r)]->second) {
       const Task& t = rp.tasks[static_cast<size_t>(id)];
       const int peer = rp.peer_of(t);
-      int other = sim_of(peer);
+      int other = sim_of(m, peer);
       if (other < 0) {
         problems.push_back(fmt::format("{} {} names peer {}, which no simulated rank stands for",
                                        task_kind_name(t.kind), task_ref(rp, t.id), peer));
@@ -276,10 +287,55 @@ void match_rendezvous(const Program& p, RendezvousMatching& m) {
     int inst = m.instance_count();
     m.members.emplace_back(s.src, s.task);
     m.members.emplace_back(v.dst, v.task);
-    set_instance(s.src, s.task, inst);
-    set_instance(v.dst, v.task, inst);
+    set_instance(m, s.src, s.task, inst);
+    set_instance(m, v.dst, v.task, inst);
     m.offsets.push_back(static_cast<int>(m.members.size()));
   }
+}
+
+}  // namespace
+
+RendezvousMatching match_rendezvous(const Program& p) {
+  RendezvousMatching m;
+  match_rendezvous(p, m);
+  return m;
+}
+
+void match_rendezvous(const Program& p, RendezvousMatching& m) {
+  m.sim_of_global.clear();
+  m.offsets.assign(1, 0);
+  m.members.clear();
+  m.task_offset.clear();
+  m.instance_of.clear();
+  m.problems.clear();
+  const int nranks = static_cast<int>(p.ranks.size());
+
+  map_global_ranks(p, m);
+  m.task_offset.assign(static_cast<size_t>(nranks) + 1, 0);
+  for (int r = 0; r < nranks; ++r)
+    m.task_offset[static_cast<size_t>(r) + 1] =
+        m.task_offset[static_cast<size_t>(r)] + static_cast<int>(p.ranks[static_cast<size_t>(r)].tasks.size());
+  m.instance_of.assign(static_cast<size_t>(m.task_offset.back()), -1);
+
+  std::vector<std::vector<int>> participants;
+  std::vector<bool> group_ok;
+  find_participants(p, m, participants, group_ok);
+
+  std::unordered_map<const Task*, CommIds> comm_of_list;
+  std::vector<const CommIds*> comm;
+  find_comm(p, comm_of_list, comm);
+  std::vector<int> per_group;
+  // Scratch kept per thread so that repeated runs do not fault in fresh pages.
+  static thread_local std::vector<Coll> by_group;
+  bucket_collectives(p, m, participants, comm, per_group, by_group);
+  for (int gi = 0; gi < static_cast<int>(p.groups.size()); ++gi) {
+    const int b = per_group[static_cast<size_t>(gi)], e = per_group[static_cast<size_t>(gi) + 1];
+    if (b == e) continue;
+    match_group(p, m, gi, participants[static_cast<size_t>(gi)],
+                group_ok[static_cast<size_t>(gi)], by_group, b, e);
+  }
+
+  match_p2p(p, m, comm);
 }
 
 }  // namespace stepcast

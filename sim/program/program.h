@@ -45,9 +45,11 @@ const char* stream_name(StreamKind s);
 enum class TaskKind : std::uint8_t {
   kGemm, kAttention, kMemoryBound, kCollective, kSend, kRecv, kAlloc, kFree
 };
+inline constexpr int kTaskKindCount = static_cast<int>(TaskKind::kFree) + 1;
 const char* task_kind_name(TaskKind k);
 
 enum class Phase : std::uint8_t { kFwd, kBwdInput, kBwdWeight, kRecompute, kOptimizer, kOther };
+inline constexpr int kPhaseCount = static_cast<int>(Phase::kOther) + 1;
 const char* phase_name(Phase p);  // "fwd", "bwd_input", "bwd_weight", "recompute", "optimizer", "other"
 
 // What a task's time counts as in the breakdown (DESIGN.md: breakdown_s).
@@ -58,9 +60,11 @@ inline constexpr int kCategoryCount = static_cast<int>(Category::kCount);
 const char* category_name(Category c);  // "compute", "recompute", "tp_comm", ...
 
 enum class CollOp : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast };
+inline constexpr int kCollOpCount = static_cast<int>(CollOp::kBroadcast) + 1;
 const char* coll_op_name(CollOp op);  // "allreduce", "reduce_scatter", "allgather", "all_to_all", "broadcast"
 
 enum class GroupKind : std::uint8_t { kTp, kCp, kEp, kPp, kDp, kDpCp, kEdp, kWorld };
+inline constexpr int kGroupKindCount = static_cast<int>(GroupKind::kWorld) + 1;
 const char* group_kind_name(GroupKind k);
 
 struct Group {

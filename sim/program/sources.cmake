@@ -2,5 +2,6 @@
 set(STAGE_SOURCES
   program/program.cc
   program/matching.cc
-  program/program_json.cc
+  program/program_json_read.cc
+  program/program_json_write.cc
 )
