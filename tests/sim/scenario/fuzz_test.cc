@@ -63,15 +63,17 @@ void run_scenario(const std::string& file, const std::string& ctx, bool search, 
         (void)predict(s, opt);
       },
       ctx, t);
-  auto run_point = [&](const PlanCandidate& c, const RunOptions& opt, const std::string& what) {
+  // Sweep points run the plain pipeline, search plans the search's pruned one.
+  auto run_point = [&](const PlanCandidate& c, const SearchRunOptions& opt,
+                       const std::string& what) {
     fuzz::expect_runs_or_refuses(
         [&] {
           YAML::Node doc = YAML::Clone(c.document());
           doc.remove("sweep");
           const Scenario p = load_scenario_node(doc, s.file);
-          RunOptions o = opt;
+          SearchRunOptions o = opt;
           o.folded = p.stragglers.empty();
-          (void)predict(p, o);
+          (void)predict_pruned(p, o);
         },
         ctx + " [" + what + "]", t);
   };
@@ -86,7 +88,7 @@ void run_scenario(const std::string& file, const std::string& ctx, bool search, 
     std::vector<PlanCandidate> cands;
     fuzz::expect_runs_or_refuses([&] { cands = search_candidates(s); }, ctx + " [search space]", t);
     if (!cands.empty()) {
-      const RunOptions opt = search_run_options(SearchOptions{});
+      const SearchRunOptions opt = search_run_options(SearchOptions{});
       run_point(cands.front(), opt, "search plan 0");
       const std::size_t k = rng() % cands.size();
       run_point(cands[k], opt, "search plan " + std::to_string(k));
