@@ -3,6 +3,7 @@
 // plan that does not fit in GPU memory (run still writes its reports), see DESIGN.md.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -128,6 +129,8 @@ int main(int argc, char** argv) {
   std::optional<double> max_mape;
   std::optional<double> max_error;
   std::vector<std::string> override_texts;
+  std::string scan_text;
+  std::vector<std::string> family_filter;
   auto* validate = app.add_subcommand(
       "validate", "compare predictions with measurements: --cases FILE, or PREDICTED.json MEASURED.json");
   validate->add_option("--cases", cases_file, "cases file (measured training runs)");
@@ -146,6 +149,12 @@ int main(int argc, char** argv) {
   validate->add_option("--override", override_texts,
                        "[PROFILE:]KEY=VALUE: set a profile key for every case (of that profile)")
       ->take_all();
+  validate->add_option("--families", family_filter,
+                       "only the cases of these source families (comma-separated)")
+      ->delimiter(',');
+  validate->add_option("--scan", scan_text,
+                       "[PROFILE:]KEY=V1,V2,...: also predict every case at each value and print "
+                       "the fit and the leave-one-family-out error");
 
   // regress
   sc::RegressOptions ropt;
@@ -314,21 +323,48 @@ int main(int argc, char** argv) {
                                             "give either --cases FILE or PREDICTED.json MEASURED.json"});
       }
       if (cases_file.empty()) {
-        for (const char* flag : {"--override", "--max-mape", "--max-error", "--threads"})
+        for (const char* flag : {"--override", "--max-mape", "--max-error", "--threads", "--scan",
+                                 "--families"})
           if (validate->count(flag) > 0)
             throw sc::InputError(sc::InputIssue{"", 0, 0, flag, "applies to --cases only"});
       }
+      if (!scan_text.empty() && validate_json)
+        throw sc::InputError(sc::InputIssue{"", 0, 0, "--scan", "prints a table: not with --json"});
       require_percent(max_mape, "--max-mape");
       require_percent(max_error, "--max-error");
       if (!cases_file.empty()) {
         std::vector<sc::ProfileOverride> overrides;
         for (const std::string& t : override_texts) overrides.push_back(sc::parse_profile_override(t));
-        auto cases = sc::load_cases(cases_file, overrides);
+        const auto keep = [&](std::vector<sc::ValidationCase> all) {
+          if (family_filter.empty()) return all;
+          std::vector<sc::ValidationCase> out;
+          for (auto& c : all)
+            if (std::find(family_filter.begin(), family_filter.end(), c.family) !=
+                family_filter.end())
+              out.push_back(std::move(c));
+          if (out.empty())
+            throw sc::InputError(
+                sc::InputIssue{"", 0, 0, "--families", "no case of these families"});
+          return out;
+        };
+        auto cases = keep(sc::load_cases(cases_file, overrides));
         auto rep = sc::run_cases(cases, {}, terminal_progress("validate"), threads);
         if (validate_json) {
           std::cout << sc::validation_to_json(rep).dump(2) << "\n";
         } else {
           std::cout << sc::render_validation(rep);
+        }
+        if (!scan_text.empty()) {
+          const auto [key, values] = sc::parse_scan(scan_text);
+          std::vector<sc::ValidationReport> reports;
+          for (const double v : values) {
+            auto with = overrides;
+            with.push_back(key);
+            with.back().value = fmt::format("{:g}", v);
+            reports.push_back(sc::run_cases(keep(sc::load_cases(cases_file, with)), {},
+                                            terminal_progress("scan"), threads));
+          }
+          std::cout << sc::render_lofo(sc::leave_one_family_out(key, values, reports));
         }
         bool over = false;
         if (max_mape && 100 * rep.mape > *max_mape) {

@@ -3,6 +3,7 @@ set(STAGE_SOURCES
   report/report.cc
   report/flow_mode.cc
   report/validate.cc
+  report/validate_lofo.cc
   report/regress.cc
   report/explore.cc
   report/visual.cc
