@@ -347,6 +347,8 @@ int main(int argc, char** argv) {
                 sc::InputIssue{"", 0, 0, "--families", "no case of these families"});
           return out;
         };
+        std::optional<std::pair<sc::ProfileOverride, std::vector<double>>> scan;
+        if (!scan_text.empty()) scan = sc::parse_scan(scan_text);  // bad input before any run
         auto cases = keep(sc::load_cases(cases_file, overrides));
         auto rep = sc::run_cases(cases, {}, terminal_progress("validate"), threads);
         if (validate_json) {
@@ -354,8 +356,8 @@ int main(int argc, char** argv) {
         } else {
           std::cout << sc::render_validation(rep);
         }
-        if (!scan_text.empty()) {
-          const auto [key, values] = sc::parse_scan(scan_text);
+        if (scan) {
+          const auto& [key, values] = *scan;
           std::vector<sc::ValidationReport> reports;
           for (const double v : values) {
             auto with = overrides;
