@@ -1,9 +1,12 @@
 // `stepcast validate`: compares predictions with measurements, either a cases file of
 // measured training runs (MAPE, --max-mape/--max-error gates) or two stepcast.result/1
 // documents (PREDICTED.json MEASURED.json).
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -23,20 +26,54 @@ struct ValidateFlags {
   std::optional<double> max_mape;
   std::optional<double> max_error;
   std::vector<std::string> override_texts;
+  std::string scan_text;
+  std::vector<std::string> family_filter;
   int threads = 1;
 };
+
+// The cases of the --families given (all when none); InputError when none is left.
+std::vector<ValidationCase> keep_families(std::vector<ValidationCase> all,
+                                          const std::vector<std::string>& families) {
+  if (families.empty()) return all;
+  std::vector<ValidationCase> out;
+  for (auto& c : all)
+    if (std::find(families.begin(), families.end(), c.family) != families.end())
+      out.push_back(std::move(c));
+  if (out.empty())
+    throw InputError(InputIssue{"", 0, 0, "--families", "no case of these families"});
+  return out;
+}
+
+// --scan: every case again at each value of the key; prints the fit and the
+// leave-one-family-out error.
+void print_scan(const ValidateFlags& f, const std::vector<ProfileOverride>& overrides,
+                const std::pair<ProfileOverride, std::vector<double>>& scan) {
+  const auto& [key, values] = scan;
+  std::vector<ValidationReport> reports;
+  for (const double v : values) {
+    auto with = overrides;
+    with.push_back(key);
+    with.back().value = fmt::format("{:g}", v);
+    reports.push_back(run_cases(keep_families(load_cases(f.cases_file, with), f.family_filter),
+                                {}, terminal_progress("scan"), f.threads));
+  }
+  std::cout << render_lofo(leave_one_family_out(key, values, reports));
+}
 
 // --cases FILE: runs every case, prints the report, exit 1 past a --max-* gate.
 int validate_cases(const ValidateFlags& f) {
   std::vector<ProfileOverride> overrides;
   for (const std::string& t : f.override_texts) overrides.push_back(parse_profile_override(t));
-  auto cases = load_cases(f.cases_file, overrides);
+  std::optional<std::pair<ProfileOverride, std::vector<double>>> scan;
+  if (!f.scan_text.empty()) scan = parse_scan(f.scan_text);  // bad input before any run
+  auto cases = keep_families(load_cases(f.cases_file, overrides), f.family_filter);
   auto rep = run_cases(cases, {}, terminal_progress("validate"), f.threads);
   if (f.json) {
     std::cout << validation_to_json(rep).dump(2) << "\n";
   } else {
     std::cout << render_validation(rep);
   }
+  if (scan) print_scan(f, overrides, *scan);
   bool over = false;
   if (f.max_mape && 100 * rep.mape > *f.max_mape) {
     std::cerr << fmt::format("stepcast: MAPE {:.2f}% exceeds --max-mape {:.2f}%\n",
@@ -61,10 +98,13 @@ int run_validate(const ValidateFlags& f, const CLI::App& validate) {
                                 "give either --cases FILE or PREDICTED.json MEASURED.json"});
   }
   if (f.cases_file.empty()) {
-    for (const char* flag : {"--override", "--max-mape", "--max-error", "--threads"})
+    for (const char* flag :
+         {"--override", "--max-mape", "--max-error", "--threads", "--scan", "--families"})
       if (validate.count(flag) > 0)
         throw InputError(InputIssue{"", 0, 0, flag, "applies to --cases only"});
   }
+  if (!f.scan_text.empty() && f.json)
+    throw InputError(InputIssue{"", 0, 0, "--scan", "prints a table: not with --json"});
   require_percent(f.max_mape, "--max-mape");
   require_percent(f.max_error, "--max-error");
   if (!f.cases_file.empty()) return validate_cases(f);
@@ -102,6 +142,12 @@ Command add_validate_command(CLI::App& app) {
   validate->add_option("--override", f->override_texts,
                        "[PROFILE:]KEY=VALUE: set a profile key for every case (of that profile)")
       ->take_all();
+  validate->add_option("--families", f->family_filter,
+                       "only the cases of these source families (comma-separated)")
+      ->delimiter(',');
+  validate->add_option("--scan", f->scan_text,
+                       "[PROFILE:]KEY=V1,V2,...: also predict every case at each value and print "
+                       "the fit and the leave-one-family-out error");
   return {validate, false, [f, validate](Context&) { return run_validate(*f, *validate); }};
 }
 

@@ -9,6 +9,7 @@
 //  - context_parallel.cc: ring and all-gather context-parallel attention
 //  - data_parallel.cc:    DP gradient buckets, ZeRO-1/2/3 (gathers, frees, sharded
 //                         gradients), the parameter gathers
+//  - zero3_fetch.cc:      ZeRO-3 parameter fetches per submodule (DeepSpeed stage 3)
 //  - passes.cc:           the rank program: step start and end, pipeline send/recv, the
 //                         forward / backward / weight passes, recompute
 #pragma once
@@ -222,6 +223,48 @@ class Lowerer {
                          bool last_mb);
   void sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool flush);
   double zero2_bucket_bytes(double dense, double expert) const;
+
+  // ---- ZeRO-3 fetches per submodule (zero3_fetch.cc) --------------------------------------
+
+  // One fetch: dense parameters gathered together for one forward GEMM (`op`), or for the
+  // unit's other parameters at its start (`op` empty: an embedding, or norms and biases
+  // that are not persistent).
+  struct Z3Fetch {
+    double elements = 0;
+    std::string op;
+  };
+  // One use of a fetch in a pass, in execution order: its all-gather is issued at the latest
+  // when reached, earlier when prefetched.
+  struct Z3Use {
+    const Unit* u = nullptr;
+    Z3Fetch f;
+    bool recompute = false;  // a use by the recomputed forward (else forward or backward)
+    bool release = true;     // freed right after its op (else held to the unit's end)
+    std::vector<int> ids;    // its all-gathers, once issued
+    bool issued = false;
+    std::string what;        // its memory event
+  };
+  struct Z3Pass {
+    std::vector<Z3Use> uses;
+    size_t reached = 0;        // uses reached so far
+    size_t considered = 0;     // uses the prefetch has looked at
+    std::vector<int> before;   // per reached use: the last compute task before it
+    std::vector<size_t> held;  // uses held to the end of their unit
+  };
+  bool z3_submodule() const;
+  std::vector<Z3Fetch> z3_fetches(const Unit& u) const;
+  Z3Pass z3_plan(const std::vector<Unit>& units, bool backward) const;
+  void z3_reach(Emit& e, Z3Pass& zp, const Unit& u, const std::string& op, int mb, int c,
+                Phase phase);
+  void z3_issue(Emit& e, Z3Pass& zp, size_t i, int mb, int c, Phase phase);
+  // Steps with the fetches of `u` reached before their GEMMs (and freed after them when
+  // released).
+  void z3_emit_steps(Emit& e, Z3Pass& zp, const std::vector<Step>& steps, Phase phase,
+                     Category cat, const char* prefix, const Unit& u, int mb, int c, int pass);
+  // The backward's start of a unit: the full recompute with its fetches; under the TE order
+  // or ZB-H1's split, also the backward's fetches (reached at the unit's start).
+  void z3_backward_start(Emit& e, Z3Pass& zp, const Unit& u, int mb, int c);
+  void z3_free_held(Emit& e, Z3Pass& zp, const Unit& u, int mb, int c, Phase phase);
 
   // ---- the rank program (passes.cc) ------------------------------------------------------
 

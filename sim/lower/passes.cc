@@ -145,20 +145,28 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
   const int n = static_cast<int>(units.size());
   const bool zero3 = par_.zero == 3;
   const bool prefetch = par_.overlap_param_gather;
+  const bool z3_sub = z3_submodule();  // DeepSpeed's fetches per submodule (zero3_fetch.cc)
+  Z3Pass zp;
+  if (z3_sub) zp = z3_plan(units, false);
   std::vector<std::vector<int>> z3(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) {
     const Unit& u = units[static_cast<size_t>(k)];
     if (u.act_bytes > 0)
       emit_mem(e, TaskKind::kAlloc, u.act_bytes, act_what(u, mb), Phase::kFwd, u.layer, mb, c);
-    if (zero3) zero3_issue(e, units, z3, k, mb, c, Phase::kFwd, "f", prefetch, false);
+    if (zero3 && !z3_sub)
+      zero3_issue(e, units, z3, k, mb, c, Phase::kFwd, "f", prefetch, false);
     e.pending.insert(e.pending.end(), z3[static_cast<size_t>(k)].begin(),
                      z3[static_cast<size_t>(k)].end());
     if (!rs.chunk_started[static_cast<size_t>(c)] && !rs.pg_ready.empty()) {
       const auto& ids = rs.pg_ready[static_cast<size_t>(c)][static_cast<size_t>(k)];
       e.pending.insert(e.pending.end(), ids.begin(), ids.end());
     }
-    emit_steps(e, u.ops->fwd, Phase::kFwd, Category::kCompute, "fwd", u, mb, c, 0);
-    if (zero3) zero3_free(e, u, mb, c, Phase::kFwd, "f");
+    if (z3_sub) {
+      z3_emit_steps(e, zp, u.ops->fwd, Phase::kFwd, Category::kCompute, "fwd", u, mb, c, 0);
+    } else {
+      emit_steps(e, u.ops->fwd, Phase::kFwd, Category::kCompute, "fwd", u, mb, c, 0);
+      if (zero3) zero3_free(e, u, mb, c, Phase::kFwd, "f");
+    }
   }
   rs.chunk_started[static_cast<size_t>(c)] = 1;
   if (vs < nv_ - 1) {
@@ -179,18 +187,34 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
   const bool last_mb = mb == m_ - 1;
   const bool zero3 = par_.zero == 3;
   const bool prefetch = par_.overlap_param_gather;
+  const bool z3_sub = z3_submodule();  // DeepSpeed's fetches per submodule (zero3_fetch.cc)
+  Z3Pass zp;
+  if (z3_sub) zp = z3_plan(units, true);
   std::vector<std::vector<int>> z3(static_cast<size_t>(n));
   std::vector<int> grad_out_deps;
+  auto free_params = [&](const Unit& u) {
+    if (z3_sub)
+      z3_free_held(e, zp, u, mb, c, Phase::kBwdInput);
+    else if (zero3)
+      zero3_free(e, u, mb, c, Phase::kBwdInput, "b");
+  };
   for (int k = n - 1; k >= 0; --k) {
     const Unit& u = units[static_cast<size_t>(k)];
-    if (zero3) {
+    if (zero3 && !z3_sub) {
       zero3_issue(e, units, z3, k, mb, c, Phase::kBwdInput, "b", prefetch, true);
       e.pending.insert(e.pending.end(), z3[static_cast<size_t>(k)].begin(),
                        z3[static_cast<size_t>(k)].end());
     }
-    emit_recompute(e, u, mb, c);
+    if (z3_sub) {
+      z3_backward_start(e, zp, u, mb, c);
+    } else {
+      emit_recompute(e, u, mb, c);
+    }
     if (te_order_ && !split_w_) {
       emit_backward_te_order(e, u, mb, c);
+    } else if (z3_sub) {
+      z3_emit_steps(e, zp, u.ops->bwd_input, Phase::kBwdInput, Category::kCompute, "bwd", u,
+                    mb, c, 1);
     } else {
       emit_steps(e, u.ops->bwd_input, Phase::kBwdInput, Category::kCompute, "bwd", u, mb,
                  c, 1);
@@ -203,10 +227,10 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
     }
     if (!split_w_) {
       emit_weight_grads(e, u, mb, c, te_order_ ? &emitted_w_ : nullptr);
-      if (zero3) zero3_free(e, u, mb, c, Phase::kBwdInput, "b");
+      free_params(u);
       finish_unit_grads(e, rs.bucketers[static_cast<size_t>(c)], u, mb, c, k == 0, last_mb);
-    } else if (zero3) {
-      zero3_free(e, u, mb, c, Phase::kBwdInput, "b");
+    } else {
+      free_params(u);
     }
   }
   if (!split_w_) {

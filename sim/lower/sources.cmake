@@ -7,5 +7,6 @@ set(STAGE_SOURCES
   lower/tensor_parallel.cc
   lower/context_parallel.cc
   lower/data_parallel.cc
+  lower/zero3_fetch.cc
   lower/passes.cc
 )

@@ -4,6 +4,7 @@ set(STAGE_SOURCES
   report/search_prune.cc
   report/flow_mode.cc
   report/validate.cc
+  report/validate_lofo.cc
   report/regress.cc
   report/explore.cc
   report/visual.cc

@@ -72,9 +72,11 @@ std::vector<ValidationCase> load_cases(const std::string& path,
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node c = list[i];
     const std::string cp = fmt::format("cases[{}]", i);
-    if (!r.expect_map(c, cp, {"id", "source", "assumed", "scenario", "measured"})) continue;
+    if (!r.expect_map(c, cp, {"id", "source", "assumed", "scenario", "measured", "family"}))
+      continue;
     ValidationCase vc;
     if (r.require(c, cp, "id")) vc.id = r.get_string(c, cp, "id").value_or("");
+    vc.family = r.get_string(c, cp, "family").value_or(vc.id.substr(0, vc.id.find('-')));
     vc.source = r.get_string(c, cp, "source").value_or("");
     vc.assumed = r.get_string(c, cp, "assumed").value_or("");
     bool ok = r.require(c, cp, "scenario") && r.require(c, cp, "measured");
@@ -82,13 +84,15 @@ std::vector<ValidationCase> load_cases(const std::string& path,
     const YAML::Node m = c["measured"];
     const std::string mp = cp + ".measured";
     if (r.expect_map(m, mp, {"step_time_s", "memory_peak_gib", "tflops_per_gpu_published",
-                             "mfu_published", "flops_formula", "note"})) {
+                             "mfu_published", "flops_formula", "note",
+                             "tokens_per_s_per_gpu"})) {
       if (r.require(m, mp, "step_time_s")) {
         vc.measured_step_s = r.get_double(m, mp, "step_time_s", 1e-9, 1e9).value_or(0);
       }
       vc.measured_memory_gib = r.get_double(m, mp, "memory_peak_gib", 0, 1e6).value_or(0);
       r.get_double(m, mp, "tflops_per_gpu_published", 0, 1e6);
       r.get_double(m, mp, "mfu_published", 0, 1);
+      r.get_double(m, mp, "tokens_per_s_per_gpu", 0, 1e12);
       r.get_string(m, mp, "flops_formula");
       r.get_string(m, mp, "note");
     }
@@ -156,6 +160,9 @@ ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOp
     Result& result = results[i];
     CaseOutcome o;
     o.id = c.id;
+    o.family = c.family;
+    o.framework = framework_name(c.scenario.framework.name);
+    o.kind = case_kind(c.scenario);
     o.measured_step_s = c.measured_step_s;
     o.predicted_step_s = result.step_time_s;
     o.error = (o.predicted_step_s - o.measured_step_s) / o.measured_step_s;
@@ -171,9 +178,18 @@ ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOp
     rep.within_5pct += abs_error <= 0.05;
     rep.within_10pct += abs_error <= 0.10;
     if (abs_error > 0.10) rep.over_10pct.push_back(o.id);
-    auto& [profile_sum, profile_cases] = rep.mape_by_profile[o.result.profile_name];
-    profile_sum += abs_error;
-    ++profile_cases;
+    for (auto [map, key] : {std::pair{&rep.mape_by_profile, &o.result.profile_name},
+                            std::pair{&rep.mape_by_framework, &o.framework},
+                            std::pair{&rep.mape_by_kind, &o.kind},
+                            std::pair{&rep.mape_by_family, &o.family}}) {
+      auto& [group_sum, group_cases] = (*map)[*key];
+      group_sum += abs_error;
+      ++group_cases;
+    }
+    if (o.kind != "moe") {
+      rep.mape_non_moe += abs_error;
+      ++rep.non_moe_cases;
+    }
     if (abs_error > rep.worst_abs_error || rep.worst_id.empty()) {
       rep.worst_abs_error = abs_error;
       rep.worst_id = o.id;
@@ -182,7 +198,10 @@ ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOp
   }
   if (!rep.cases.empty()) rep.mape = sum / static_cast<double>(rep.cases.size());
   if (rep.memory_cases > 0) rep.memory_mape = mem_sum / rep.memory_cases;
-  for (auto& [name, sn] : rep.mape_by_profile) sn.first /= sn.second;
+  for (auto* map : {&rep.mape_by_profile, &rep.mape_by_framework, &rep.mape_by_kind,
+                    &rep.mape_by_family})
+    for (auto& [name, sn] : *map) sn.first /= sn.second;
+  if (rep.non_moe_cases > 0) rep.mape_non_moe /= rep.non_moe_cases;
   return rep;
 }
 
@@ -208,12 +227,19 @@ std::string render_validation(const ValidationReport& r) {
   for (const std::string& id : r.over_10pct) worse += (worse.empty() ? "" : ", ") + id;
   o += fmt::format("within 5%: {} cases; within 10%: {}; worse than 10%: {}\n", r.within_5pct,
                    r.within_10pct, worse.empty() ? "none" : worse);
-  if (r.mape_by_profile.size() > 1) {
+  if (r.non_moe_cases < static_cast<int>(r.cases.size()))
+    o += fmt::format("MAPE {:.2f}% over the {} non-MoE cases\n", 100 * r.mape_non_moe,
+                     r.non_moe_cases);
+  for (auto [title, map] : {std::pair{"profile", &r.mape_by_profile},
+                            std::pair{"framework", &r.mape_by_framework},
+                            std::pair{"kind", &r.mape_by_kind},
+                            std::pair{"family", &r.mape_by_family}}) {
+    if (map->size() <= 1) continue;
     std::string parts;
-    for (const auto& [name, mn] : r.mape_by_profile)
+    for (const auto& [name, mn] : *map)
       parts += fmt::format("{}{} {:.2f}% over {}", parts.empty() ? "" : ", ", name,
                            100 * mn.first, mn.second);
-    o += "MAPE by profile: " + parts + "\n";
+    o += fmt::format("MAPE by {}: {}\n", title, parts);
   }
   if (r.memory_cases > 0) {
     o += fmt::format("memory: mean absolute error {:.2f}% over {} cases with published figures\n",
@@ -230,14 +256,22 @@ nlohmann::json validation_to_json(const ValidationReport& r) {
   j["worst_abs_error"] = r.worst_abs_error;
   j["cases_within_5pct"] = r.within_5pct;
   j["cases_within_10pct"] = r.within_10pct;
-  j["mape_by_profile"] = nlohmann::json::object();
-  for (const auto& [name, mn] : r.mape_by_profile)
-    j["mape_by_profile"][name] = {{"mape", mn.first}, {"cases", mn.second}};
+  for (auto [title, map] : {std::pair{"mape_by_profile", &r.mape_by_profile},
+                            std::pair{"mape_by_framework", &r.mape_by_framework},
+                            std::pair{"mape_by_kind", &r.mape_by_kind},
+                            std::pair{"mape_by_family", &r.mape_by_family}}) {
+    j[title] = nlohmann::json::object();
+    for (const auto& [name, mn] : *map) j[title][name] = {{"mape", mn.first}, {"cases", mn.second}};
+  }
+  j["mape_non_moe"] = r.mape_non_moe;
   j["memory_mape"] = r.memory_mape;
   j["cases"] = nlohmann::json::array();
   for (const auto& c : r.cases) {
     nlohmann::json cj;
     cj["id"] = c.id;
+    cj["family"] = c.family;
+    cj["framework"] = c.framework;
+    cj["kind"] = c.kind;
     cj["measured_step_time_s"] = c.measured_step_s;
     cj["predicted_step_time_s"] = c.predicted_step_s;
     cj["error"] = c.error;

@@ -21,8 +21,11 @@ namespace stepcast {
 //     assumed: "what was not published"        (optional)
 //     scenario: megatron2021-t1-1.7B.yaml       (path relative to the cases file, or inline)
 //     measured: {step_time_s: 3.528, memory_peak_gib: 55.2, ...}   (step_time_s required)
+//     family: megatron2021   (optional: the source family, for leave-one-family-out; default
+//                             the id up to its first '-')
 struct ValidationCase {
   std::string id;
+  std::string family;         // the source family (a paper or table the case comes from)
   std::string source;
   std::string assumed;
   std::string scenario_file;  // file the scenario was read from
@@ -48,6 +51,9 @@ std::vector<ValidationCase> load_cases(const std::string& path,
 
 struct CaseOutcome {
   std::string id;
+  std::string family;     // ValidationCase::family
+  std::string framework;  // the scenario's framework preset (sim/plan/framework.h)
+  std::string kind;       // case_kind: dense | moe | fsdp | cp
   double measured_step_s = 0;
   double predicted_step_s = 0;
   double error = 0;  // (predicted - measured) / measured
@@ -67,7 +73,40 @@ struct ValidationReport {
   std::vector<std::string> over_10pct;    // ids of the cases with |error| > 10%
   // Per hardware profile (each has its own sustained clock): mean |error| and case count.
   std::map<std::string, std::pair<double, int>> mape_by_profile;
+  // Likewise per framework preset, per kind of plan (case_kind) and per source family.
+  std::map<std::string, std::pair<double, int>> mape_by_framework, mape_by_kind, mape_by_family;
+  double mape_non_moe = 0;  // over the cases whose kind is not moe
+  int non_moe_cases = 0;
 };
+
+// The kind of plan a case exercises, for the per-kind MAPE: "moe" (a MoE model), else
+// "fsdp" (zero 3), else "cp" (cp > 1), else "dense".
+std::string case_kind(const Scenario& sc);
+
+// Leave-one-family-out: the cases predicted at each value of one profile key (`scan`), the
+// value fitted (lowest MAPE) on all cases and, per source family, on the cases outside it.
+struct FamilyFit {
+  std::string family;
+  int cases = 0;
+  double in_sample_mape = 0;  // the family's MAPE at the value fitted on all cases
+  double held_out_value = 0;  // the value fitted without the family
+  double held_out_mape = 0;   // the family's MAPE at that value
+};
+struct LofoReport {
+  ProfileOverride key;  // the scanned key (value: the value fitted on all cases)
+  std::vector<double> values;
+  std::vector<double> mape;       // per value, over all cases
+  double best_value = 0;
+  double in_sample_mape = 0;      // over all cases at best_value
+  double held_out_mape = 0;       // over all cases, each predicted with its family left out
+  std::vector<FamilyFit> families;
+};
+// `reports[i]`: the cases run with `key` set to values[i] (same cases, same order).
+LofoReport leave_one_family_out(const ProfileOverride& key, const std::vector<double>& values,
+                                 const std::vector<ValidationReport>& reports);
+std::string render_lofo(const LofoReport& r);
+// "PROFILE:KEY=V1,V2,..." -> the key (value empty) and the values; InputError naming --scan.
+std::pair<ProfileOverride, std::vector<double>> parse_scan(const std::string& text);
 
 
 // Predicts every case (on `threads` worker threads; the report is the same for any count)

@@ -43,6 +43,8 @@ class Loader {
   bool parse_stragglers(const YAML::Node& list, Scenario& sc);
   bool parse_training(const YAML::Node& t, Scenario& sc);
   bool parse_parallel(const YAML::Node& par, ParallelSpec& out);
+  // `framework:` a preset name, or {name: PRESET, RULE: VALUE, ...} (framework_section.cc).
+  void parse_framework(const YAML::Node& f, FrameworkRules& out);
 
   // ---- rules across sections (plan_checks.cc) -----------------------------------------
   // `par` is the document's parallel section (may be absent).

@@ -80,8 +80,8 @@ namespace detail {
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name",     "model",    "cluster", "training",
-                                           "parallel", "network",  "sweep"};
+const std::vector<std::string> kTopKeys = {"name",     "model",   "cluster", "training",
+                                           "parallel", "network", "sweep",   "framework"};
 
 }  // namespace
 
@@ -103,6 +103,7 @@ Scenario Loader::run() {
   cluster_ok_ = root_["cluster"] && parse_cluster(root_["cluster"], sc);
   training_ok_ = root_["training"] && parse_training(root_["training"], sc);
   parallel_ok_ = parse_parallel(root_["parallel"], sc.parallel);
+  if (root_["framework"]) parse_framework(root_["framework"], sc.framework);
   if (auto v = r_.get_enum(root_, "", "network", {"analytical", "flow"}))
     sc.network = *v == "flow" ? NetworkMode::kFlow : NetworkMode::kAnalytical;
   if (cross_) cross_checks(sc);

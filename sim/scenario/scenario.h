@@ -13,6 +13,7 @@
 #include "model/memory.h"
 #include "model/workload.h"
 #include "sim/cluster/profile.h"
+#include "sim/plan/framework.h"
 #include "sim/plan/plan.h"
 
 namespace stepcast {
@@ -43,6 +44,7 @@ struct Scenario {
   int nodes = 0;
   TrainingSpec training;
   ParallelSpec parallel;
+  FrameworkRules framework;         // `framework:` (default: the megatron-core preset)
   NetworkMode network = NetworkMode::kAnalytical;
   std::vector<Straggler> stragglers;  // cluster.stragglers (empty: every GPU nominal)
   std::vector<SweepAxis> sweep;

@@ -2,6 +2,7 @@
 set(STAGE_SOURCES
   scenario/scenario.cc
   scenario/scenario_sections.cc
+  scenario/framework_section.cc
   scenario/plan_checks.cc
   scenario/sweep.cc
   scenario/limits.cc

@@ -200,6 +200,45 @@ TEST(Cli, ValidateCasesGivesTheSameReportOnAnyNumberOfThreads) {
   EXPECT_NE(bad.err.find("--threads"), std::string::npos) << bad.err;
 }
 
+// validate --cases groups the cases by framework, kind and source family (the family: the
+// id up to its first '-' unless given); --families keeps some; --scan predicts every case at
+// each value of a profile key and prints the fit and the leave-one-family-out error. Both
+// cases are "measured" at 1 s and predicted well under it, so the slower H100 clock (0.5)
+// is the better fit, with and without the A100 family (whose errors it does not move).
+TEST(Cli, ValidateGroupsCasesAndLeavesOneFamilyOut) {
+  const std::string cases = cases_file({"mcore-h100-1.7B", "korthikanti2022-t5-22B-sp-selective"});
+  CliRun r = stepcast("validate --json --cases " + cases);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cases"][0]["family"], "mcore");
+  EXPECT_EQ(j["cases"][0]["framework"], "megatron-core");
+  EXPECT_EQ(j["cases"][0]["kind"], "dense");
+  EXPECT_EQ(j["cases"][1]["framework"], "megatron-lm");
+  EXPECT_EQ(j["mape_by_family"]["korthikanti2022"]["cases"], 1);
+  r = stepcast("validate --cases " + cases);
+  EXPECT_NE(r.out.find("MAPE by framework: megatron-core "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MAPE by family: korthikanti2022 "), std::string::npos) << r.out;
+  r = stepcast("validate --json --cases " + cases + " --families mcore");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["cases"].size(), 1u);
+  r = stepcast("validate --cases " + cases + " --families nope");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --families: no case of these families\n");
+  r = stepcast("validate --cases " + cases + " --scan h100-sxm:compute.sustained_clock=0.5,0.73");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Fitted on all cases: 0.5,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Leave-one-family-out MAPE"), std::string::npos) << r.out;
+  for (const char* bad : {"junk", "compute.sustained_clock=0.7", "k=0.7,x"}) {
+    r = stepcast("validate --cases " + cases + " --scan '" + bad + "'");
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_NE(r.err.find("--scan: expected [PROFILE:]KEY=V1,V2,..."), std::string::npos) << r.err;
+  }
+  r = stepcast("validate --json --cases " + cases + " --scan compute.sustained_clock=0.5,0.7");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --scan: prints a table: not with --json\n");
+}
+
+
 // validate --cases --override [PROFILE:]KEY=VALUE: sets a profile key for every case of
 // that profile (how the README's scan of compute.sustained_clock is reproduced). A slower
 // sustained clock slows the H100 case and leaves the A100 case alone; without a profile

@@ -1,0 +1,54 @@
+// The training stack that runs a plan (scenario key `framework:`), as plain data: a preset
+// of execution rules per stack, each rule what that stack's code does, with the file and
+// function it follows cited in framework.cc and docs/frameworks.md. A scenario names a preset
+// and may override any single rule (`framework: {name: deepspeed, zero3_prefetch_elements:
+// 1e8}`). The lowering reads the rules; a rule a plan does not exercise (ZeRO-3 rules
+// without zero 3) has no effect.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace stepcast {
+
+enum class Framework { kMegatronCore, kMegatronLm, kMegatronDeepSpeed, kDeepSpeed, kFsdp2 };
+
+// What one ZeRO-3 / FSDP parameter all-gather covers.
+enum class GatherUnit {
+  kBlock,      // a whole transformer block (FSDP2 fully_shard per block, Megatron-FSDP units)
+  kSubmodule,  // each nn.Module's direct parameters: one fetch per Linear (DeepSpeed stage 3)
+};
+
+struct FrameworkRules {
+  Framework name = Framework::kMegatronCore;
+
+  // ---- ZeRO-3 / FSDP (parallel.zero: 3) -----------------------------------------------
+  // Granularity of a parameter all-gather (and of the gathered copy held).
+  GatherUnit zero3_gather = GatherUnit::kBlock;
+  // Prefetch (with overlap.param_gather): when a fetch is waited for, the fetches after it
+  // in execution order are issued while the elements already prefetched are below this
+  // (so at least one when positive). The block presets prefetch one unit ahead.
+  double zero3_prefetch_elements = 1;
+  // Parameters of at most this many elements are persistent: gathered once, never released,
+  // so not gathered per use (DeepSpeed stage3_param_persistence_threshold). 0: none.
+  double zero3_persistence_elements = 0;
+  // Under full recompute, a fetch made for the recomputed forward is kept for the backward
+  // only when the parameters used in between sum to at most this many elements; otherwise
+  // it is released and fetched again before its backward (DeepSpeed stage3_max_reuse_distance).
+  // Negative: never released in between (a block is gathered once for its recompute and
+  // backward, as FSDP's pre-backward unshard does).
+  double zero3_reuse_distance_elements = -1;
+  // The host blocks on the oldest fetch when more than this many are in flight
+  // (DeepSpeed __max_ongoing_fetch_events). 0: never.
+  int zero3_max_inflight_fetches = 0;
+};
+
+// The preset of a stack; `name_of` / `framework_names` spell them as the scenario does.
+FrameworkRules framework_preset(Framework f);
+const char* framework_name(Framework f);
+const std::vector<std::string>& framework_names();
+// The name's preset, or false when the name is unknown.
+bool framework_from_name(const std::string& name, Framework& out);
+const char* gather_unit_name(GatherUnit g);
+
+}  // namespace stepcast

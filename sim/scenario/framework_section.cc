@@ -1,0 +1,80 @@
+// The `framework:` section (sim/plan/framework.h): a preset name, or a mapping with `name`
+// (the preset, default megatron-core) and any of the preset's rules overridden. Unknown
+// names and rules are errors with the closest known one suggested.
+#include <cstdint>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "sim/io/yaml_util.h"
+#include "sim/scenario/loader.h"
+
+namespace stepcast::detail {
+
+namespace {
+
+const std::vector<std::string> kFrameworkKeys = {"name",
+                                                 "zero3_gather",
+                                                 "zero3_prefetch_elements",
+                                                 "zero3_persistence_elements",
+                                                 "zero3_reuse_distance_elements",
+                                                 "zero3_max_inflight_fetches"};
+
+// A count of elements: up to 1e15 (far past any model), -1 only where `negative_ok`.
+constexpr double kMaxElements = 1e15;
+
+}  // namespace
+
+void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
+  const std::string p = "framework";
+  auto preset = [&](const YAML::Node& at, const std::string& path) {
+    Framework which{};
+    const std::string name = at.Scalar();
+    if (framework_from_name(name, which)) {
+      out = framework_preset(which);
+      return;
+    }
+    std::string list;
+    for (const auto& n : framework_names()) list += (list.empty() ? "" : ", ") + n;
+    const std::string hint = closest_match(name, framework_names());
+    r_.error(at, path,
+             fmt::format("unknown framework \"{}\" (known: {}){}", name, list,
+                         hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint)));
+  };
+  if (f.IsScalar()) {
+    preset(f, p);
+    return;
+  }
+  if (!f.IsMap()) {
+    r_.error(f, p,
+             "expected a framework name (megatron-core, megatron-lm, megatron-deepspeed, "
+             "deepspeed, fsdp2) or a mapping {name: NAME, RULE: VALUE, ...}");
+    return;
+  }
+  if (!r_.expect_map(f, p, kFrameworkKeys)) return;
+  if (const YAML::Node n = f["name"]) {
+    if (n.IsScalar())
+      preset(n, "framework.name");
+    else
+      r_.error(n, "framework.name", "expected a framework name, got " + show_node(n));
+  }
+  if (auto v = r_.get_enum(f, p, "zero3_gather", {"block", "submodule"}))
+    out.zero3_gather = *v == "submodule" ? GatherUnit::kSubmodule : GatherUnit::kBlock;
+  if (auto v = r_.get_double(f, p, "zero3_prefetch_elements", 0, kMaxElements))
+    out.zero3_prefetch_elements = *v;
+  if (auto v = r_.get_double(f, p, "zero3_persistence_elements", 0, kMaxElements))
+    out.zero3_persistence_elements = *v;
+  if (auto v = r_.get_double(f, p, "zero3_reuse_distance_elements", -1, kMaxElements)) {
+    if (*v < 0 && *v != -1)
+      r_.error(f["zero3_reuse_distance_elements"], "framework.zero3_reuse_distance_elements",
+               fmt::format("expected a number of elements >= 0, or -1 (never released "
+                           "between recompute and backward), got {}",
+                           *v));
+    else
+      out.zero3_reuse_distance_elements = *v;
+  }
+  if (auto v = r_.get_int(f, p, "zero3_max_inflight_fetches", 0, 1 << 20))
+    out.zero3_max_inflight_fetches = static_cast<int>(*v);
+}
+
+}  // namespace stepcast::detail

@@ -1,0 +1,72 @@
+// The `framework:` key (sim/plan/framework.h, sim/scenario/framework_section.cc): presets,
+// rule overrides, and the errors for unknown names, unknown rules and bad values.
+#include <gtest/gtest.h>
+
+#include "tests/sim/scenario/scenario_doc.h"
+
+namespace stepcast {
+namespace {
+
+using scenario_test::base;
+using scenario_test::expect_issue;
+using scenario_test::load;
+
+TEST(Framework, DefaultIsMegatronCoreAndEveryPresetLoads) {
+  const Scenario sc = load(base());
+  EXPECT_EQ(sc.framework.name, Framework::kMegatronCore);
+  EXPECT_EQ(sc.framework.zero3_gather, GatherUnit::kBlock);
+  for (const std::string& name : framework_names()) {
+    const Scenario s = load(base().insert(2, "framework: " + name));
+    EXPECT_STREQ(framework_name(s.framework.name), name.c_str());
+  }
+}
+
+TEST(Framework, DeepSpeedPresetCarriesItsStage3Defaults) {
+  // DeepSpeedZeroConfig: stage3_prefetch_bucket_size 5e7, stage3_param_persistence_threshold
+  // 1e5, stage3_max_reuse_distance 1e9; __max_ongoing_fetch_events 2.
+  const FrameworkRules r = load(base().insert(2, "framework: deepspeed")).framework;
+  EXPECT_EQ(r.zero3_gather, GatherUnit::kSubmodule);
+  EXPECT_DOUBLE_EQ(r.zero3_prefetch_elements, 5e7);
+  EXPECT_DOUBLE_EQ(r.zero3_persistence_elements, 1e5);
+  EXPECT_DOUBLE_EQ(r.zero3_reuse_distance_elements, 1e9);
+  EXPECT_EQ(r.zero3_max_inflight_fetches, 2);
+}
+
+TEST(Framework, MappingOverridesOneRuleOfItsPreset) {
+  const FrameworkRules r =
+      load(base().insert(2, "framework: {name: deepspeed, zero3_prefetch_elements: 2e8}"))
+          .framework;
+  EXPECT_EQ(r.name, Framework::kDeepSpeed);
+  EXPECT_DOUBLE_EQ(r.zero3_prefetch_elements, 2e8);
+  EXPECT_DOUBLE_EQ(r.zero3_reuse_distance_elements, 1e9);  // the preset's
+  // Without a name: megatron-core's preset with the rule changed.
+  const FrameworkRules m = load(base().insert(2, "framework: {zero3_gather: submodule}")).framework;
+  EXPECT_EQ(m.name, Framework::kMegatronCore);
+  EXPECT_EQ(m.zero3_gather, GatherUnit::kSubmodule);
+  EXPECT_EQ(m.zero3_max_inflight_fetches, 0);
+}
+
+TEST(Framework, UnknownNamesAndRulesSuggestTheClosest) {
+  expect_issue(base().insert(2, "framework: deepsped"), "framework", 2,
+               "did you mean 'deepspeed'?");
+  expect_issue(base().insert(2, "framework: {name: fsdp}"), "framework.name", 2,
+               "did you mean 'fsdp2'?");
+  expect_issue(base().insert(2, "framework: {name: deepspeed, zero3_prefetch_element: 1}"),
+               "framework.zero3_prefetch_element", 2, "did you mean 'zero3_prefetch_elements'?");
+  expect_issue(base().insert(2, "framework: {zero3_gather: layer}"), "framework.zero3_gather", 2,
+               "known: block, submodule");
+}
+
+TEST(Framework, BadValuesAreLocated) {
+  expect_issue(base().insert(2, "framework: [deepspeed]"), "framework", 2,
+               "expected a framework name");
+  expect_issue(base().insert(2, "framework: {zero3_prefetch_elements: -5}"),
+               "framework.zero3_prefetch_elements", 2, "");
+  expect_issue(base().insert(2, "framework: {zero3_reuse_distance_elements: -0.5}"),
+               "framework.zero3_reuse_distance_elements", 2, "or -1");
+  expect_issue(base().insert(2, "framework: {zero3_max_inflight_fetches: two}"),
+               "framework.zero3_max_inflight_fetches", 2, "");
+}
+
+}  // namespace
+}  // namespace stepcast
