@@ -18,7 +18,7 @@
 
 namespace stepcast::cli {
 
-// Exit codes (DESIGN.md): 0 success, 1 internal error, 2 bad input or a plan that cannot be
+// Exit codes (docs/usage.md): 0 success, 1 internal error, 2 bad input or a plan that cannot be
 // laid out, 3 a valid plan that does not fit in GPU memory (run still writes its reports).
 constexpr int kExitOk = 0, kExitInternal = 1, kExitBadInput = 2, kExitNoFit = 3;
 

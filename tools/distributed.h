@@ -1,4 +1,4 @@
-// Sweep and search split across MPI ranks (DESIGN.md, "Scale beyond one machine"):
+// Sweep and search split across MPI ranks (docs/usage.md, "Several processes (MPI)"):
 //   mpirun -np N tools/stepcast search SCENARIO ...
 // Every rank enumerates the same candidates; rank r evaluates those with index i % N == r
 // (on its own --threads), rank 0 gathers the points in candidate order and prints exactly

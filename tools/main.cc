@@ -1,7 +1,7 @@
 // stepcast command line: parses arguments (CLI11), runs the parsed subcommand (commands.h,
 // one cmd_*.cc each), prints errors, sets the exit code: 0 success, 1 internal error, 2 bad
 // input or a plan that cannot be laid out, 3 a valid plan that does not fit in GPU memory
-// (run still writes its reports), see DESIGN.md.
+// (run still writes its reports), see docs/usage.md.
 #include <iostream>
 #include <vector>
 

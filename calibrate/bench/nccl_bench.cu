@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "model/busbw.h"
+
 #include "bench.h"
 #include "check.h"
 #include "nccl_group.h"
@@ -20,11 +22,9 @@
 namespace stepcast::bench {
 
 double busbw_factor(const std::string& op, int ranks) {
-  const double n = ranks;
-  if (op == "allreduce") return 2.0 * (n - 1) / n;
-  if (op == "reduce_scatter" || op == "allgather" || op == "all_to_all") return (n - 1) / n;
-  if (op == "broadcast" || op == "send_recv") return 1.0;
-  throw BenchError("unknown collective \"" + op + "\"");
+  const std::optional<BusOp> b = bus_op_named(op);
+  if (!b) throw BenchError("unknown collective \"" + op + "\"");
+  return stepcast::busbw_factor(*b, ranks);
 }
 
 void NcclGroup::enqueue(const std::string& op, std::size_t bytes) {

@@ -3,11 +3,13 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/busbw.h"
 #include "model/error.h"
 #include "sim/io/json_locator.h"
 
@@ -16,12 +18,9 @@ namespace stepcast {
 using nlohmann::json;
 
 double busbw_factor(const std::string& op, int ranks) {
-  const double n = ranks;
-  if (op == "allreduce") return 2.0 * (n - 1) / n;
-  if (op == "reduce_scatter" || op == "allgather" || op == "all_to_all") return (n - 1) / n;
-  if (op == "broadcast" || op == "send_recv") return 1.0;
-  STEPCAST_CHECK(false, "unknown collective op " + op);
-  return 0;
+  const std::optional<BusOp> b = bus_op_named(op);
+  STEPCAST_CHECK(b.has_value(), "unknown collective op " + op);
+  return busbw_factor(*b, ranks);
 }
 
 const std::vector<std::string>& collective_op_names() {

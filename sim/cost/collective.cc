@@ -92,17 +92,7 @@ constexpr double kProtoFactor[3] = {0.5, 0.92, 1.0};
 constexpr double kTreeFactor = 0.92;
 constexpr int kNvlsMinRanks = 5;  // "no gain at <= 4 GPUs" (nccl issue 1455)
 
-double bus_factor(CollOp op, int n) {
-  const double nn = n;
-  switch (op) {
-    case CollOp::kAllReduce: return 2.0 * (nn - 1) / nn;
-    case CollOp::kReduceScatter:
-    case CollOp::kAllGather:
-    case CollOp::kAllToAll: return (nn - 1) / nn;
-    case CollOp::kBroadcast: return 1.0;
-  }
-  return 1.0;
-}
+double bus_factor(CollOp op, int n) { return busbw_factor(bus_op_of(op), n); }
 
 // NCCL version "2.21.5" -> 2021 (major*1000 + minor); unparsable -> 0.
 int version_code(const std::string& v) {

@@ -2,7 +2,7 @@
 // yields a Timeline. Knows events and resources, not transformers. Integer nanoseconds;
 // deterministic (ties broken by rank, stream, task id).
 //
-// Semantics (DESIGN.md, Engine):
+// Semantics (docs/model.md, "Engine"):
 //  - each simulated rank has one in-order queue per stream;
 //  - a task may start when it is at the head of its stream, its deps are done, and — for a
 //    collective — every simulated rank standing for a member of its group has reached it
@@ -112,7 +112,7 @@ struct EngineOptions {
   // SM interference: a compute task runs this much slower (fraction; 0 = none) while a
   // communication task of its rank runs (above). Set from the profile by the caller.
   double compute_slowdown_when_comm = 0.0;
-  // HBM contention (NETWORK.md pitfall 1: "both slow when HBM-bound"): per communication
+  // HBM contention (docs/model.md, "Pitfalls the model accounts for" 1: "both slow when HBM-bound"): per communication
   // task, the fraction of its GPU's achievable HBM bandwidth its kernels use while it runs
   // (sim/cost/coster.h comm_hbm_share; unset: no HBM contention). Then a memory-bound
   // compute task (kMemoryBound) runs slower by 1 + the larger of the SM slowdown and the sum

@@ -1,4 +1,4 @@
-// The network model the engine's flow mode talks to (DESIGN.md "Engine", NETWORK.md
+// The network model the engine's flow mode talks to (docs/model.md "Engine", "Collectives and network"
 // "Contention"): a communication task becomes a *transfer* — a set of flows over links — that
 // starts moving bytes at a given instant; concurrent flows share every link by max-min
 // fairness (sim/network/maxmin.h), re-solved whenever a flow starts or ends; a transfer is

@@ -1,4 +1,4 @@
-// Lowering: Scenario -> Program (DESIGN.md, "What each parallel technique costs" and "The
+// Lowering: Scenario -> Program (docs/model.md, "Parallel techniques" and "The
 // Program"). Turns the model's per-layer ops and the plan into per-rank tasks with real
 // shapes on streams, with same-rank dependencies, pipeline send/recv with matched tags,
 // collectives over the plan's groups and memory as alloc/free events.

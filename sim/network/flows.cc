@@ -32,9 +32,8 @@ std::vector<FlowSpec> collective_flows(CollOp op, const std::vector<int>& ranks,
       for (int j : ranks) add_flow(out, i, j, bytes / n, topo, pxn);
     return out;
   }
-  double per_rank = bytes;  // broadcast: the whole buffer crosses every ring edge
-  if (op == CollOp::kAllReduce) per_rank = bytes * 2.0 * (n - 1) / n;
-  if (op == CollOp::kReduceScatter || op == CollOp::kAllGather) per_rank = bytes * (n - 1.0) / n;
+  // What each ring edge carries: S x F (model/busbw.h; broadcast: the whole buffer).
+  const double per_rank = bytes * busbw_factor(bus_op_of(op), n);
 
   // Members per node, nodes in order of first appearance.
   std::vector<int> node_order;

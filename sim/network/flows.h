@@ -26,7 +26,7 @@ struct FlowSpec {
 
 // The steady-state flows of a ring collective (allreduce, reduce-scatter, allgather,
 // broadcast) or of a uniform all-to-all over `ranks` (global GPU ids, ring order), with S =
-// `bytes` as nccl-tests counts it (NETWORK.md):
+// `bytes` as nccl-tests counts it (docs/model.md "Collectives and network"):
 //  - ring: every rank sends S * F_ring to its successor, F_ring = 2(n-1)/n (allreduce),
 //    (n-1)/n (RS/AG), 1 (broadcast, pipelined chain). A group over several nodes with
 //    ppn > 1 ranks per node is split into C = min(ppn, NICs) channels as NCCL does: channel c

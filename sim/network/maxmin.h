@@ -1,6 +1,6 @@
 // Max-min fair bandwidth sharing (progressive filling), apart from any engine, in the
 // style of SimGrid's LMM solver (Casanova et al., "Versatile, scalable and accurate
-// simulation of distributed applications and platforms", JPDC 2014; NETWORK.md
+// simulation of distributed applications and platforms", JPDC 2014; docs/model.md "Collectives and network"
 // "Contention"): every flow crossing a link shares it; each flow gets the largest rate such
 // that sum of rates on every link <= its capacity and no flow can grow without shrinking
 // one with a smaller (weight-normalised) rate.

@@ -1,4 +1,4 @@
-// Cluster network topology for the flow mode (DESIGN.md "Network", NETWORK.md "Topology
+// Cluster network topology for the flow mode (docs/model.md "Collectives and network", "Topology
 // facts"): nodes with an NVSwitch domain, NICs per node on rails, a rail-optimised
 // leaf/spine fabric grouped in pods, and an oversubscribed layer above the pods.
 //

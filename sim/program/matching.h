@@ -1,7 +1,7 @@
 // Cross-rank matching of a Program's group operations, shared by validate_program and the
 // engine (and anything else that needs to know which tasks meet which).
 //
-// Rules (program.h, DESIGN.md "The Program"):
+// Rules (program.h, docs/model.md "The Program"):
 //  - A global rank is simulated by the simulated rank whose `stands_for` lists it (an empty
 //    `stands_for` means just `rank`). Folding maps many global ranks onto one simulated rank.
 //  - Collectives: the participants of group g are the distinct simulated ranks standing for

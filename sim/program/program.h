@@ -1,4 +1,4 @@
-// The Program: the lowered plan both the engine and the GPU executor consume (DESIGN.md,
+// The Program: the lowered plan both the engine and the GPU executor consume (docs/model.md,
 // "The Program"). Plain data: per simulated rank, tasks with real shapes and sizes, each on a
 // stream, in issue order, with same-rank dependencies; cross-rank order comes from matched
 // send/recv tags and from collectives over named groups.
@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/busbw.h"
 #include "model/huge_alloc.h"
 #include "model/workload.h"
 
@@ -52,7 +53,7 @@ enum class Phase : std::uint8_t { kFwd, kBwdInput, kBwdWeight, kRecompute, kOpti
 inline constexpr int kPhaseCount = static_cast<int>(Phase::kOther) + 1;
 const char* phase_name(Phase p);  // "fwd", "bwd_input", "bwd_weight", "recompute", "optimizer", "other"
 
-// What a task's time counts as in the breakdown (DESIGN.md: breakdown_s).
+// What a task's time counts as in the breakdown (docs/usage.md: breakdown_s).
 enum class Category : std::uint8_t {
   kCompute, kRecompute, kTpComm, kCpComm, kEpComm, kPpComm, kDpComm, kOptimizer, kCount
 };
@@ -61,7 +62,14 @@ const char* category_name(Category c);  // "compute", "recompute", "tp_comm", ..
 
 enum class CollOp : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast };
 inline constexpr int kCollOpCount = static_cast<int>(CollOp::kBroadcast) + 1;
-const char* coll_op_name(CollOp op);  // "allreduce", "reduce_scatter", "allgather", "all_to_all", "broadcast"
+const char* coll_op_name(CollOp op);
+// The bus-bandwidth op of a collective (model/busbw.h): the enumerators correspond.
+constexpr BusOp bus_op_of(CollOp op) { return static_cast<BusOp>(op); }
+static_assert(static_cast<int>(BusOp::kAllReduce) == static_cast<int>(CollOp::kAllReduce) &&
+              static_cast<int>(BusOp::kReduceScatter) == static_cast<int>(CollOp::kReduceScatter) &&
+              static_cast<int>(BusOp::kAllGather) == static_cast<int>(CollOp::kAllGather) &&
+              static_cast<int>(BusOp::kAllToAll) == static_cast<int>(CollOp::kAllToAll) &&
+              static_cast<int>(BusOp::kBroadcast) == static_cast<int>(CollOp::kBroadcast));  // "allreduce", "reduce_scatter", "allgather", "all_to_all", "broadcast"
 
 enum class GroupKind : std::uint8_t { kTp, kCp, kEp, kPp, kDp, kDpCp, kEdp, kWorld };
 inline constexpr int kGroupKindCount = static_cast<int>(GroupKind::kWorld) + 1;

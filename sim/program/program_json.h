@@ -1,4 +1,4 @@
-// The Program as a versioned JSON document (DESIGN.md, "The Program"): what
+// The Program as a versioned JSON document (docs/model.md, "The Program"): what
 // `stepcast lower -o PROGRAM.json` writes and the GPU executor (calibrate/exec) reads.
 //
 // Schema "stepcast.program/1":

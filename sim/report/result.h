@@ -1,4 +1,4 @@
-// The result of one simulated step (DESIGN.md, --json schema "stepcast.result/1") and the
+// The result of one simulated step (docs/usage.md, --json schema "stepcast.result/1") and the
 // functions that render it. Built from a Scenario, its Program and the Timeline.
 #pragma once
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `mpirun -np N stepcast search|sweep` (DESIGN.md, "Scale beyond one machine";
+# `mpirun -np N stepcast search|sweep` (docs/usage.md, "Several processes (MPI)";
 # tools/distributed.h). Built with MPI: the table, CSV and HTML of 3 ranks (2 threads each)
 # are byte for byte those of one process, for a search (Llama 3 8B on 8 GPUs, global batch
 # 16) and for the what-if sweep; bad input is reported once with exit 2; other subcommands

@@ -133,7 +133,7 @@ TEST(Lower, CommunicatorMemoryPerGroupAndPeer) {
 }
 
 TEST(Lower, ZeroStateBytesPerParameter) {
-  // Megatron mixed precision (MODEL_FACTS.md): bf16 weights 2 + fp32 grads 4 + fp32 master
+  // Megatron mixed precision (docs/model.md): bf16 weights 2 + fp32 grads 4 + fp32 master
   // and Adam m, v 12 bytes per parameter; over d = 4 ranks ZeRO-1 shards the 12 (6 + 12/4 = 9),
   // ZeRO-2 also the grads (2 + 16/4 = 6), ZeRO-3 everything (18/4 = 4.5). The ZeRO paper's
   // stage formulas with K = 12 and 4-byte grads.

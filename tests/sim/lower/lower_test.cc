@@ -223,7 +223,7 @@ TEST(Lower, StepFloorBoundsTheSimulatedStep) {
 }
 
 TEST(Lower, StreamsAndKernelNamesAnExecutorCanUse) {
-  // DESIGN.md, the Program: one stream per communication kind, and memory-bound kernels that
+  // docs/model.md, the Program: one stream per communication kind, and memory-bound kernels that
   // say what they are. tiny_gpt at cp 2 (ring attention), tp 2 with sp, 2 microbatches:
   // every ring-attention receive is on cp_recv (its sends on cp; nothing of cp on tp), and
   // every memory-bound kernel names itself.
