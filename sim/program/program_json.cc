@@ -57,7 +57,7 @@ const std::vector<std::string>& layout_names() {
   return v;
 }
 const std::vector<std::string>& dtype_names() {
-  static const auto v = names_of<DType, 4>(dtype_name);
+  static const auto v = names_of<DType, kDTypeCount>(dtype_name);
   return v;
 }
 
