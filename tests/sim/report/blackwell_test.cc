@@ -162,5 +162,32 @@ TEST(BlackwellDtypes, QuantizeKernelsDecideWhenNarrowGemmsPay) {
             predict(scenario("bf16", 2048)).result.step_time_s);
 }
 
+TEST(BlackwellProfiles, RunEveryTechnique) {
+  // tp, sp, pp (interleaved), cp (ring), ep (MoE, whole experts), dp with ZeRO-1 and
+  // overlapped gradient reduction, full recompute, each block-scaled dtype; analytical and
+  // flow mode. 32 GPUs: a partial NVL72 domain, or 4 DGX hosts.
+  for (const char* prof : {"b200-sxm", "b300-sxm", "gb200-nvl72", "gb300-nvl72"}) {
+    for (const char* dtype : {"mxfp8", "nvfp4"}) {
+      for (const char* net : {"analytical", "flow"}) {
+        SCOPED_TRACE(std::string(prof) + " " + dtype + " " + net);
+        const std::string text =
+            std::string("name: t\nmodel:\n  layers: 4\n  hidden: 1024\n  ffn_hidden: 4096\n") +
+            "  heads: 16\n  kv_heads: 8\n  vocab: 32000\n" +
+            "  moe: {experts: 8, top_k: 2, ffn_hidden: 2048, every: 1}\n" +
+            "cluster:\n  profile: " + prof + "\n  gpus: 32\ntraining:\n  seq_len: 8192\n" +
+            "  global_batch: 16\n  dtype: " + dtype + "\nparallel:\n  tp: 2\n  pp: 2\n" +
+            "  vpp: 2\n  schedule: interleaved\n  cp: 2\n  ep: 4\n  zero: 1\n" +
+            "  sequence_parallel: true\n  recompute: full\n" +
+            "  overlap: {grad_reduce: true}\nnetwork: " + net + "\n";
+        const Scenario sc = load_scenario_node(load_yaml_text(text, "t.yaml"), "t.yaml");
+        const Result r = predict(sc).result;
+        EXPECT_GT(r.step_time_s, 0);
+        EXPECT_TRUE(r.fits_memory);
+        EXPECT_GT(r.mfu, 0);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stepcast
