@@ -34,9 +34,26 @@ int dtype_bytes(DType t) {
     case DType::kFp16: return 2;
     case DType::kFp8: return 1;
     case DType::kFp32: return 4;
+    case DType::kMxfp8: return 1;
+    case DType::kNvfp4: break;
   }
-  return 2;
+  STEPCAST_CHECK(false, std::string("dtype_bytes: ") + dtype_name(t) + " has no whole byte count");
+  return 0;
 }
+
+double dtype_element_bytes(DType t) { return t == DType::kNvfp4 ? 0.5 : dtype_bytes(t); }
+
+double dtype_storage_bytes(DType t) {
+  switch (t) {
+    case DType::kMxfp8: return 1.0 + 1.0 / 32.0;
+    case DType::kNvfp4: return 0.5 + 1.0 / 16.0;
+    default: return dtype_element_bytes(t);
+  }
+}
+
+bool block_scaled(DType t) { return t == DType::kMxfp8 || t == DType::kNvfp4; }
+
+bool narrow_gemm_dtype(DType t) { return t == DType::kFp8 || block_scaled(t); }
 
 const char* dtype_name(DType t) {
   switch (t) {
@@ -44,6 +61,8 @@ const char* dtype_name(DType t) {
     case DType::kFp16: return "fp16";
     case DType::kFp8: return "fp8";
     case DType::kFp32: return "fp32";
+    case DType::kMxfp8: return "mxfp8";
+    case DType::kNvfp4: return "nvfp4";
   }
   return "bf16";
 }
@@ -59,7 +78,7 @@ const char* gemm_layout_name(GemmLayout l) {
 }
 
 DType activation_dtype(DType compute) {
-  return compute == DType::kFp8 ? DType::kBf16 : compute;
+  return narrow_gemm_dtype(compute) ? DType::kBf16 : compute;
 }
 
 namespace {
@@ -174,7 +193,7 @@ Op gemm(std::string name, I m, I n, I k, I batch, const Local& l, GemmLayout lay
   op.gemm.batch = batch;
   op.gemm.dtype = l.dt;
   op.gemm.layout = layout;
-  const double in = dtype_bytes(l.dt);
+  const double in = dtype_storage_bytes(l.dt);  // with the block scales (mxfp8, nvfp4)
   op.flops = 2.0 * d(m) * d(n) * d(k) * d(batch);
   op.bytes_read = (d(m) * d(k) + d(k) * d(n)) * in * d(batch);
   op.bytes_written = d(m) * d(n) * l.e * d(batch);
@@ -369,6 +388,38 @@ Block moe_block(const ModelArch& a, const Local& l) {
   return blk;
 }
 
+// Block-scaled GEMM inputs (mxfp8, nvfp4) are quantized by a memory-bound kernel of their
+// own (Transformer Engine's MXFP8Quantizer / NVFP4Quantizer): the tensor core scales along
+// the reduction dimension only, so each activation or gradient operand is written twice,
+// row-wise for the GEMM that consumes it as is and column-wise for the weight gradient that
+// consumes it transposed (TE's "rowwise" and "columnwise" usages). One kernel per forward
+// and input-gradient GEMM, on its A operand (m x k: the layer input x, or the output gradient
+// dy): reads it in bf16, writes 2 x its quantized size with the scales. The weight gradient's
+// operands are those two column-wise copies: no kernel of its own. Weights are quantized once
+// per step and kept over the microbatches (TE's is_first_microbatch cache): not modelled.
+// Each kernel goes before the collectives that feed its GEMM (a sequence-parallel gather), so
+// the lowering still finds each collective next to its GEMM; it is costed on the GEMM's whole
+// operand (quantized after the bf16 gather).
+void add_quantize_ops(std::vector<Step>& steps, const Local& l) {
+  if (!block_scaled(l.dt)) return;
+  std::vector<Step> out;
+  out.reserve(steps.size() * 2);
+  for (Step& s : steps) {
+    if (!s.is_comm && s.op.kind == OpKind::kGemm) {
+      const GemmShape& g = s.op.gemm;
+      const double elems = d(g.m) * d(g.k) * d(g.batch);
+      std::size_t at = out.size();
+      while (at > 0 && out[at - 1].is_comm) --at;
+      out.insert(out.begin() + static_cast<std::ptrdiff_t>(at),
+                 op_step(memory_op(s.op.name + ".quant", elems * l.e,
+                                   2.0 * elems * dtype_storage_bytes(l.dt)),
+                         s.recompute_selective));
+    }
+    out.push_back(std::move(s));
+  }
+  steps = std::move(out);
+}
+
 }  // namespace
 
 Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_q,
@@ -484,6 +535,9 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   bw.push_back(op_step(proj.wgrad(l)));
   bw.push_back(op_step(qkv.wgrad(l)));
 
+  add_quantize_ops(out.fwd, l);
+  add_quantize_ops(out.bwd_input, l);
+
   // ---- parameters held on this rank
   double p = 2.0 * d(arch.norm_params()) + h * d(l.qkv_n) + d(l.proj_k) * h;
   if (arch.has_bias()) p += d(l.qkv_n) + h;
@@ -536,7 +590,11 @@ LayerOps embedding_ops(const ModelArch& arch, const ShardSpec& shard) {
 }
 
 LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard) {
-  const Local l = make_local(arch, shard);
+  Local l = make_local(arch, shard);
+  // Megatron's output layer is its own ColumnParallelLinear (tensor_parallel/layers.py), not
+  // a Transformer Engine module: under the block-scaled recipes it runs in bf16. (fp8 keeps
+  // the GEMM dtype here, as it always has.)
+  if (block_scaled(l.dt)) l.dt = l.act;
   const double e = l.e;
   const double h = d(arch.hidden);
   const double tn = d(l.norm_tokens);

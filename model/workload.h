@@ -17,12 +17,29 @@
 
 namespace stepcast {
 
-enum class DType { kBf16, kFp16, kFp8, kFp32 };
-inline constexpr int kDTypeCount = static_cast<int>(DType::kFp32) + 1;
+// fp8: E4M3/E5M2 with one fp32 scale per tensor (Hopper's "current"/"delayed" scaling).
+// mxfp8 and nvfp4: the block-scaled (microscaling) formats of Blackwell's tensor cores
+// (NVIDIA Blackwell architecture technical brief; OCP Microscaling Formats v1.0): mxfp8 is
+// E4M3 with one 8-bit power-of-two (E8M0) scale per 32 elements, nvfp4 E2M1 (4 bits) with
+// one E4M3 scale per 16 elements plus one fp32 scale per tensor. Both run at the FP8 / FP4
+// tensor-core rates; everything but the GEMMs stays in bf16 (activation_dtype).
+enum class DType { kBf16, kFp16, kFp8, kFp32, kMxfp8, kNvfp4 };
+inline constexpr int kDTypeCount = static_cast<int>(DType::kNvfp4) + 1;
+// Whole bytes per element; nvfp4 (half a byte) has none: InvariantError.
 int dtype_bytes(DType t);
+// Bytes per element of the data alone: dtype_bytes, 0.5 for nvfp4.
+double dtype_element_bytes(DType t);
+// Bytes per element stored, with the block scales: mxfp8 1 + 1/32 (one 1-byte scale per 32
+// elements, +3.1%), nvfp4 0.5 + 1/16 (one 1-byte scale per 16 elements, +12.5% of its
+// 8 data bytes; the per-tensor fp32 scale is negligible); the element bytes otherwise.
+double dtype_storage_bytes(DType t);
+// mxfp8 and nvfp4: each GEMM operand is quantized by a kernel of its own (model/workload.cc).
+bool block_scaled(DType t);
+// fp8, mxfp8, nvfp4: GEMMs below 16 bits, at compute.gemm.fp8_max_efficiency of their peak.
+bool narrow_gemm_dtype(DType t);
 const char* dtype_name(DType t);  // "bf16", ...
-// Activations, attention and communication run in 16 bits when GEMMs run in fp8 (Megatron /
-// Transformer Engine); otherwise in the compute dtype.
+// Activations, attention and communication run in 16 bits when GEMMs run in fp8, mxfp8 or
+// nvfp4 (Megatron / Transformer Engine); otherwise in the compute dtype.
 DType activation_dtype(DType compute);
 
 enum class OpKind { kGemm, kAttention, kMemoryBound };
@@ -105,7 +122,7 @@ struct ShardSpec {
   // 0 = the default, expert_tp_of() below.
   int expert_tp = 0;
   bool sequence_parallel = false;
-  DType dtype = DType::kBf16;    // compute dtype of GEMMs (fp8 allowed); others bf16
+  DType dtype = DType::kBf16;    // compute dtype of GEMMs (fp8, mxfp8, nvfp4 allowed); others bf16
   bool flash_attention = true;   // attention kernel: flash (true) or unfused (false)
 };
 

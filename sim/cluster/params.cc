@@ -64,11 +64,13 @@ std::optional<double> get_fraction(YamlReader& r, const YAML::Node& map, const s
 
 std::optional<DType> get_dtype(YamlReader& r, const YAML::Node& map, const std::string& path,
                                const std::string& key) {
-  auto s = r.get_enum(map, path, key, {"bf16", "fp16", "fp8", "fp32"});
+  auto s = r.get_enum(map, path, key, {"bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"});
   if (!s) return std::nullopt;
   if (*s == "bf16") return DType::kBf16;
   if (*s == "fp16") return DType::kFp16;
   if (*s == "fp8") return DType::kFp8;
+  if (*s == "mxfp8") return DType::kMxfp8;
+  if (*s == "nvfp4") return DType::kNvfp4;
   return DType::kFp32;
 }
 

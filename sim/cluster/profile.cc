@@ -87,13 +87,14 @@ void parse_gpu(YamlReader& r, const YAML::Node& g, GpuSpec& out) {
   if (auto v = r.get_int(g, p, "sms", 1, 100000)) out.sms = static_cast<int>(*v);
   if (const YAML::Node pk = g["peak"]) {
     const std::string pp = "gpu.peak";
-    if (r.expect_map(pk, pp, {"bf16", "fp16", "fp8", "fp32"})) {
+    if (r.expect_map(pk, pp, {"bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"})) {
       // bf16 is what training runs in by default; the others are optional (an absent dtype
-      // cannot be used for training on this GPU, e.g. fp8 before Hopper).
+      // cannot be used for training on this GPU, e.g. fp8 before Hopper, mxfp8 and nvfp4
+      // before Blackwell: Hopper's tensor cores have no block-scaled modes).
       r.require(pk, pp, "bf16");
       const std::pair<const char*, DType> dtypes[] = {
-          {"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp8", DType::kFp8},
-          {"fp32", DType::kFp32}};
+          {"bf16", DType::kBf16},   {"fp16", DType::kFp16},   {"fp8", DType::kFp8},
+          {"mxfp8", DType::kMxfp8}, {"nvfp4", DType::kNvfp4}, {"fp32", DType::kFp32}};
       for (const auto& [key, dt] : dtypes) {
         if (auto v = positive_quantity(r, pk, pp, key, Dimension::kFlopRate))
           out.peak_flop_per_s[dt] = *v;
@@ -104,9 +105,20 @@ void parse_gpu(YamlReader& r, const YAML::Node& g, GpuSpec& out) {
 
 void parse_node(YamlReader& r, const YAML::Node& n, NodeSpec& out) {
   const std::string p = "node";
-  if (!r.expect_map(n, p, {"gpus", "nvlink", "nvswitch", "nvls", "nics", "nic"})) return;
+  if (!r.expect_map(n, p, {"gpus", "gpus_per_host", "nvlink", "nvswitch", "nvls", "nics", "nic"}))
+    return;
   for (const char* key : {"gpus", "nvlink", "nics", "nic"}) r.require(n, p, key);
   if (auto v = r.get_int(n, p, "gpus", 1, 1024)) out.gpus = static_cast<int>(*v);
+  // The NVLink domain is whole hosts (an NVL72 rack: 18 trays of 4).
+  if (auto v = r.get_int(n, p, "gpus_per_host", 1, 1024)) {
+    if (out.gpus % *v != 0)
+      r.error(n["gpus_per_host"], join_path(p, "gpus_per_host"),
+              fmt::format("expected a divisor of node.gpus ({}): an NVLink domain holds whole "
+                          "hosts, got {}",
+                          out.gpus, *v));
+    else
+      out.gpus_per_host = static_cast<int>(*v);
+  }
   if (auto v = positive_quantity(r, n, p, "nvlink", Dimension::kBandwidth))
     out.nvlink_bytes_per_s = *v;
   if (auto v = r.get_bool(n, p, "nvswitch")) out.nvswitch = *v;

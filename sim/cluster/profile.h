@@ -22,12 +22,21 @@ struct GpuSpec {
   double usable_memory_bytes() const { return memory_bytes - memory_reserved_bytes; }
   double hbm_bytes_per_s = 0;
   int sms = 0;
-  std::map<DType, double> peak_flop_per_s;  // dense, per dtype (bf16, fp16, fp8, fp32)
+  std::map<DType, double> peak_flop_per_s;  // dense, per dtype (bf16 ... nvfp4, fp32)
   bool operator==(const GpuSpec&) const = default;
 };
 
+// A "node" is an NVLink domain: the GPUs that reach one another through NVSwitch at
+// node.nvlink (8 on a DGX/HGX, 72 on a GB200/GB300 NVL72 rack). Every collective rule, the
+// rank layout and the flow topology key on it. The host (the machine the GPUs sit in: 8 on
+// a DGX, 4 on an NVL72 compute tray) is recorded apart, gpus_per_host, and nothing in the
+// cost model depends on it: NICs are per GPU (node.nics per domain says how many), NVLink
+// does not stop at the host, and nothing host-side (CPU offload, PCIe, host memory) is
+// modelled (hw_profiles/README.md, "NVLink domain and host").
 struct NodeSpec {
-  int gpus = 8;
+  int gpus = 8;                   // GPUs per NVLink domain
+  int gpus_per_host = 0;          // GPUs per host; 0: the domain is one host (gpus)
+  int host_gpus() const { return gpus_per_host > 0 ? gpus_per_host : gpus; }
   double nvlink_bytes_per_s = 0;  // per direction per GPU (line rate)
   bool nvswitch = true;
   bool nvls = false;              // NVSwitch with multicast (Hopper+)

@@ -29,10 +29,16 @@
 //            allreduce"): the slowest phase sets the rate, busbw = min(intra, inter).
 //            Measured 2x8 A100 HDR allreduce 188 GB/s = min(232, 8 x 24) -> 192.
 //   Tree   x 0.92 (NCCL's tree allreduce factor).
-//   NVLS   = nvls_busbw * (1 - (G - n)/(3G)), G GPUs per node, n >= 5 (no gain at <= 4):
-//            reproduces 420/440/460/480 GB/s at 5/6/7/8 H100s (nccl issue 1455) and
-//            414/436/460/473 on H200 (stas00 table) within 2%. Only allreduce: with NVLS
-//            allowed, 8xH200 allgather / reduce-scatter still run Ring (same table).
+//   NVLS   = nvls_busbw * (1 - (8 - n)/24) for 5 <= n <= 8 GPUs of the NVLink domain in the
+//            group (no gain at <= 4): reproduces 420/440/460/480 GB/s at 5/6/7/8 H100s (nccl
+//            issue 1455) and 414/436/460/473 on H200 (stas00 table) within 2%; nvls_busbw is
+//            the 8-GPU figure. Above 8 (an NVL72 domain, NCCL's NVLS over the multi-node
+//            NVLink fabric): NVLS reduces in the switch (multimem.ld_reduce) and multicasts
+//            the result (multimem.st), so each GPU sends and receives about S whatever n:
+//            algbw stays at its 8-GPU value and busbw = algbw x 2(n-1)/n, i.e. nvls_busbw x
+//            (2(n-1)/n) / (2 x 7/8): x1.071 at 16 GPUs, x1.127 at 72. No measurement above 8
+//            GPUs here: a derivation. Only allreduce: with NVLS allowed, 8xH200 allgather /
+//            reduce-scatter still run Ring (same table).
 //   NVLS-Tree = min(NVLS(ppn), inter).
 //   Protocol factor: LL 0.5, LL128 0.92 (=120/128), Simple 1.
 // All-to-all (runs as grouped send/recv; no tuner entry): uniform traffic, g = ppn,
@@ -91,6 +97,9 @@ constexpr double kNvlsTreeNvlink = 25.0, kNvlsTreeNet = 20.9;
 constexpr double kProtoFactor[3] = {0.5, 0.92, 1.0};
 constexpr double kTreeFactor = 0.92;
 constexpr int kNvlsMinRanks = 5;  // "no gain at <= 4 GPUs" (nccl issue 1455)
+// collectives.nvls_busbw is the busbw of an NVLS allreduce over 8 GPUs of a domain, the size
+// every published NVLS measurement has (DGX/HGX H100, H200).
+constexpr int kNvlsRefRanks = 8;
 
 double bus_factor(CollOp op, int n) { return busbw_factor(bus_op_of(op), n); }
 
@@ -147,8 +156,10 @@ bool nvls_available(const GroupShape& g, const HwProfile& hw) {
 }
 
 double nvls_busbw(int ppn, const HwProfile& hw) {
-  const double gpus = std::max(hw.node.gpus, ppn);
-  return hw.collectives.nvls_busbw * (1.0 - (gpus - ppn) / (3.0 * gpus));
+  const double ref = kNvlsRefRanks, n = ppn;
+  if (n <= ref) return hw.collectives.nvls_busbw * (1.0 - (ref - n) / (3.0 * ref));
+  // Beyond 8: algbw held, busbw x 2(n-1)/n against 2 x 7/8 (header).
+  return hw.collectives.nvls_busbw * (2.0 * (n - 1) / n) / (2.0 * (ref - 1) / ref);
 }
 
 struct Candidate {

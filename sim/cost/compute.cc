@@ -6,7 +6,8 @@
 //   shape(M,n,k) = E * M/(M+hm) * n/(n+hn) * k/(k+hk),  M = batch * m,
 //   t_kernel     = flops / (peak * shape) + gemm_fixed_time_s,
 //   eff          = flops / (peak * t_kernel),
-// E = gemm_max_eff (bf16/fp16/fp32) or fp8_max_eff (fp8, of the fp8 peak). The fixed time
+// E = gemm_max_eff (bf16/fp16/fp32) or fp8_max_eff (fp8, mxfp8, nvfp4: of that dtype's own
+// peak; no narrower format has a measured ceiling of its own here). The fixed time
 // is the few-microsecond floor every GEMM kernel has (ramp-up, tail wave); without it the
 // product form cannot fit both 256^3 (0.7% of peak) and 4096^3 (79%) on H100.
 // Fit (tests/data/measured/fit_cost_params.py): Nelder-Mead on sum of squared log-errors
@@ -85,7 +86,8 @@ const GemmPoint* table_match(const GemmShape& g, const ComputeParams& c) {
 }
 
 // Tensor-core GEMMs want every leading (contiguous) dimension a multiple of 16 bytes of the
-// dtype (NVIDIA's matrix-multiplication performance guide: 8 fp16/bf16 elements, 16 fp8);
+// dtype (NVIDIA's matrix-multiplication performance guide: 8 fp16/bf16 elements, 16 fp8;
+// by the same 16 bytes, 32 nvfp4);
 // otherwise cuBLAS falls back to slower kernels. With row-major operands, C[m,n] =
 // op(A)[m,k] op(B)[k,n]: NN and NT lead with k (A) and n (B^T stores [n,k] with k leading;
 // C leads with n), TN with m (A^T stores [k,m]) and n, TT with all three. So the token
@@ -93,7 +95,8 @@ const GemmPoint* table_match(const GemmShape& g, const ComputeParams& c) {
 // it. Measured on H100 (stas00, SwiGLU MLP at d_hidden 4096): d_ff 10922 (= 2 mod 8) ran at
 // 272.7 TFLOP/s, the aligned sizes around it at 395-398.
 bool aligned(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype, GemmLayout layout) {
-  const std::int64_t elems = std::max<std::int64_t>(1, 16 / dtype_bytes(dtype));
+  const auto elems =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(16.0 / dtype_element_bytes(dtype)));
   const bool m_leads = layout == GemmLayout::kTN || layout == GemmLayout::kTT;
   const bool k_leads = layout != GemmLayout::kTN;
   return n % elems == 0 && (!m_leads || m % elems == 0) && (!k_leads || k % elems == 0);
@@ -128,8 +131,8 @@ double gemm_efficiency(const GemmShape& g, const HwProfile& hw) {
     const bool point_aligned = aligned(p->m, p->n, p->k, p->dtype, g.layout);
     return !shape_aligned && point_aligned ? e * c.gemm_unaligned_eff : e;
   }
-  const bool fp8 = g.dtype == DType::kFp8 && has_peak(DType::kFp8, hw);
-  const double ceiling = fp8 ? c.fp8_max_eff : c.gemm_max_eff;
+  const bool narrow = narrow_gemm_dtype(g.dtype) && has_peak(g.dtype, hw);
+  const double ceiling = narrow ? c.fp8_max_eff : c.gemm_max_eff;
   const double big_m = static_cast<double>(std::max<std::int64_t>(g.batch, 1)) *
                        static_cast<double>(std::max<std::int64_t>(g.m, 1));
   const double shape = ceiling * saturation(big_m, c.gemm_half_m) *

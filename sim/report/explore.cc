@@ -204,10 +204,15 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
     for (int e = 1; e <= m.moe->experts; ++e)
       if (m.moe->experts % e == 0) eps.push_back(e);
   }
-  for (int tp : {1, 2, 4, 8}) {
-    if (tp > node || m.heads % tp != 0 || m.kv_heads % tp != 0) continue;
+  // Tensor and context parallel sizes: powers of two up to the NVLink domain (node.gpus: 8 on
+  // a DGX, 72 on an NVL72 rack, whose groups of 16, 32 or 64 never touch a NIC); tp where
+  // the heads and the KV heads split evenly (Megatron: num_query_groups % tp == 0).
+  std::vector<int> sizes;
+  for (int s = 1; s <= std::min(node, gpus); s *= 2) sizes.push_back(s);
+  for (int tp : sizes) {
+    if (m.heads % tp != 0 || m.kv_heads % tp != 0) continue;
     for (int pp = 1; pp <= m.layers && pp <= gpus; ++pp) {
-      for (int cp : {1, 2, 4}) {
+      for (int cp : sizes) {
         if (cp > 1 && base.training.seq_len < kCpMinSeqLen) continue;
         if (gpus % (tp * pp * cp) != 0) continue;
         const int dp = gpus / (tp * pp * cp);

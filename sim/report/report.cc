@@ -173,6 +173,7 @@ Result make_result(const Scenario& sc, const Program& p, const Timeline& t) {
   if (r.step_time_s > 0) {
     r.tokens_per_s = tokens / r.step_time_s;
     r.tflops_per_gpu = r.model_flops / r.step_time_s / sc.gpus / 1e12;
+    // MFU against the training dtype's own peak (fp8, mxfp8, nvfp4: the FP8 / FP4 rate).
     auto it = sc.profile.gpu.peak_flop_per_s.find(sc.training.dtype);
     double peak = it != sc.profile.gpu.peak_flop_per_s.end() ? it->second : 0.0;
     r.mfu = peak > 0 ? r.model_flops / (r.step_time_s * sc.gpus * peak) : 0.0;

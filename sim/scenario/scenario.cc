@@ -26,7 +26,7 @@
 //    parallelism. Default: tp without ep, 1 with ep (model/workload.h expert_tp_of).
 //  - microbatches x layers (the layer passes of one step, each simulated) is at most 2^21.
 //  - ZeRO-3 with pp > 1 is allowed.
-//  - fp8 training needs a GPU whose profile lists an fp8 peak.
+//  - fp8, mxfp8 and nvfp4 training need a GPU whose profile lists a peak for that dtype.
 //  - cluster.stragglers: a list; each entry names exactly one of `gpu` (0 .. gpus-1) or
 //    `node` (0 .. nodes-1) and at least one of `compute`, `nic`, `nvlink`, each in [0.01, 1];
 //    a GPU or node named twice is an error (its node and itself once each is allowed).

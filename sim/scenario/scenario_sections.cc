@@ -298,14 +298,17 @@ bool Loader::parse_training(const YAML::Node& t, Scenario& sc) {
   r_.require(t, p, "global_batch");
   if (auto v = r_.get_int(t, p, "seq_len", 1, kMaxI64)) sc.training.seq_len = *v;
   if (auto v = r_.get_int(t, p, "global_batch", 1, kMaxI64)) sc.training.global_batch = *v;
-  if (auto v = r_.get_enum(t, p, "dtype", {"bf16", "fp16", "fp8"})) {
-    sc.training.dtype = *v == "fp8" ? DType::kFp8 : *v == "fp16" ? DType::kFp16 : DType::kBf16;
-    if (sc.training.dtype == DType::kFp8 && profile_ok_ &&
-        sc.profile.gpu.peak_flop_per_s.count(DType::kFp8) == 0)
+  if (auto v = r_.get_enum(t, p, "dtype", {"bf16", "fp16", "fp8", "mxfp8", "nvfp4"})) {
+    for (DType d : {DType::kBf16, DType::kFp16, DType::kFp8, DType::kMxfp8, DType::kNvfp4})
+      if (*v == dtype_name(d)) sc.training.dtype = d;
+    // A GEMM dtype below 16 bits runs only on tensor cores that have it: fp8 from Hopper on,
+    // mxfp8 and nvfp4 (block-scaled) from Blackwell on. The profile says so by its peaks.
+    if (narrow_gemm_dtype(sc.training.dtype) && profile_ok_ &&
+        sc.profile.gpu.peak_flop_per_s.count(sc.training.dtype) == 0)
       r_.error(t["dtype"], "training.dtype",
-               fmt::format("fp8 needs a GPU with an fp8 peak, but profile {} ({}) lists none "
+               fmt::format("{} needs a GPU with an {} peak, but profile {} ({}) lists none "
                            "in gpu.peak",
-                           sc.profile.name, sc.profile.gpu.name));
+                           *v, *v, sc.profile.name, sc.profile.gpu.name));
   }
   if (auto v = r_.get_enum(t, p, "optimizer", {"adam", "sgd"}))
     sc.training.optimizer = *v == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;

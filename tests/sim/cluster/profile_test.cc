@@ -114,7 +114,9 @@ TEST(Profiles, UnknownProfileListsKnownOnes) {
   auto issues = issues_of("h100-sxn");
   ASSERT_EQ(issues.size(), 1u);
   EXPECT_NE(issues[0].message.find("unknown profile \"h100-sxn\""), std::string::npos);
-  EXPECT_NE(issues[0].message.find("a100-80g-sxm, h100-sxm, h200-sxm"), std::string::npos);
+  EXPECT_NE(issues[0].message.find(
+                "a100-80g-sxm, b200-sxm, b300-sxm, gb200-nvl72, gb300-nvl72, h100-sxm, h200-sxm"),
+            std::string::npos);
   EXPECT_NE(issues[0].message.find("did you mean 'h100-sxm'?"), std::string::npos);
 }
 

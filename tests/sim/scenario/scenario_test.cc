@@ -107,7 +107,7 @@ TEST(ScenarioRules, UnknownNamesListTheKnownOnes) {
   expect_issue(base().insert(15, "  optimizer: lion"), "training.optimizer", 15,
                "(known: adam, sgd)");
   expect_issue(base().insert(15, "  dtype: fp4"), "training.dtype", 15,
-               "(known: bf16, fp16, fp8)");
+               "(known: bf16, fp16, fp8, mxfp8, nvfp4)");
   expect_issue(base().set(10, "  profile: h100-sxn"), "cluster.profile", 10,
                "unknown profile \"h100-sxn\"");
   expect_issue(base().set(10, "  profile: h100-sxn"), "cluster.profile", 10,
