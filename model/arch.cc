@@ -26,6 +26,9 @@ std::vector<std::string> validate_arch(const ModelArch& a) {
   need_positive("heads", a.heads);
   need_positive("kv_heads", a.kv_heads);
   need_positive("vocab", a.vocab);
+  if (a.window < 0) out.push_back(fmt::format("window: expected >= 0, got {}", a.window));
+  if (a.window_every < 1)
+    out.push_back(fmt::format("window_every: expected >= 1, got {}", a.window_every));
   if (a.head_dim < 0) out.push_back(fmt::format("head_dim: expected >= 0, got {}", a.head_dim));
   if (a.heads > 0 && a.kv_heads > 0 && a.heads % a.kv_heads != 0) {
     out.push_back(fmt::format("kv_heads: {} does not divide heads ({})", a.kv_heads, a.heads));
@@ -43,9 +46,21 @@ std::vector<std::string> validate_arch(const ModelArch& a) {
     if (m.experts > 0 && m.top_k > m.experts) {
       out.push_back(fmt::format("moe.top_k: {} exceeds moe.experts ({})", m.top_k, m.experts));
     }
-    if (!(m.capacity_factor > 0)) {
+    if (m.capacity_factor < 0) {
       out.push_back(fmt::format("moe.capacity_factor: expected a positive number, got {}",
                                 m.capacity_factor));
+    }
+    if (m.experts > 0 && m.top_k > 0 && m.top_k <= m.experts &&
+        !(m.imbalance >= 1.0 && m.imbalance <= static_cast<double>(m.experts) / m.top_k)) {
+      out.push_back(fmt::format("moe.imbalance: expected 1..experts/top_k ({}), got {}",
+                                static_cast<double>(m.experts) / m.top_k, m.imbalance));
+    }
+    if ((m.router_groups > 0) != (m.router_group_topk > 0) ||
+        (m.router_groups > 0 && (m.experts % m.router_groups != 0 ||
+                                 m.router_group_topk > m.router_groups))) {
+      out.push_back(fmt::format("moe.router_groups: {} groups (top {}) must divide the "
+                                "experts ({}) and come with router_group_topk <= groups",
+                                m.router_groups, m.router_group_topk, m.experts));
     }
     if (m.shared_experts < 0) {
       out.push_back(fmt::format("moe.shared_experts: expected >= 0, got {}", m.shared_experts));
@@ -125,9 +140,10 @@ ModelArch deepseek_v3_like() {
   m.top_k = 8;
   m.ffn_hidden = 2048;
   m.every = 1;
-  m.capacity_factor = 1.0;
   m.shared_experts = 1;
   m.first_dense_layers = 3;
+  m.router_groups = 8;  // n_group 8, topk_group 4: a token reaches at most 4 nodes
+  m.router_group_topk = 4;
   a.moe = m;
   a.approximation =
       "multi-head latent attention approximated as standard attention: the low-rank "
@@ -136,6 +152,65 @@ ModelArch deepseek_v3_like() {
       "token; the attention core runs 128 heads with q/k head size 192 and v head size 128 "
       "(FLOPs exact); the KV cache compression, q/kv-a norms (2048 params/layer), router "
       "bias and the multi-token-prediction module are not modelled";
+  return a;
+}
+
+// Kimi K2 (MoonshotAI/Kimi-K2 README, config.json; Megatron-Bridge KimiK2Provider): the
+// DeepSeek-V3 architecture with 64 MLA heads, 1 leading dense layer, 384 routed experts
+// (ffn 2048) top-8 + 1 shared, one router group, vocab 163840. MLA q/kv projections:
+// q_a 7168x1536 + q_b 1536x(64*192) + kv_a 7168x576 + kv_b 512x(64*256) = 42,401,792 =
+// 7168 x 5915.4, approximated by one [7168, 5888] GEMM (46*128; -0.46% on them).
+ModelArch kimi_k2_like() {
+  ModelArch a = llama("kimi-k2-like", 61, 7168, 18432, 64, 64, 163840);
+  a.head_dim = 128;
+  a.qk_head_dim = 192;
+  a.qkv_features = 5888;
+  MoeSpec m;
+  m.experts = 384;
+  m.top_k = 8;
+  m.ffn_hidden = 2048;
+  m.shared_experts = 1;
+  m.first_dense_layers = 1;
+  a.moe = m;
+  a.approximation =
+      "multi-head latent attention approximated as in deepseek-v3-like: one fused QKV GEMM "
+      "[7168, 5888] for the q/kv low-rank projections (-0.46% of their parameters)";
+  return a;
+}
+
+// Qwen3 MoE (Qwen3 model cards, config.json; Megatron-Bridge Qwen3MoEModelProvider): GQA
+// with 4 KV heads of 128, qk-norm, 128 routed experts top-8 with no shared expert, every
+// layer MoE, softmax router with top-k renormalised, vocab 151936, untied.
+ModelArch qwen3_moe(std::string name, int layers, std::int64_t hidden, int heads,
+                    std::int64_t expert_ffn) {
+  ModelArch a = llama(std::move(name), layers, hidden, expert_ffn * 8, heads, 4, 151936);
+  a.head_dim = 128;
+  a.qk_norm = true;
+  MoeSpec m;
+  m.experts = 128;
+  m.top_k = 8;
+  m.ffn_hidden = expert_ffn;
+  a.moe = m;
+  return a;
+}
+
+// GPT-OSS-120B (openai/gpt-oss README and gpt_oss/torch/model.py ModelConfig): 36 layers,
+// hidden 2880, 64 query / 8 KV heads of 64, 128 experts (ffn 2880) top-4, biases on every
+// linear layer (RMSNorm), learned attention sinks, 128-token sliding windows on even
+// layers, vocab 201088, untied. The SwiGLU clamp and the MXFP4 expert weights of the
+// release are not modelled (training here runs in the scenario's dtype).
+ModelArch gpt_oss_120b() {
+  ModelArch a = llama("gpt-oss-120b", 36, 2880, 2880, 64, 8, 201088);
+  a.head_dim = 64;
+  a.linear_bias = true;
+  a.attention_sinks = true;
+  a.window = 128;
+  a.window_every = 2;
+  MoeSpec m;
+  m.experts = 128;
+  m.top_k = 4;
+  m.ffn_hidden = 2880;
+  a.moe = m;
   return a;
 }
 
@@ -161,6 +236,10 @@ const std::vector<ModelArch>& builtins() {
     v.push_back(mixtral("mixtral-8x7b", 32, 4096, 14336, 32, 8, 32000));
     v.push_back(mixtral("mixtral-8x22b", 56, 6144, 16384, 48, 8, 32768));
     v.push_back(deepseek_v3_like());
+    v.push_back(kimi_k2_like());
+    v.push_back(qwen3_moe("qwen3-30b-a3b", 48, 2048, 32, 768));
+    v.push_back(qwen3_moe("qwen3-235b-a22b", 94, 4096, 64, 1536));
+    v.push_back(gpt_oss_120b());
     return v;
   }();
   return all;

@@ -2,6 +2,7 @@
 // optionally tied embeddings), Llama-style (SwiGLU, RMSNorm, GQA) and MoE variants.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,7 +19,18 @@ struct MoeSpec {
   std::int64_t ffn_hidden = 0; // each expert's FFN size
   int every = 1;               // a MoE layer every `every` layers (layer l is MoE when
                                // (l + 1) % every == 0, counting from 0), others dense
-  double capacity_factor = 1.0;  // tokens per expert = capacity_factor * tokens*top_k/experts
+  // Token drop (Megatron --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity):
+  // every expert takes exactly ceil(capacity_factor * T*top_k/experts) rows from each source
+  // rank. 0 (not given): dropless, as DeepSeek-V3 trained (paper section 2.1.2).
+  double capacity_factor = 0;
+  // Dropless load imbalance: the most loaded expert's rows over the mean (1 = balanced, as
+  // Megatron's --moe-router-force-load-balancing benchmarks run). The busiest ep rank sets
+  // the pace (model/moe.cc).
+  double imbalance = 1.0;
+  // Node-limited routing (Megatron --moe-router-num-groups / --moe-router-group-topk;
+  // DeepSeek-V3: 8 groups, top 4): a token's experts lie in group_topk of the groups.
+  int router_groups = 0;
+  int router_group_topk = 0;
   int shared_experts = 0;      // always-on experts of the same ffn size (DeepSeek)
   int first_dense_layers = 0;  // leading dense layers (DeepSeek-V3: 3)
 };
@@ -43,6 +55,21 @@ struct ModelArch {
   // GPT: true; Llama, Mixtral, DeepSeek train without: false). Decides whether the 1-byte
   // dropout masks of Korthikanti et al. 2022 (section 4.1) are stored.
   bool dropout = true;
+  // Biases on the linear layers when they differ from the norm's convention (has_bias):
+  // GPT-OSS has RMSNorm and biased projections, experts and router.
+  std::optional<bool> linear_bias;
+  // RMSNorm of each query and key head before attention (Qwen3, Megatron
+  // --qk-layernorm): head_dim gains for q and for k per layer, and a memory-bound kernel
+  // reading and writing Q and K.
+  bool qk_norm = false;
+  // One learned logit per head that joins every softmax (GPT-OSS attention sinks): `heads`
+  // parameters per layer; the kernel's FLOPs and bytes are unchanged.
+  bool attention_sinks = false;
+  // Sliding-window attention: each query sees the last `window` keys (0: full causal);
+  // with window_every = 2 only even layers (0, 2, ...) are windowed (GPT-OSS alternates
+  // 128-token windows with full attention), 1: every layer.
+  std::int64_t window = 0;
+  int window_every = 1;
   // Query/key head size when it differs from the value head size (DeepSeek MLA: 128 nope +
   // 64 rope = 192 vs 128 for values). 0: dim_per_head().
   std::int64_t qk_head_dim = 0;
@@ -63,7 +90,11 @@ struct ModelArch {
   bool gated_mlp() const { return activation == Activation::kSwiglu; }
   // GPT-style layers (LayerNorm) carry biases on every linear layer; Llama-style (RMSNorm)
   // carry none. Narayanan et al. 2021 eq. 2's 13h term per layer counts those biases.
-  bool has_bias() const { return norm == Norm::kLayerNorm; }
+  bool has_bias() const { return linear_bias.value_or(norm == Norm::kLayerNorm); }
+  // Whether layer `layer` (0-based) attends through the sliding window.
+  bool windowed_layer(int layer) const {
+    return window > 0 && layer % std::max(1, window_every) == 0;
+  }
   // Parameters of one norm: LayerNorm gain + bias, RMSNorm gain only.
   std::int64_t norm_params() const { return norm == Norm::kLayerNorm ? 2 * hidden : hidden; }
 };

@@ -48,10 +48,7 @@ double d(std::int64_t v) { return static_cast<double>(v); }
 // For GPT (MHA, ffn = 4h, e = 2, dropout) that is sbh(10 + 24/t + 5as/(ht)) without sp
 // and (sbh/t)(34 + 5as/h) with sp — Table 2. GQA shrinks K and V by kv/a; SwiGLU stores
 // 3*ffn instead of 2*ffn per token in the MLP; Llama-style models have no dropout masks.
-// MoE layers replace the MLP by: router input (shared with the shared experts' fc1), fp32
-// router probabilities, per expert slot the fc1 input, act input, fc2 input and the expert
-// output (needed for the routing-weight gradient), and the shared experts' act and fc2
-// inputs as a tp-split dense MLP's.
+// MoE layers replace the MLP by the terms listed at the MoE block below.
 // Full recompute keeps the layer input only (2sbh; sharded by sp).
 double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec& shard,
                               Recompute rc, bool flash_attention) {
@@ -94,23 +91,27 @@ double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec&
     bytes += tokens * ffn * (gate + 1.0) * e;                // act input, fc2 input
     return bytes;
   }
-  // MoE block, split as in layer_ops (workload.cc): with expert tp (expert_tp_of) and no ep
-  // all T tokens are routed; otherwise each tp rank routes its 1/tp of them, and with expert
-  // tp and ep the expert slots hold the dispatched tokens of the etp ranks.
+  // MoE block, split as in layer_ops (model/moe.cc): with expert tp (expert_tp_of) and no ep
+  // all T tokens are routed; otherwise each tp rank routes its 1/tp of them. Saved for
+  // backward, per Megatron-Core's code paths (R = the busiest rank's expert rows,
+  // moe_load): the router input; the fp32 router logits and probabilities [T, E] and the
+  // bool routing map; the permutation's int32 row-id map [T, E]; per row the fc1 input
+  // (R x h: the dispatched tokens themselves), the act input (R x 2f gated), the fc2 input
+  // (R x f) and the fp32 probability (since Megatron-Core 0.13 the probabilities weight
+  // the activation, so the expert output is not kept for the unpermute backward).
+  // Transformer Engine keeps the fp8 copies of the GEMM inputs when GEMMs run in fp8
+  // (the fc1 and fc2 inputs: 1 byte). Shared experts as a tp-split dense MLP.
   const MoeSpec& m = *arch.moe;
   const double etp = expert_tp_of(shard);
   const bool expert_tp = etp > 1 && shard.ep == 1;
-  const double gathered = etp > 1 && shard.ep > 1 ? etp : 1.0;
-  const double routed_tokens = expert_tp ? tokens : tokens / t;
-  // The block input (ln2 output; sharded under sp) is the router's input and the shared
-  // experts' fc1 input; with ep > 1 and without sp the router reads only this rank's 1/tp
-  // slice of it, but shared experts (a tp-split dense MLP, workload.cc) keep all of it.
+  const MoeLoad ld = moe_load(arch, shard);
+  const double routed_tokens = static_cast<double>(ld.tokens);
   const bool whole_input = expert_tp || m.shared_experts > 0;
   bytes += (whole_input ? tn : routed_tokens) * h * e;      // router / shared fc1 input
-  bytes += routed_tokens * m.experts * 4.0;                  // fp32 router probabilities
-  const double slots = m.capacity_factor * routed_tokens * m.top_k * gathered;
+  bytes += routed_tokens * m.experts * (4.0 + 4.0 + 1.0 + 4.0);  // logits, probs, map, ids
   const double ffn_e = d(m.ffn_hidden) / etp;
-  bytes += slots * (2.0 * h + ffn_e * (gate + 1.0)) * e;     // fc1 input, expert output, act input, fc2 input
+  const double gemm_in = std::min(dtype_storage_bytes(shard.dtype), e);  // fp8 kept by TE
+  bytes += ld.rows * ((h + ffn_e) * gemm_in + gate * ffn_e * e + 4.0);
   const double ffn_s = m.shared_experts * d(m.ffn_hidden) / t;
   bytes += tokens * ffn_s * (gate + 1.0) * e;                // shared act input, fc2 input
   return bytes;

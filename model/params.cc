@@ -22,6 +22,8 @@ double attention_params(const ModelArch& a) {
   const double proj_in = static_cast<double>(a.heads) * static_cast<double>(a.dim_per_head());
   double p = h * qkv + proj_in * h;
   if (a.has_bias()) p += qkv + h;
+  if (a.qk_norm) p += 2.0 * static_cast<double>(a.dim_qk());  // q and k RMSNorm gains
+  if (a.attention_sinks) p += static_cast<double>(a.heads);   // one sink logit per head
   return p;
 }
 
@@ -40,7 +42,7 @@ LayerCount layer_params(const ModelArch& a, int layer) {
   }
   const MoeSpec& m = *a.moe;
   const double expert = mlp_params(a, static_cast<double>(m.ffn_hidden));
-  const double router = static_cast<double>(a.hidden) * m.experts;
+  const double router = static_cast<double>(a.hidden + (a.has_bias() ? 1 : 0)) * m.experts;
   const double shared = m.shared_experts * expert;
   c.total = norms + attn + router + shared + m.experts * expert;
   c.active = norms + attn + router + shared + m.top_k * expert;

@@ -25,8 +25,18 @@
 #include <iterator>
 
 #include "model/error.h"
+#include "model/workload_parts.h"
 
 namespace stepcast {
+
+const char* moe_dispatcher_name(MoeDispatcher d) {
+  switch (d) {
+    case MoeDispatcher::kAllToAll: return "alltoall";
+    case MoeDispatcher::kAllGather: return "allgather";
+    case MoeDispatcher::kDeepEp: return "deepep";
+  }
+  return "alltoall";
+}
 
 int dtype_bytes(DType t) {
   switch (t) {
@@ -81,25 +91,7 @@ DType activation_dtype(DType compute) {
   return narrow_gemm_dtype(compute) ? DType::kBf16 : compute;
 }
 
-namespace {
-
-using I = std::int64_t;
-double d(I v) { return static_cast<double>(v); }
-
-// Per-rank sizes of one layer under a shard.
-struct Local {
-  I b = 1, s = 0;
-  int tp = 1, cp = 1, ep = 1;
-  int etp = 1;              // expert tensor parallel size (expert_tp_of)
-  bool sp = false;
-  DType dt = DType::kBf16;  // GEMM input dtype
-  DType act = DType::kBf16; // activation dtype
-  double e = 2;             // activation bytes per element
-  I tokens = 0;             // T = b*s/cp, tokens through the GEMMs on this rank
-  I norm_tokens = 0;        // T/tp under sp, else T
-  I heads = 0, kv_heads = 0, dqk = 0, dv = 0;
-  I qkv_n = 0, proj_k = 0;
-};
+namespace workload_parts {
 
 Local make_local(const ModelArch& a, const ShardSpec& sh) {
   STEPCAST_CHECK(sh.tp >= 1 && sh.cp >= 1 && sh.ep >= 1 && sh.microbatch >= 1,
@@ -140,10 +132,13 @@ Local make_local(const ModelArch& a, const ShardSpec& sh) {
     l.qkv_n = l.heads * l.dqk + l.kv_heads * (l.dqk + l.dv);
   }
   l.proj_k = l.heads * l.dv;
+  l.dispatcher = sh.dispatcher;
+  l.ep_nodes = sh.ep_nodes;
+  l.shared_overlap = sh.shared_expert_overlap;
   return l;
 }
 
-Step op_step(Op op, bool selective = false) {
+Step op_step(Op op, bool selective) {
   Step s;
   s.is_comm = false;
   s.op = std::move(op);
@@ -160,7 +155,6 @@ Step comm_step(CommPointKind kind, double bytes, std::string name) {
   return s;
 }
 
-// A comm step of the MoE token dispatcher (CommPoint::gemm_overlap false).
 Step dispatcher_comm_step(CommPointKind kind, double bytes, std::string name) {
   Step s = comm_step(kind, bytes, std::move(name));
   s.comm.gemm_overlap = false;
@@ -200,17 +194,6 @@ Op gemm(std::string name, I m, I n, I k, I batch, const Local& l, GemmLayout lay
   return op;
 }
 
-// The three GEMMs of one linear layer y[T, out] = x[T, in] W[in, out] (Megatron stores W
-// transposed; the shapes are the same): forward NN, input gradient dx = dy W^T (NT),
-// weight gradient dW = x^T dy (TN). Each 2*T*in*out FLOPs.
-struct Linear {
-  std::string name;
-  I tokens, in, out, batch = 1;
-  Op fwd(const Local& l) const { return gemm(name, tokens, out, in, batch, l, GemmLayout::kNN); }
-  Op dgrad(const Local& l) const { return gemm(name, tokens, in, out, batch, l, GemmLayout::kNT); }
-  Op wgrad(const Local& l) const { return gemm(name, in, out, tokens, batch, l, GemmLayout::kTN); }
-};
-
 Op memory_op(std::string name, double bytes_read, double bytes_written) {
   Op op;
   op.name = std::move(name);
@@ -220,14 +203,6 @@ Op memory_op(std::string name, double bytes_read, double bytes_written) {
   op.bytes_written = bytes_written;
   return op;
 }
-
-// The feed-forward part of a layer (dense MLP or MoE block), appended to the three lists
-// in their own orders: fwd after ln2, bwd_input before ln2's backward, bwd_weight.
-struct Block {
-  std::vector<Step> fwd, bwd_input, bwd_weight;
-  double params = 0;
-  double expert_params = 0;  // of which routed experts'
-};
 
 // A (dense or expert) MLP of width `ffn_local` per rank over `tokens`, `batch` experts.
 void append_mlp(const ModelArch& a, const Local& l, const std::string& prefix, I tokens,
@@ -279,114 +254,9 @@ Block dense_block(const ModelArch& a, const Local& l) {
   return tp_mlp_block(a, l, "", "mlp", a.ffn_hidden);
 }
 
-Block moe_block(const ModelArch& a, const Local& l) {
-  const MoeSpec& m = *a.moe;
-  STEPCAST_CHECK(m.experts % l.ep == 0, "moe.experts " + std::to_string(m.experts) +
-                                            " not divisible by ep " + std::to_string(l.ep));
-  // Three layouts (see top): experts split over tp (etp = tp) without ep, the block gathering
-  // all T tokens as the dense MLP does; experts split over tp with ep, each rank routing its
-  // sequence-parallel shard and the dispatched tokens gathered across tp (Megatron-Core's
-  // alltoall dispatcher: gather_from_sequence_parallel_region after the all-to-all,
-  // reduce-scatter before the way back); experts whole (etp = 1), each rank routing its own
-  // 1/tp of the tokens.
-  const int etp = l.etp;
-  const bool expert_tp = etp > 1 && l.ep == 1;
-  const bool gather_dispatched = etp > 1 && l.ep > 1;
-  STEPCAST_CHECK(m.ffn_hidden % etp == 0, "moe.ffn_hidden not divisible by expert tp");
-  STEPCAST_CHECK(!gather_dispatched || l.sp,
-                 "moe: experts split over tp with ep need sequence parallelism");
-  // Tokens routed on this rank: all T with expert tp; else this rank's 1/tp share.
-  STEPCAST_CHECK(expert_tp || l.tokens % l.tp == 0, "moe: tokens per rank not divisible by tp");
-  const I tokens = expert_tp ? l.tokens : l.tokens / l.tp;
-  const I local_experts = m.experts / l.ep;
-  // Each of the ep ranks sends each local expert capacity_factor * tokens*top_k/experts of
-  // its tokens on average; expert slots = capacity_factor * tokens * ep * top_k / experts,
-  // times etp when the dispatched tokens are gathered across the expert tp group.
-  const double slots = m.capacity_factor * d(tokens) * d(l.ep) * m.top_k / m.experts *
-                       (gather_dispatched ? etp : 1);
-  const I per_expert = static_cast<I>(std::ceil(slots - 1e-9));
-  // Token copies this rank sends: capacity_factor x tokens x top_k, the same capacity the
-  // expert slots above hold. Megatron-Core's token dispatcher with --moe-expert-capacity-factor
-  // drops the copies beyond an expert's capacity before the all-to-all (below 1 fewer are
-  // sent) and, with --moe-pad-expert-input-to-capacity, pads each expert's share up to it
-  // (above 1 the padding travels too): the expert GEMMs, the permute buffers and the
-  // dispatch/combine bytes all scale with it (1 = balanced routing, nothing dropped or padded).
-  const double routed = m.capacity_factor * d(tokens) * m.top_k;
-  const double full = d(l.tokens) * d(a.hidden) * l.e;
-  const double e = l.e;
-  const double h = d(a.hidden);
+}  // namespace workload_parts
 
-  Block blk;
-  std::vector<Step> rev;
-  const bool gather = expert_tp && l.sp;                   // as the dense MLP
-  const bool reduce = l.tp > 1 && (expert_tp || !l.sp);    // partial sums / slices
-  if (gather) blk.fwd.push_back(dispatcher_comm_step(CommPointKind::kTpGather, full, "mlp.in"));
-  if (reduce) rev.push_back(dispatcher_comm_step(CommPointKind::kTpReduce, full, "mlp.in"));
-
-  // The router (h x experts, tiny) is replicated over tp; with ep == 1 every tp rank routes
-  // all T tokens, the one place where per-rank FLOPs x tp exceed the unsplit layer's.
-  const Linear router{"router", tokens, a.hidden, m.experts, 1};
-  blk.fwd.push_back(op_step(router.fwd(l)));
-  rev.push_back(op_step(router.dgrad(l)));
-  blk.params += h * m.experts;
-
-  // Permute (softmax/top-k, gather token copies by expert) and the dispatch all-to-all.
-  const double copies = routed * h * e;
-  blk.fwd.push_back(op_step(memory_op("moe.permute", d(tokens) * h * e, copies)));
-  rev.push_back(op_step(memory_op("moe.permute", copies, d(tokens) * h * e)));
-  if (l.ep > 1) {
-    blk.fwd.push_back(comm_step(CommPointKind::kEpDispatch, copies, "moe.dispatch"));
-    rev.push_back(comm_step(CommPointKind::kEpCombine, copies, "moe.combine"));
-  }
-  // The dispatched copies of the etp ranks, gathered (bytes: the gathered size); in
-  // backward the gradients are reduce-scattered back.
-  const double gathered = copies * etp;
-  if (gather_dispatched) {
-    blk.fwd.push_back(dispatcher_comm_step(CommPointKind::kTpGather, gathered, "moe.tp_in"));
-    rev.push_back(dispatcher_comm_step(CommPointKind::kTpReduce, gathered, "moe.tp_in"));
-  }
-  {
-    Block ex;
-    append_mlp(a, l, "moe.", per_expert, m.ffn_hidden / etp, local_experts, ex, rev);
-    for (auto& s : ex.fwd) blk.fwd.push_back(std::move(s));
-    for (auto& s : ex.bwd_weight) blk.bwd_weight.push_back(std::move(s));
-    blk.params += ex.params;
-    blk.expert_params = ex.params;
-  }
-  if (gather_dispatched) {
-    blk.fwd.push_back(dispatcher_comm_step(CommPointKind::kTpReduce, gathered, "moe.tp_out"));
-    rev.push_back(dispatcher_comm_step(CommPointKind::kTpGather, gathered, "moe.tp_out"));
-  }
-  if (l.ep > 1) {
-    blk.fwd.push_back(comm_step(CommPointKind::kEpCombine, copies, "moe.combine"));
-    rev.push_back(comm_step(CommPointKind::kEpDispatch, copies, "moe.dispatch"));
-  }
-  // Unpermute: weighted sum of the top_k expert outputs per token.
-  blk.fwd.push_back(op_step(memory_op("moe.unpermute", copies, d(tokens) * h * e)));
-  rev.push_back(op_step(memory_op("moe.unpermute", d(tokens) * h * e, copies)));
-  blk.bwd_weight.push_back(op_step(router.wgrad(l)));
-
-  if (gather) rev.push_back(dispatcher_comm_step(CommPointKind::kTpGather, full, "mlp.out"));
-  if (reduce) blk.fwd.push_back(dispatcher_comm_step(CommPointKind::kTpReduce, full, "mlp.out"));
-  blk.bwd_input.assign(rev.rbegin(), rev.rend());
-
-  // Shared experts (Megatron-Core SharedExpertMLP, moe/shared_experts.py): a dense MLP of
-  // shared * ffn that uses the attention's tensor parallelism whatever the expert
-  // parallelism, on the block's input, its output added to the routed one. So, as the dense
-  // MLP: all T tokens, width split by tp, and its own sequence-parallel gather and reduction
-  // (the routed path gathers or routes its tokens separately). Run after the routed experts
-  // (Megatron's order without --moe-shared-expert-overlap); in backward first.
-  if (m.shared_experts > 0) {
-    Block sh = tp_mlp_block(a, l, "shared.", "shared", m.shared_experts * m.ffn_hidden);
-    for (auto& s : sh.fwd) blk.fwd.push_back(std::move(s));
-    sh.bwd_input.insert(sh.bwd_input.end(), std::make_move_iterator(blk.bwd_input.begin()),
-                        std::make_move_iterator(blk.bwd_input.end()));
-    blk.bwd_input = std::move(sh.bwd_input);
-    for (auto& s : sh.bwd_weight) blk.bwd_weight.push_back(std::move(s));
-    blk.params += sh.params;
-  }
-  return blk;
-}
+namespace workload_parts {
 
 // Block-scaled GEMM inputs (mxfp8, nvfp4) are quantized by a memory-bound kernel of their
 // own (Transformer Engine's MXFP8Quantizer / NVFP4Quantizer): the tensor core scales along
@@ -420,10 +290,12 @@ void add_quantize_ops(std::vector<Step>& steps, const Local& l) {
   steps = std::move(out);
 }
 
-}  // namespace
+}  // namespace workload_parts
+
+using namespace workload_parts;
 
 Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_q,
-                std::int64_t seq_kv, bool causal, bool backward) {
+                std::int64_t seq_kv, bool causal, bool backward, std::int64_t window) {
   STEPCAST_CHECK(seq_q > 0 && seq_kv > 0, "attention_op: empty block");
   const Local l = make_local(arch, shard);
   Op op;
@@ -446,7 +318,14 @@ Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_
   // share of a load-balanced (zigzag) context-parallel rank (sq = s/cp against skv = s).
   double f = 2.0 * d(l.b) * d(l.heads) * d(seq_q) * d(seq_kv) * d(l.dqk + l.dv);
   op.attn.flash = shard.flash_attention;
-  if (shard.flash_attention) {
+  if (shard.flash_attention && causal && window > 0 && window < seq_kv && seq_q == seq_kv) {
+    // Sliding window on a square causal block: query i sees min(i + 1, w) keys, in all
+    // s*w - w(w-1)/2 of the s x s scores (FlashAttention's local attention skips the
+    // blocks outside the band).
+    const double w = d(window), sq = d(seq_q);
+    f = 2.0 * d(l.b) * d(l.heads) * (sq * w - w * (w - 1.0) / 2.0) * d(l.dqk + l.dv);
+    if (backward) f *= 2.5;
+  } else if (shard.flash_attention) {
     if (causal) f *= 0.5;
     // FlashAttention-2 backward: 5 matmuls (recomputed S, dV, dP, dQ, dK) vs 2 forward.
     if (backward) f *= 2.5;
@@ -498,6 +377,12 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   const Linear qkv{"qkv", l.tokens, arch.hidden, l.qkv_n, 1};
   const Linear proj{"proj", l.tokens, l.proj_k, arch.hidden, 1};
   Block ffn = arch.is_moe_layer(layer) ? moe_block(arch, l) : dense_block(arch, l);
+  const std::int64_t window = arch.windowed_layer(layer) ? arch.window : 0;
+  // qk-norm (Qwen3; Megatron --qk-layernorm): an RMSNorm over each head's query and key
+  // after the QKV GEMM, one kernel reading and writing Q and K; backward reads Q, K and
+  // their gradients and writes the input gradients.
+  const double qk_bytes =
+      d(l.tokens) * (d(l.heads) + d(l.kv_heads)) * d(l.dqk) * e;
 
   LayerOps out;
   // ---- forward
@@ -505,9 +390,10 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   f.push_back(op_step(memory_op("ln1", tn * h * e, tn * h * e)));
   if (l.sp) f.push_back(comm_step(CommPointKind::kTpGather, full, "attn.in"));
   f.push_back(op_step(qkv.fwd(l)));
+  if (arch.qk_norm) f.push_back(op_step(memory_op("qk_norm", qk_bytes, qk_bytes)));
   // Rank-local attention: s/cp queries against all s keys (the lowering splits it into
   // ring-attention chunks with attention_op).
-  f.push_back(op_step(attention_op(arch, shard, l.s / l.cp, l.s, true, false), true));
+  f.push_back(op_step(attention_op(arch, shard, l.s / l.cp, l.s, true, false, window), true));
   f.push_back(op_step(proj.fwd(l)));
   if (l.tp > 1) f.push_back(comm_step(CommPointKind::kTpReduce, full, "attn.out"));
   // ln2 fuses the attention-output dropout and residual add: reads the block output and
@@ -523,7 +409,8 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   bi.push_back(op_step(memory_op("ln2", 3 * tn * h * e + tn * h * mask, 2 * tn * h * e)));
   if (l.sp) bi.push_back(comm_step(CommPointKind::kTpGather, full, "attn.out"));
   bi.push_back(op_step(proj.dgrad(l)));
-  bi.push_back(op_step(attention_op(arch, shard, l.s / l.cp, l.s, true, true)));
+  bi.push_back(op_step(attention_op(arch, shard, l.s / l.cp, l.s, true, true, window)));
+  if (arch.qk_norm) bi.push_back(op_step(memory_op("qk_norm", 2 * qk_bytes, qk_bytes)));
   bi.push_back(op_step(qkv.dgrad(l)));
   if (l.tp > 1) bi.push_back(comm_step(CommPointKind::kTpReduce, full, "attn.in"));
   bi.push_back(op_step(memory_op("ln1", 3 * tn * h * e, tn * h * e)));
@@ -541,6 +428,8 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   // ---- parameters held on this rank
   double p = 2.0 * d(arch.norm_params()) + h * d(l.qkv_n) + d(l.proj_k) * h;
   if (arch.has_bias()) p += d(l.qkv_n) + h;
+  if (arch.qk_norm) p += 2.0 * d(l.dqk);               // q and k norm gains (replicated)
+  if (arch.attention_sinks) p += d(l.heads);          // one sink logit per local head
   p += ffn.params;
   out.param_count = p;
   out.expert_param_count = ffn.expert_params;

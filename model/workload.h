@@ -44,6 +44,11 @@ DType activation_dtype(DType compute);
 
 enum class OpKind { kGemm, kAttention, kMemoryBound };
 
+// The MoE token dispatcher (Megatron-Core --moe-token-dispatcher-type; model/moe.cc):
+// alltoall, allgather, or flex with DeepEP's fused dispatch/combine.
+enum class MoeDispatcher { kAllToAll, kAllGather, kDeepEp };
+const char* moe_dispatcher_name(MoeDispatcher d);  // "alltoall", "allgather", "deepep"
+
 // Operand layout of a GEMM for the executor: N = as stored, T = transposed (A then B).
 enum class GemmLayout : std::uint8_t { kNN, kNT, kTN, kTT };
 inline constexpr int kGemmLayoutCount = static_cast<int>(GemmLayout::kTT) + 1;
@@ -85,6 +90,8 @@ enum class CommPointKind {
   kTpGather,      // before a column-parallel GEMM under sp: allgather (no-op without sp)
   kEpDispatch,    // all-to-all tokens to experts
   kEpCombine,     // all-to-all tokens back
+  kEpGather,      // all-gather over the ep group (bytes: the gathered tensor)
+  kEpScatter,     // reduce-scatter over the ep group (bytes: the unscattered tensor)
 };
 
 struct CommPoint {
@@ -109,6 +116,10 @@ struct Step {
   Op op;           // !is_comm
   CommPoint comm;  // is_comm
   bool recompute_selective = false;  // re-run under selective recompute (attention core)
+  // Runs on its own stream beside the communication issued before it: waits for none of
+  // it (the MoE shared experts under --moe-shared-expert-overlap, model/moe.cc); the next
+  // step without the flag waits for that communication as usual.
+  bool beside_comm = false;
 };
 
 // How one layer's microbatch is split on one rank.
@@ -124,6 +135,9 @@ struct ShardSpec {
   bool sequence_parallel = false;
   DType dtype = DType::kBf16;    // compute dtype of GEMMs (fp8, mxfp8, nvfp4 allowed); others bf16
   bool flash_attention = true;   // attention kernel: flash (true) or unfused (false)
+  MoeDispatcher dispatcher = MoeDispatcher::kAllToAll;  // parallel.moe_dispatcher
+  int ep_nodes = 1;              // nodes one ep group spans (DeepEP's RDMA dedup)
+  bool shared_expert_overlap = false;  // parallel.overlap.moe_shared_experts
 };
 
 // The expert tensor parallel size of a shard: ShardSpec::expert_tp when set, else tp without
@@ -134,6 +148,21 @@ inline int expert_tp_of(int tp, int ep, int expert_tp) {
   return expert_tp > 0 ? expert_tp : (ep == 1 ? tp : 1);
 }
 inline int expert_tp_of(const ShardSpec& s) { return expert_tp_of(s.tp, s.ep, s.expert_tp); }
+
+// The routed load of one MoE layer on one rank (model/moe.cc): tokens routed here, token
+// copies sent, and the expert rows of the busiest ep rank, which sets the pace.
+struct MoeLoad {
+  std::int64_t tokens = 0;           // T routed on this rank per microbatch
+  double send_copies = 0;            // token copies sent: T*k (capacity x E when padded)
+  double rows = 0;                   // expert rows on the busiest rank
+  std::int64_t rows_per_expert = 0;  // one local expert's GEMM rows: ceil(rows / E_loc)
+  double recv_factor = 1.0;          // the busiest rank's received rows over the mean
+};
+MoeLoad moe_load(const ModelArch& arch, const ShardSpec& shard);
+
+// Expected number of the `bins` (equal shares of `experts`) that `picks` distinct experts
+// drawn uniformly fall in: bins x (1 - C(E - E/bins, k) / C(E, k)).
+double expected_distinct_bins(int experts, int bins, int picks);
 
 // One transformer layer on one rank, in execution order. Attention appears in `fwd` as one
 // op over the rank's local sequence (s/cp queries against s keys, causal); the lowering
@@ -158,8 +187,9 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard);
 // average share of a load-balanced context-parallel rank (sq = s/cp against skv = s); pass
 // causal = false for a fully visible block. With q/k head size != v head size (MLA) the
 // FLOPs are 2*b*heads*sq*skv*(dqk + dv), and the shape's head_dim is (dqk + dv)/2.
+// window > 0: sliding-window attention (a square causal block only; model/arch.h).
 Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_q,
-                std::int64_t seq_kv, bool causal, bool backward);
+                std::int64_t seq_kv, bool causal, bool backward, std::int64_t window = 0);
 
 // Embedding lookup (first stage), and logits + softmax cross-entropy loss (last stage):
 // vocab-parallel over tp as in Megatron.

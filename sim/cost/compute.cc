@@ -40,6 +40,9 @@ namespace {
 
 // A gemm_table point applies when each of M, n, k is within this factor of it.
 constexpr double kTableMatchRatio = 1.1;
+// Compute streams Transformer Engine spreads a grouped GEMM's per-group cuBLAS GEMMs over
+// (transformer_engine/common: nvte_multi_stream_cublas_gemm, num_streams 4).
+constexpr double kGroupedGemmStreams = 4.0;
 
 double peak_flop_per_s(DType d, const HwProfile& hw) {
   const auto& peaks = hw.gpu.peak_flop_per_s;
@@ -151,6 +154,24 @@ double compute_time_s(const Task& t, const HwProfile& hw) {
   switch (t.kind) {
     case TaskKind::kGemm: {
       const double flops = t.flops > 0 ? t.flops : gemm_flops(t.gemm);
+      if (t.gemm.batch > 1 && !table_match(t.gemm, c)) {
+        // Grouped expert GEMM (the only batched GEMM task: the model's MoE experts;
+        // unfused attention's batched GEMMs are costed above as one strided kernel).
+        // Transformer Engine's GroupedLinear runs one cuBLAS GEMM per local expert, spread
+        // over its compute streams (nvte_multi_stream_cublas_gemm, 4 streams): each group
+        // runs at the efficiency of its own [m, n, k] shape, not of a [G*m, n, k] GEMM, and
+        // the fixed per-kernel time of G kernels overlaps 4 at a time.
+        GemmShape one = t.gemm;
+        one.batch = 1;
+        const double g = static_cast<double>(t.gemm.batch);
+        const double peak = peak_flop_per_s(one.dtype, hw);
+        const double per = gemm_flops(one) / (peak * gemm_efficiency(one, hw));  // + fixed
+        const double streams = std::ceil(g / kGroupedGemmStreams);
+        const double t_flop =
+            (g * per - (g - streams) * c.gemm_fixed_time_s) * (flops / (g * gemm_flops(one))) /
+            c.sustained_clock;
+        return std::max(t_flop, memory_time_s(bytes, hw)) + c.launch_overhead_s;
+      }
       const double eff = gemm_efficiency(t.gemm, hw);
       STEPCAST_CHECK(eff > 0, "GEMM efficiency must be positive (" + t.label + ")");
       const double t_flop = flops / (peak_flop_per_s(t.gemm.dtype, hw) * eff * c.sustained_clock);

@@ -109,6 +109,17 @@ void Lowerer::emit_steps(Emit& e, const std::vector<Step>& steps, Phase phase, C
                          bool selective_only) {
   for (const Step& st : steps) {
     if (selective_only && !st.recompute_selective) continue;
+    if (st.beside_comm != e.beside) {
+      // A run of steps on their own stream beside the communication issued before it (the
+      // MoE shared experts' overlap): that communication waits for the step after the run.
+      if (st.beside_comm) {
+        e.held_comm.swap(e.pending);
+      } else {
+        e.pending.insert(e.pending.end(), e.held_comm.begin(), e.held_comm.end());
+        e.held_comm.clear();
+      }
+      e.beside = st.beside_comm;
+    }
     if (st.is_comm) {
       emit_comm_point(e, st.comm, phase, prefix, u, mb, chunk);
     } else if (st.op.kind == OpKind::kAttention && par_.cp > 1) {

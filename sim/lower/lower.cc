@@ -60,6 +60,17 @@ Lowerer::Lowerer(const Scenario& sc, const LowerOptions& opt)
   shard_.sequence_parallel = par_.sequence_parallel;
   shard_.dtype = sc.training.dtype;
   shard_.flash_attention = sc.profile.compute.attn_flash;
+  shard_.dispatcher = par_.moe_dispatcher;
+  shard_.shared_expert_overlap = par_.overlap_moe_shared;
+  {
+    // Nodes one ep group spans (ranks are numbered node by node): DeepEP sends a token once
+    // per destination node (model/moe.cc).
+    const int per_node = std::max(1, sc.profile.node.gpus);
+    std::vector<int> nodes;
+    for (int r : layout_.ep_group(0)) nodes.push_back(r / per_node);
+    std::sort(nodes.begin(), nodes.end());
+    shard_.ep_nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+  }
   STEPCAST_CHECK(shard_.seq_len % (par_.cp > 1 ? 2 * par_.cp : 1) == 0,
                  fmt::format("seq_len {} must split into 2*cp = {} chunks", shard_.seq_len,
                              2 * par_.cp));
@@ -146,10 +157,10 @@ void Lowerer::build_units() {
     if (vs == 0) units.push_back(make_aux(Unit::Kind::kEmbed, &embed_ops_, "emb"));
     for (int i = 0; i < vs_layers_[static_cast<size_t>(vs)]; ++i, ++layer) {
       // One LayerOps per kind of layer (layer_ops depends on the layer only through
-      // is_moe_layer, model/workload.h), shared by the units: computing it for each of the
-      // model's layers took 5% of a search.
-      std::optional<LayerOps>& kind =
-          arch_.is_moe_layer(layer) ? moe_layer_ops_ : dense_layer_ops_;
+      // is_moe_layer and windowed_layer, model/workload.h), shared by the units: computing
+      // it for each of the model's layers took 5% of a search.
+      const int k = (arch_.is_moe_layer(layer) ? 1 : 0) + (arch_.windowed_layer(layer) ? 2 : 0);
+      std::optional<LayerOps>& kind = layer_ops_[static_cast<size_t>(k)];
       if (!kind) kind = layer_ops(arch_, layer, shard_);
       const LayerOps& ops = *kind;
       Unit u;

@@ -91,6 +91,10 @@ class Lowerer {
     // Tasks the next compute task waits for, a weight-gradient one too (emit_weight_grads
     // sets `pending` aside, not these): the host waited for them before it queued more work.
     std::vector<int> host_waits;
+    // Communication set aside while steps run beside it (Step::beside_comm); the next step
+    // without the flag waits for it.
+    std::vector<int> held_comm;
+    bool beside = false;  // inside such a run
     // Collectives a weight-gradient GEMM waits for (CommPoint::feeds_wgrad), by unit,
     // microbatch and GEMM name; consumed when that GEMM is emitted.
     std::map<std::tuple<const Unit*, int, std::string>, int> wgrad_inputs;
@@ -304,7 +308,8 @@ class Lowerer {
   DType grad_dtype_ = DType::kFp32;
   double grad_bytes_per_param_ = 4;
   std::vector<int> vs_layers_;
-  std::optional<LayerOps> dense_layer_ops_, moe_layer_ops_;  // the units point into these
+  // By kind of layer: [moe + 2 windowed]; the units point into these.
+  std::array<std::optional<LayerOps>, 4> layer_ops_;
   LayerOps embed_ops_, head_ops_;
   std::vector<std::vector<Unit>> chunks_;  // per virtual stage
   std::vector<std::vector<PassOp>> orders_;

@@ -30,6 +30,14 @@ void Lowerer::emit_comm_point(Emit& e, const CommPoint& cp, Phase phase, const c
       stream = StreamKind::kEp;
       cat = Category::kEpComm;
       break;
+    case CommPointKind::kEpGather:
+    case CommPointKind::kEpScatter:
+      if (par_.ep == 1) return;
+      op = cp.kind == CommPointKind::kEpGather ? CollOp::kAllGather : CollOp::kReduceScatter;
+      gk = GroupKind::kEp;
+      stream = StreamKind::kEp;
+      cat = Category::kEpComm;
+      break;
   }
   std::vector<int> deps;
   if (e.last_compute >= 0) deps.push_back(e.last_compute);

@@ -60,6 +60,12 @@ struct ParallelSpec {
   // max(40M, 1M x dp) parameters per bucket with overlap.grad_reduce, one bucket without.
   double bucket_bytes = 0;
   CpKind cp_kind = CpKind::kRing;    // parallel.cp_kind: ring | allgather
+  // parallel.moe_dispatcher: the MoE token dispatcher (model/moe.cc). A plan key: the same
+  // model runs under any of them (Megatron-Core --moe-token-dispatcher-type).
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  // overlap.moe_shared_experts: the shared experts on their own stream beside the
+  // dispatcher's all-to-alls (Megatron-Core --moe-shared-expert-overlap). Default false.
+  bool overlap_moe_shared = false;
 
 };
 

@@ -23,10 +23,12 @@ constexpr double kMinStragglerSpeed = 0.01;
 const std::vector<std::string> kModelKeys = {
     "name",  "layers",     "hidden", "ffn_hidden",      "heads",    "kv_heads",
     "vocab", "activation", "norm",   "tied_embeddings", "head_dim", "max_positions",
-    "moe",   "dropout",    "qk_head_dim", "qkv_features"};
+    "moe",   "dropout",    "qk_head_dim", "qkv_features", "linear_bias", "qk_norm",
+    "attention_sinks", "window", "window_every"};
 const std::vector<std::string> kMoeKeys = {"experts",         "top_k",          "ffn_hidden",
                                            "every",           "capacity_factor", "shared_experts",
-                                           "first_dense_layers"};
+                                           "first_dense_layers", "imbalance", "router_groups",
+                                           "router_group_topk"};
 const std::vector<std::string> kClusterKeys = {"profile", "nodes", "gpus", "overrides",
                                                "stragglers"};
 const std::vector<std::string> kStragglerKeys = {"gpu", "node", "compute", "nic", "nvlink"};
@@ -35,8 +37,10 @@ const std::vector<std::string> kTrainingKeys = {"seq_len", "global_batch", "dtyp
 const std::vector<std::string> kParallelKeys = {
     "tp",       "pp",       "dp",        "cp",   "ep",
     "vpp",      "microbatch", "pipeline_layers", "schedule", "zero",
-    "sequence_parallel", "recompute", "overlap", "bucket_mb", "cp_kind", "expert_tp"};
-const std::vector<std::string> kOverlapKeys = {"grad_reduce", "param_gather", "tp_comm"};
+    "sequence_parallel", "recompute", "overlap", "bucket_mb", "cp_kind", "expert_tp",
+    "moe_dispatcher"};
+const std::vector<std::string> kOverlapKeys = {"grad_reduce", "param_gather", "tp_comm",
+                                               "moe_shared_experts"};
 
 std::string join_list(const std::vector<std::string>& v) {
   std::string out;
@@ -102,6 +106,12 @@ bool Loader::parse_model(const YAML::Node& m, ModelArch& out) {
   if (dropout) out.dropout = *dropout;
   if (qk_head_dim) out.qk_head_dim = *qk_head_dim;
   if (qkv_features) out.qkv_features = *qkv_features;
+  if (auto v = r_.get_bool(m, p, "linear_bias")) out.linear_bias = *v;
+  if (auto v = r_.get_bool(m, p, "qk_norm")) out.qk_norm = *v;
+  if (auto v = r_.get_bool(m, p, "attention_sinks")) out.attention_sinks = *v;
+  if (auto v = r_.get_int(m, p, "window", 0, kMaxI64)) out.window = *v;
+  if (auto v = r_.get_int(m, p, "window_every", 1, kMaxLayers))
+    out.window_every = static_cast<int>(*v);
   // Grouped-query attention: each KV head serves heads/kv_heads query heads.
   if (heads && kv && *kv > *heads)
     r_.error(m["kv_heads"], join_path(p, "kv_heads"),
@@ -130,6 +140,33 @@ void Loader::parse_moe(const YAML::Node& moe, ModelArch& out, std::optional<std:
   auto cf = r_.get_double(moe, p, "capacity_factor", 0.0, 1000.0);
   auto shared = r_.get_int(moe, p, "shared_experts", 0, 1 << 20);
   auto first_dense = r_.get_int(moe, p, "first_dense_layers", 0, kMaxLayers);
+  auto imbalance = r_.get_double(moe, p, "imbalance", 1.0, 1e6);
+  auto groups = r_.get_int(moe, p, "router_groups", 1, 1 << 20);
+  auto group_topk = r_.get_int(moe, p, "router_group_topk", 1, 1 << 20);
+  if (groups) s.router_groups = static_cast<int>(*groups);
+  if (group_topk) s.router_group_topk = static_cast<int>(*group_topk);
+  if (groups.has_value() != group_topk.has_value())
+    r_.error(moe[groups ? "router_groups" : "router_group_topk"],
+             join_path(p, groups ? "router_groups" : "router_group_topk"),
+             "router_groups and router_group_topk go together (node-limited routing)");
+  else if (groups && experts && (*experts % *groups != 0 || *group_topk > *groups))
+    r_.error(moe["router_groups"], join_path(p, "router_groups"),
+             fmt::format("expected groups dividing experts ({}) and router_group_topk <= "
+                         "groups, got {} groups, top {}",
+                         *experts, *groups, *group_topk));
+  // Imbalance: the busiest expert can take at most every token once (E/k x the mean);
+  // with token drop every expert takes exactly its capacity, so it has no meaning there.
+  if (imbalance && experts && top_k && *imbalance > double(*experts) / double(*top_k))
+    r_.error(moe["imbalance"], join_path(p, "imbalance"),
+             fmt::format("expected at most experts/top_k = {} (the busiest expert can take "
+                         "each token once), got {}",
+                         double(*experts) / double(*top_k), *imbalance));
+  else if (imbalance && moe["capacity_factor"] && *imbalance != 1.0)
+    r_.error(moe["imbalance"], join_path(p, "imbalance"),
+             "imbalance applies to dropless routing; with capacity_factor every expert is "
+             "padded to its capacity (remove one of the two)");
+  else if (imbalance)
+    s.imbalance = *imbalance;
   if (experts) s.experts = static_cast<int>(*experts);
   if (top_k) s.top_k = static_cast<int>(*top_k);
   if (ffn) s.ffn_hidden = *ffn;
@@ -357,6 +394,10 @@ bool Loader::parse_parallel(const YAML::Node& par, ParallelSpec& out) {
     out.recompute = *v == "full"        ? Recompute::kFull
                     : *v == "selective" ? Recompute::kSelective
                                         : Recompute::kNone;
+  if (auto v = r_.get_enum(par, p, "moe_dispatcher", {"alltoall", "allgather", "deepep"}))
+    out.moe_dispatcher = *v == "deepep"      ? MoeDispatcher::kDeepEp
+                         : *v == "allgather" ? MoeDispatcher::kAllGather
+                                             : MoeDispatcher::kAllToAll;
   if (auto v = r_.get_enum(par, p, "cp_kind", {"ring", "allgather"}))
     out.cp_kind = *v == "allgather" ? CpKind::kAllGather : CpKind::kRing;
   if (auto v = r_.get_double(par, p, "bucket_mb", 0.0, 1e6)) {
@@ -371,6 +412,8 @@ bool Loader::parse_parallel(const YAML::Node& par, ParallelSpec& out) {
         out.overlap_grad_reduce = *v;
       if (auto v = r_.get_bool(ov, "parallel.overlap", "param_gather"))
         out.overlap_param_gather = *v;
+      if (auto v = r_.get_bool(ov, "parallel.overlap", "moe_shared_experts"))
+        out.overlap_moe_shared = *v;
       if (auto v = r_.get_bool(ov, "parallel.overlap", "tp_comm")) {
         out.overlap_tp_comm = *v;
         if (*v && !out.sequence_parallel)

@@ -69,11 +69,11 @@ TEST(Arch, ValidateReportsEachProblem) {
 
   ModelArch m = builtin("mixtral-8x7b");
   m.moe->top_k = 9;
-  m.moe->capacity_factor = 0;
+  m.moe->capacity_factor = -1;  // 0 is dropless
   const auto mm = validate_arch(m);
   ASSERT_EQ(mm.size(), 2u);
   EXPECT_EQ(mm[0], "moe.top_k: 9 exceeds moe.experts (8)");
-  EXPECT_EQ(mm[1], "moe.capacity_factor: expected a positive number, got 0");
+  EXPECT_EQ(mm[1], "moe.capacity_factor: expected a positive number, got -1");
 }
 
 // Narayanan et al. 2021 eq. 2: P = 12Lh^2 (1 + 13/(12h) + (V + s)/(12Lh)), which leaves
@@ -101,8 +101,16 @@ TEST(Params, PublishedTotalsWithinHalfPercent) {
                         {"llama2-13b", 13.02e9},  {"llama2-70b", 69.0e9},
                         {"llama3-8b", 8.03e9},    {"llama3-70b", 70.6e9},
                         {"llama3-405b", 405.9e9}, {"mixtral-8x7b", 46.7e9},
-                        {"mixtral-8x22b", 141e9}, {"deepseek-v3-like", 671e9}};
+                        {"mixtral-8x22b", 141e9}, {"deepseek-v3-like", 671e9},
+                        // Qwen3 model cards: 30.5B and 235B; openai/gpt-oss model card:
+                        // 116.83B.
+                        {"qwen3-30b-a3b", 30.5e9}, {"qwen3-235b-a22b", 235e9},
+                        {"gpt-oss-120b", 116.83e9}};
   for (const Case& c : cases) expect_rel(count_params(builtin(c.name)).total, c.total, 0.005, c.name);
+  // Kimi K2 (README: "1T" total, rounded): its config counts 1,026.4B — 60 MoE layers of
+  // 384 experts x 3 x 7168 x 2048 = 1,014.7B, attention 6.2B, embeddings 2.3B, shared
+  // experts 2.6B; the MLA approximation moves it by -0.02%.
+  expect_rel(count_params(builtin("kimi-k2-like")).total, 1026.4e9, 0.001, "kimi-k2-like");
 }
 
 TEST(Params, MoeActive) {
@@ -112,6 +120,16 @@ TEST(Params, MoeActive) {
   // DeepSeek-V3 reports 37B activated; our count, which includes both embedding tables
   // (1.85B), gives 37.5B: within 2%.
   expect_rel(count_params(builtin("deepseek-v3-like")).active, 37e9, 0.02, "dsv3 active");
+  // Qwen3 model cards: 3.3B and 22B activated; gpt-oss: 5.13B active; Kimi K2: 32B (each
+  // published figure counts the embeddings as these counts do, within 2%).
+  expect_rel(count_params(builtin("qwen3-30b-a3b")).active, 3.3e9, 0.02, "qwen3-30b active");
+  expect_rel(count_params(builtin("qwen3-235b-a22b")).active, 22e9, 0.02, "qwen3-235b active");
+  // gpt-oss's 5.13B active leaves out the input embedding (201088 x 2880 = 0.58B).
+  const ParamCounts oss = count_params(builtin("gpt-oss-120b"));
+  expect_rel(oss.active - oss.embedding, 5.13e9, 0.005, "gpt-oss active");
+  // Kimi K2's "32B activated" is rounded; without the input embedding (1.17B) 31.7B.
+  const ParamCounts kimi = count_params(builtin("kimi-k2-like"));
+  expect_rel(kimi.active - kimi.embedding, 32e9, 0.02, "kimi active");
 }
 
 TEST(Params, LlamaLayerTensorByTensor) {

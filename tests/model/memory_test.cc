@@ -130,9 +130,10 @@ TEST(Activations, LlamaDerivedPerTensor) {
 }
 
 TEST(Activations, MoeLayerWithOneExpertIsDensePlusRouting) {
-  // One expert, top-1, capacity 1: the dense MLP's tensors, plus the permuted copy of the
-  // expert input and the expert output (2 * T * h * 2 B) and fp32 router probabilities
-  // (T * 1 * 4 B).
+  // One expert, top-1, dropless: the dense MLP's tensors, plus the router input besides the
+  // permuted copy of it that feeds fc1 (T * h * 2 B), the [T, E] fp32 logits and
+  // probabilities, bool routing map and int32 row ids (13 B per token with E = 1) and the
+  // fp32 probability of each row (4 B); no expert output (model/memory.cc).
   ModelArch dense = *find_builtin_model("llama2-7b");
   ModelArch moe = dense;
   MoeSpec spec;
@@ -144,7 +145,7 @@ TEST(Activations, MoeLayerWithOneExpertIsDensePlusRouting) {
   const ShardSpec sh = shard(1, 4096, 1, false);
   EXPECT_DOUBLE_EQ(layer_activation_bytes(moe, 0, sh, Recompute::kSelective, true),
                    layer_activation_bytes(dense, 0, sh, Recompute::kSelective, true) +
-                       2 * T * h * 2 + T * 4);
+                       T * h * 2 + T * 13 + T * 4);
   // The arch-level overload takes the largest layer: here all layers are MoE.
   EXPECT_DOUBLE_EQ(layer_activation_bytes(moe, sh, Recompute::kSelective, true),
                    layer_activation_bytes(moe, 0, sh, Recompute::kSelective, true));
@@ -182,10 +183,11 @@ TEST(Activations, SharedExpertsStoreWhatATpSplitDenseMlpStores) {
 
 TEST(Activations, ExpertTensorParallelStoresTheGatheredSlots) {
   // llama2-7b with 4 experts of ffn 11008, top-1, tp 2, ep 2, sp, T = 4096, bf16, SwiGLU.
-  // Experts whole (expert_tp 1): each rank's experts get its T/2 routed tokens: slots T/2,
-  // each storing fc1 input and expert output (2h) and act and fc2 inputs (3 x 11008).
-  // Experts split (expert_tp 2): the dispatched tokens of both tp ranks, T slots, with
-  // 3 x 11008/2 per slot. Difference: T (2h + 1.5 ffn) - T/2 (2h + 3 ffn) = T h elements.
+  // Experts whole (expert_tp 1): each rank's experts get its T/2 routed tokens: rows T/2,
+  // each storing the fc1 input (h), act and fc2 inputs (3 x 11008) in bf16 and an fp32
+  // probability: 2h + 6f + 4 bytes. Experts split (expert_tp 2): the dispatched tokens of
+  // both tp ranks, T rows of 2h + 3f + 4. Difference: T (2h + 3f + 4) - T/2 (2h + 6f + 4)
+  // = T h + 2 T bytes.
   const ModelArch moe = llama2_moe(4);
   ShardSpec whole = shard(1, 4096, 2, true);
   whole.ep = 2;
@@ -193,7 +195,7 @@ TEST(Activations, ExpertTensorParallelStoresTheGatheredSlots) {
   split.expert_tp = 2;
   EXPECT_DOUBLE_EQ(layer_activation_bytes(moe, 0, split, Recompute::kSelective, true) -
                        layer_activation_bytes(moe, 0, whole, Recompute::kSelective, true),
-                   4096.0 * 4096 * 2);
+                   4096.0 * 4096 + 2 * 4096.0);
 }
 
 TEST(Activations, NonNegativeAndMonotoneInRecompute) {

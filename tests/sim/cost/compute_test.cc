@@ -324,3 +324,29 @@ TEST(Compute, UnfusedAttentionIsGemmsPlusScoreTraffic) {
 
 }  // namespace
 }  // namespace stepcast
+
+namespace stepcast {
+namespace {
+
+// A grouped expert GEMM (batch > 1 GEMM task) is Transformer Engine's GroupedLinear: one
+// cuBLAS GEMM per group over 4 streams. G = 16 groups of [4096, 1536, 2048] fp8 (Qwen3-30B
+// fc1 at ep 8): 16 x the one-group kernel time less 12 of the 16 fixed kernel times (4
+// overlap at a time), over the sustained clock, plus one launch.
+TEST(GroupedGemm, EachGroupAtItsOwnShapeFixedTimesFourAtATime) {
+  const HwProfile hw = h100_profile();
+  const ComputeParams& c = hw.compute;
+  const Task t = gemm_task(4096, 1536, 2048, 16, DType::kFp8);
+  GemmShape one = t.gemm;
+  one.batch = 1;
+  const double peak = hw.gpu.peak_flop_per_s.at(DType::kFp8);
+  const double t_one = 2.0 * 4096 * 1536 * 2048 / (peak * gemm_efficiency(one, hw));
+  const double want = (16 * t_one - 12 * c.gemm_fixed_time_s) / c.sustained_clock +
+                      c.launch_overhead_s;
+  EXPECT_NEAR(compute_time_s(t, hw), want, 1e-12);
+  // Slower than one [65536, 1536, 2048] GEMM of the same FLOPs, as the batched form was.
+  const Task merged = gemm_task(65536, 1536, 2048, 1, DType::kFp8);
+  EXPECT_GT(compute_time_s(t, hw), compute_time_s(merged, hw));
+}
+
+}  // namespace
+}  // namespace stepcast

@@ -99,24 +99,67 @@ TEST(Lower, SequenceParallelWgradGatherFeedsOnlyTheWeightGradient) {
 
 TEST(Lower, EpAllToAllPerMoeLayer) {
   // Each MoE layer dispatches and combines its routed token copies: per rank T * top_k token
-  // copies of h bf16 values each way, T = b*s tokens: 512 * 2 * 256 * 2 = 524288 bytes;
-  // forward dispatch + combine, backward the same two in reverse.
+  // copies of h bf16 values each way, T = b*s tokens: 512 * 2 * 256 * 2 = 524288 bytes,
+  // then the fp32 probabilities of the copies, 512 * 2 * 4 = 4096 bytes (Megatron's
+  // alltoall dispatcher); forward dispatch + combine, backward the same in reverse.
   Plan p;
   p.dp = 4;
   p.ep = 4;
   const Program prog = lower(make_scenario(tiny_moe(), p));
-  std::map<std::pair<int, Phase>, int> per;
+  std::map<std::pair<int, Phase>, int> per, probs;
   for (const Task& t : prog.ranks[0].tasks)
     if (t.kind == TaskKind::kCollective && t.coll == CollOp::kAllToAll && t.microbatch == 0) {
       EXPECT_EQ(t.stream, StreamKind::kEp);
       EXPECT_EQ(t.category, Category::kEpComm);
+      if (t.bytes == 512.0 * 2 * 4) {
+        ++probs[{t.layer, t.phase}];
+        continue;
+      }
       EXPECT_DOUBLE_EQ(t.bytes, 512.0 * 2 * 256 * 2);
       ++per[{t.layer, t.phase}];
     }
   for (int l = 0; l < 4; ++l) {
     EXPECT_EQ((per[{l, Phase::kFwd}]), 2);
     EXPECT_EQ((per[{l, Phase::kBwdInput}]), 2);
+    EXPECT_EQ((probs[{l, Phase::kFwd}]), 1);
+    EXPECT_EQ((probs[{l, Phase::kBwdInput}]), 1);
   }
+}
+
+TEST(Lower, SharedExpertOverlapRunsBesideTheDispatch) {
+  // --moe-shared-expert-overlap: the shared experts' fc1 does not wait for the token
+  // all-to-all issued before it; the routed experts (moe.sort first) do.
+  ModelArch a = tiny_moe();
+  a.moe->shared_experts = 1;
+  Plan p;
+  p.dp = 4;
+  p.ep = 4;
+  Scenario sc = make_scenario(a, p);
+  sc.parallel.overlap_moe_shared = true;
+  const Program prog = lower(sc);
+  const auto& tasks = prog.ranks[0].tasks;
+  int dispatch = -1;
+  for (size_t i = 0; i < tasks.size(); ++i)
+    if (tasks[i].label == "fwd.L0.moe.dispatch.mb0") dispatch = static_cast<int>(i);
+  ASSERT_GE(dispatch, 0);
+  const auto waits = [&](const char* label) {
+    for (const Task& t : tasks)
+      if (t.label == label)
+        return std::find(t.deps.begin(), t.deps.end(), dispatch) != t.deps.end();
+    ADD_FAILURE() << "no task " << label;
+    return false;
+  };
+  EXPECT_FALSE(waits("fwd.L0.shared.fc1.mb0"));
+  EXPECT_TRUE(waits("fwd.L0.moe.sort.mb0"));
+  sc.parallel.overlap_moe_shared = false;
+  const Program plain = lower(sc);
+  // Without it the shared experts run first, before the router.
+  int shared = -1, router = -1;
+  for (size_t i = 0; i < plain.ranks[0].tasks.size(); ++i) {
+    if (plain.ranks[0].tasks[i].label == "fwd.L0.shared.fc2.mb0") shared = static_cast<int>(i);
+    if (plain.ranks[0].tasks[i].label == "fwd.L0.router.mb0") router = static_cast<int>(i);
+  }
+  EXPECT_LT(shared, router);
 }
 
 TEST(Lower, RingAttentionSplitsAttentionIntoCpSteps) {

@@ -179,12 +179,23 @@ TEST(ScenarioLoad, InlineModelCanRestateEveryBuiltIn) {
     if (a.max_positions > 0) m += fmt::format(", max_positions: {}", a.max_positions);
     if (a.qk_head_dim > 0) m += fmt::format(", qk_head_dim: {}", a.qk_head_dim);
     if (a.qkv_features > 0) m += fmt::format(", qkv_features: {}", a.qkv_features);
-    if (a.moe)
+    if (a.linear_bias) m += fmt::format(", linear_bias: {}", *a.linear_bias);
+    if (a.qk_norm) m += ", qk_norm: true";
+    if (a.attention_sinks) m += ", attention_sinks: true";
+    if (a.window > 0) m += fmt::format(", window: {}, window_every: {}", a.window, a.window_every);
+    if (a.moe) {
       m += fmt::format(
-          ", moe: {{experts: {}, top_k: {}, ffn_hidden: {}, every: {}, capacity_factor: {}, "
-          "shared_experts: {}, first_dense_layers: {}}}",
-          a.moe->experts, a.moe->top_k, a.moe->ffn_hidden, a.moe->every,
-          a.moe->capacity_factor, a.moe->shared_experts, a.moe->first_dense_layers);
+          ", moe: {{experts: {}, top_k: {}, ffn_hidden: {}, every: {}, imbalance: {}, "
+          "shared_experts: {}, first_dense_layers: {}",
+          a.moe->experts, a.moe->top_k, a.moe->ffn_hidden, a.moe->every, a.moe->imbalance,
+          a.moe->shared_experts, a.moe->first_dense_layers);
+      if (a.moe->capacity_factor > 0)
+        m += fmt::format(", capacity_factor: {}", a.moe->capacity_factor);
+      if (a.moe->router_groups > 0)
+        m += fmt::format(", router_groups: {}, router_group_topk: {}", a.moe->router_groups,
+                         a.moe->router_group_topk);
+      m += "}";
+    }
     m += "}";
     Doc d = base();
     d.lines.erase(d.lines.begin() + 1, d.lines.begin() + 8);  // the base's inline model
@@ -212,7 +223,13 @@ TEST(ScenarioLoad, InlineModelCanRestateEveryBuiltIn) {
       EXPECT_EQ(got.moe->ffn_hidden, a.moe->ffn_hidden) << name;
       EXPECT_EQ(got.moe->shared_experts, a.moe->shared_experts) << name;
       EXPECT_EQ(got.moe->first_dense_layers, a.moe->first_dense_layers) << name;
+      EXPECT_EQ(got.moe->capacity_factor, a.moe->capacity_factor) << name;
+      EXPECT_EQ(got.moe->router_groups, a.moe->router_groups) << name;
     }
+    EXPECT_EQ(got.has_bias(), a.has_bias()) << name;
+    EXPECT_EQ(got.qk_norm, a.qk_norm) << name;
+    EXPECT_EQ(got.attention_sinks, a.attention_sinks) << name;
+    EXPECT_EQ(got.window, a.window) << name;
   }
 }
 
@@ -233,6 +250,41 @@ TEST(ScenarioRules, MoeRanges) {
                "model.moe.capacity_factor", 7, "expected a positive number");
   expect_issue(base().set(7, "  moe: {experts: 0, top_k: 1, ffn_hidden: 1024}"),
                "model.moe.experts", 7, "expected an integer in [1,");
+}
+
+TEST(ScenarioRules, MoeRoutingKeys) {
+  // The busiest expert takes each token at most once: imbalance <= experts / top_k.
+  expect_issue(base().set(7, "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, imbalance: 3}"),
+               "model.moe.imbalance", 7, "expected at most experts/top_k = 2");
+  expect_issue(base().set(7, "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, imbalance: 0.5}"),
+               "model.moe.imbalance", 7, "expected a number in [1,");
+  expect_issue(base().set(7, "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, imbalance: 1.5, "
+                             "capacity_factor: 1}"),
+               "model.moe.imbalance", 7, "imbalance applies to dropless routing");
+  expect_issue(base().set(7, "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, router_groups: 2}"),
+               "model.moe.router_groups", 7, "router_groups and router_group_topk go together");
+  expect_issue(base().set(7, "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, router_groups: 3, "
+                             "router_group_topk: 1}"),
+               "model.moe.router_groups", 7, "expected groups dividing experts (4)");
+  expect_issue(base().insert(19, "  moe_dispatcher: nccl"), "parallel.moe_dispatcher", 19,
+               "deepep");
+  expect_issue(base().insert(19, "  overlap: {moe_shared_experts: sometimes}"),
+               "parallel.overlap.moe_shared_experts", 19, "expected true or false");
+  expect_issue(base().insert(8, "  window: -1"), "model.window", 8, "expected an integer in [0,");
+  const Scenario ok = load(base()
+                               .set(7, "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, "
+                                       "imbalance: 1.5, router_groups: 2, router_group_topk: 1}")
+                               .insert(8, "  qk_norm: true")
+                               .insert(9, "  window: 128")
+                               .insert(10, "  window_every: 2")
+                               .insert(22, "  moe_dispatcher: deepep"));
+  EXPECT_DOUBLE_EQ(ok.model.moe->imbalance, 1.5);
+  EXPECT_DOUBLE_EQ(ok.model.moe->capacity_factor, 0.0);  // dropless
+  EXPECT_EQ(ok.model.moe->router_group_topk, 1);
+  EXPECT_TRUE(ok.model.qk_norm);
+  EXPECT_TRUE(ok.model.windowed_layer(2));
+  EXPECT_FALSE(ok.model.windowed_layer(1));
+  EXPECT_EQ(ok.parallel.moe_dispatcher, MoeDispatcher::kDeepEp);
 }
 
 TEST(ScenarioRules, SeqLenWithinLearnedPositions) {
