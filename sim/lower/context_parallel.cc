@@ -28,23 +28,23 @@ void Lowerer::emit_cp_attention(Emit& e, const Op& op, Phase phase, Category cat
   const int ci = e.coord.cp;
   if (par_.cp_kind == CpKind::kAllGather) {
     // Llama 3 (Dubey et al. 2024, section 3.3.2): all-gather K and V over the cp group
-    // before attention; in backward reduce-scatter dK, dV. S = the gathered size.
+    // before attention; in backward reduce-scatter dK, dV. S = the gathered size. Only the
+    // local K, V are saved for the backward, which all-gathers them again before the
+    // attention backward (Transformer Engine `pytorch/attention/dot_product_attention/
+    // context_parallel.py (AttnFuncWithCPAndKVAllGather.backward)`, Megatron-Core's
+    // cp_comm_type "all_gather").
     const double s_bytes = kv_block_bytes() * cp;
-    if (!bwd) {
-      std::vector<int> deps;
-      if (e.last_compute >= 0) deps.push_back(e.last_compute);
-      e.pending.push_back(emit_collective(e, CollOp::kAllGather, GroupKind::kCp,
-                                          StreamKind::kCp, Category::kCpComm, s_bytes,
-                                          act_dtype_, phase,
-                                          label_of(prefix, u.name, "cp_ag", mb), u.layer, mb,
-                                          chunk, std::move(deps)));
-      emit_compute(e, op, phase, cat, prefix, u, mb, chunk);
-    } else {
-      emit_compute(e, op, phase, cat, prefix, u, mb, chunk);
+    std::vector<int> deps;
+    if (e.last_compute >= 0) deps.push_back(e.last_compute);
+    e.pending.push_back(emit_collective(e, CollOp::kAllGather, GroupKind::kCp, StreamKind::kCp,
+                                        Category::kCpComm, s_bytes, act_dtype_, phase,
+                                        label_of(prefix, u.name, "cp_ag", mb), u.layer, mb, chunk,
+                                        std::move(deps)));
+    emit_compute(e, op, phase, cat, prefix, u, mb, chunk);
+    if (bwd) {
       e.pending.push_back(emit_collective(e, CollOp::kReduceScatter, GroupKind::kCp,
-                                          StreamKind::kCp, Category::kCpComm, s_bytes,
-                                          act_dtype_, phase,
-                                          label_of(prefix, u.name, "cp_rs", mb), u.layer, mb,
+                                          StreamKind::kCp, Category::kCpComm, s_bytes, act_dtype_,
+                                          phase, label_of(prefix, u.name, "cp_rs", mb), u.layer, mb,
                                           chunk, {e.last_compute}));
     }
     return;
@@ -54,9 +54,9 @@ void Lowerer::emit_cp_attention(Emit& e, const Op& op, Phase phase, Category cat
   // and 2cp-1-i (sl = s/cp tokens). Step 0 attends the own KV causally; step j > 0 the KV of
   // rank k = (i - j) mod cp: for k < i both query chunks against KV chunk k (sl x sl/2),
   // for k > i only the second query chunk against both KV chunks (sl/2 x sl) — equal work
-  // on every step (see the shape note below). While step j computes, the KV block moves one hop around the ring
-  // (send to i+1 on the cp stream, recv from i-1 on the tp stream: different streams so
-  // that a folded rank can meet itself). Backward passes KV and dKV: twice the bytes.
+  // on every step (see the shape note below). While step j computes, the KV block moves one hop
+  // around the ring (send to i+1 on the cp stream, recv from i-1 on the tp stream: different
+  // streams so that a folded rank can meet itself). Backward passes KV and dKV: twice the bytes.
   const std::int64_t sl = shard_.seq_len / cp;
   const double bytes = kv_block_bytes() * (bwd ? 2.0 : 1.0);
   const int next = layout_.rank(e.coord.tp, (ci + 1) % cp, e.coord.dp, e.coord.pp);
@@ -69,8 +69,8 @@ void Lowerer::emit_cp_attention(Emit& e, const Op& op, Phase phase, Category cat
     if (j + 1 < cp) {
       const std::int64_t tag =
           kCpTagBase + ((static_cast<std::int64_t>(u.layer + 2) * m_ + mb) * 3 + pass) * cp + j;
-      Task s = base_task(TaskKind::kSend, StreamKind::kCp, phase, Category::kCpComm, u.layer, mb,
-                         chunk);
+      Task s =
+          base_task(TaskKind::kSend, StreamKind::kCp, phase, Category::kCpComm, u.layer, mb, chunk);
       s.peer = next;
       s.tag = tag;
       s.bytes = bytes;
@@ -81,8 +81,8 @@ void Lowerer::emit_cp_attention(Emit& e, const Op& op, Phase phase, Category cat
         s.deps.push_back(prev_recv);
       }
       add(e, std::move(s));
-      Task r = base_task(TaskKind::kRecv, StreamKind::kCpRecv, phase, Category::kCpComm, u.layer, mb,
-                         chunk);
+      Task r = base_task(TaskKind::kRecv, StreamKind::kCpRecv, phase, Category::kCpComm, u.layer,
+                         mb, chunk);
       r.peer = prev;
       r.tag = tag;
       r.bytes = bytes;

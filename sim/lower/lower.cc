@@ -28,29 +28,33 @@ Lowerer::Lowerer(const Scenario& sc, const LowerOptions& opt)
     : sc_(sc),
       par_(sc.parallel),
       arch_(sc.model),
-      layout_(par_.tp, par_.cp, par_.dp, par_.pp, par_.ep, expert_tp_of(par_.tp, par_.ep, par_.expert_tp)),
+      layout_(par_.tp, par_.cp, par_.dp, par_.pp, par_.ep,
+              expert_tp_of(par_.tp, par_.ep, par_.expert_tp)),
       opt_(opt) {
   p_ = par_.pp;
   v_ = par_.vpp;
   nv_ = p_ * v_;
-  STEPCAST_CHECK(par_.microbatch >= 1 && sc.training.global_batch >= 1 &&
-                     sc.training.seq_len >= 1,
+  STEPCAST_CHECK(par_.microbatch >= 1 && sc.training.global_batch >= 1 && sc.training.seq_len >= 1,
                  fmt::format("microbatch {}, global_batch {}, seq_len {} must be positive",
                              par_.microbatch, sc.training.global_batch, sc.training.seq_len));
   m_ = static_cast<int>(sc.microbatches());
   STEPCAST_CHECK(m_ >= 1, fmt::format("{} microbatches: global_batch {} / (dp {} x microbatch {})",
                                       m_, sc.training.global_batch, par_.dp, par_.microbatch));
-  STEPCAST_CHECK(sc.gpus == 0 || sc.gpus == layout_.world_size(),
-                 fmt::format("plan covers {} ranks, cluster has {} GPUs", layout_.world_size(),
-                             sc.gpus));
+  STEPCAST_CHECK(
+      sc.gpus == 0 || sc.gpus == layout_.world_size(),
+      fmt::format("plan covers {} ranks, cluster has {} GPUs", layout_.world_size(), sc.gpus));
   if (par_.schedule == Schedule::kInterleaved)
     STEPCAST_CHECK(m_ % p_ == 0, fmt::format("interleaved 1F1B needs microbatches ({}) "
-                                             "divisible by pp ({})", m_, p_));
+                                             "divisible by pp ({})",
+                                             m_, p_));
   else
     STEPCAST_CHECK(v_ == 1, fmt::format("schedule {} runs one chunk per stage, vpp is {}",
                                         schedule_name(par_.schedule), v_));
   split_w_ = par_.schedule == Schedule::kZbH1;
-  te_order_ = par_.overlap_tp_comm;
+  // Each linear's weight gradient right after its input gradient, the TP reduction of that
+  // input gradient in flight behind it (rules.h, async_tp_dgrad_reduce); TE's userbuffers
+  // overlap runs in the same order.
+  te_order_ = par_.overlap_tp_comm || (opt_.rules.async_tp_dgrad_reduce && par_.tp > 1);
   shard_.microbatch = par_.microbatch;
   shard_.seq_len = sc.training.seq_len;
   shard_.tp = par_.tp;
@@ -168,8 +172,12 @@ void Lowerer::build_units() {
       u.layer = layer;
       u.ops = &ops;
       u.name = fmt::format("L{}", layer);
-      u.act_bytes = layer_activation_bytes(arch_, layer, shard_, par_.recompute, shard_.flash_attention);
-      u.act_full_bytes = layer_activation_bytes(arch_, layer, shard_, Recompute::kNone, shard_.flash_attention);
+      u.act_bytes =
+          layer_activation_bytes(arch_, layer, shard_, par_.recompute, shard_.flash_attention) +
+          te_fp8_activation_delta(layer, par_.recompute);
+      u.act_full_bytes =
+          layer_activation_bytes(arch_, layer, shard_, Recompute::kNone, shard_.flash_attention) +
+          te_fp8_activation_delta(layer, Recompute::kNone);
       u.expert_params = ops.expert_param_count;
       u.dense_params = ops.param_count - u.expert_params;
       const double frac = ops.param_count > 0 ? u.expert_params / ops.param_count : 0.0;
@@ -184,8 +192,8 @@ void Lowerer::build_units() {
         // Tied output layer on the embedding's own stage: one weight, held and reduced once
         // (only the final norm is the head's own).
         Unit& h = units.back();
-        const double tied = static_cast<double>(arch_.vocab) *
-                            static_cast<double>(arch_.hidden) / par_.tp;
+        const double tied =
+            static_cast<double>(arch_.vocab) * static_cast<double>(arch_.hidden) / par_.tp;
         const double own = std::max(0.0, h.dense_params - tied);
         h.dense_grad_bytes *= h.dense_params > 0 ? own / h.dense_params : 0.0;
         h.dense_params = own;
@@ -228,8 +236,8 @@ void Lowerer::build_schedule() {
   for (int vs = 0; vs < nv_; ++vs) {
     for (const Unit& u : chunks_[static_cast<size_t>(vs)]) {
       c.f[static_cast<size_t>(vs)] += u.fwd_flops;
-      c.b[static_cast<size_t>(vs)] += u.bwd_input_flops + u.recompute_flops +
-                                       (split_w_ ? 0.0 : u.bwd_weight_flops);
+      c.b[static_cast<size_t>(vs)] +=
+          u.bwd_input_flops + u.recompute_flops + (split_w_ ? 0.0 : u.bwd_weight_flops);
       c.w[static_cast<size_t>(vs)] += u.bwd_weight_flops;
     }
   }
@@ -267,8 +275,9 @@ std::vector<int> virtual_stage_layers(const Scenario& sc) {
       STEPCAST_CHECK(n >= 0, "pipeline_layers entries must be >= 0");
       sum += n;
     }
-    STEPCAST_CHECK(sum == layers,
-                   fmt::format("pipeline_layers add up to {}, the model has {} layers", sum, layers));
+    STEPCAST_CHECK(
+        sum == layers,
+        fmt::format("pipeline_layers add up to {}, the model has {} layers", sum, layers));
     return par.pipeline_layers;
   }
   STEPCAST_CHECK(layers % nv == 0,

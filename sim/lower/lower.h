@@ -10,10 +10,11 @@
 //    gradients as send/recv on pp_send / pp_recv, b*(s/cp)*h*2 bytes (/tp with sequence
 //    parallel).
 //  - DP: gradient buckets of bucket_bytes (fp32 grads reduced in fp32 as Megatron does for
-//    bf16, fp16 grads under fp16 training; bucket_mb not given: Megatron-Core's default, max(40M, 1M x dp) parameters with
-//    overlap.grad_reduce, a single bucket without) on the dp stream during the last microbatch's backward (or after the whole
-//    backward without overlap); ZeRO-1/2 reduce-scatter + parameter allgather; ZeRO-3
-//    per-layer allgather before forward and backward and reduce-scatter after backward.
+//    bf16, fp16 grads under fp16 training; bucket_mb not given: Megatron-Core's default, max(40M,
+//    1M x dp) parameters with overlap.grad_reduce, a single bucket without) on the dp stream during
+//    the last microbatch's backward (or after the whole backward without overlap); ZeRO-1/2
+//    reduce-scatter + parameter allgather; ZeRO-3 per-layer allgather before forward and backward
+//    and reduce-scatter after backward.
 //  - CP: ring attention (KV blocks passed around the cp group, overlapped with attention
 //    chunks) or all-gather CP (K,V gathered before attention, dK,dV reduce-scattered after).
 //  - EP: all-to-all on the ep stream at the model's dispatch/combine points.
@@ -25,6 +26,7 @@
 #include <functional>
 #include <vector>
 
+#include "sim/lower/rules.h"
 #include "sim/program/program.h"
 #include "sim/scenario/scenario.h"
 
@@ -46,6 +48,9 @@ struct LowerOptions {
   // their CPU time went to building them). Allocation names (Task::what), which pair frees
   // with allocations, are kept either way.
   bool labels = true;
+  // How the training stack runs the plan where stacks differ (rules.h; Megatron-Core's by
+  // default).
+  LoweringRules rules{};
 };
 
 // Throws InputError (check_simulation_size) before lowering a full-fidelity plan too large

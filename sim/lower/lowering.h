@@ -7,6 +7,7 @@
 //  - tensor_parallel.cc:  the model's CommPoints (TP / sequence parallel, EP), the TP
 //                         overlap and Transformer Engine's backward order
 //  - context_parallel.cc: ring and all-gather context-parallel attention
+//  - fp8.cc:              Transformer Engine's fp8 saved inputs and weight cache
 //  - data_parallel.cc:    DP gradient buckets, ZeRO-1/2/3 (gathers, frees, sharded
 //                         gradients), the parameter gathers
 //  - zero3_fetch.cc:      ZeRO-3 parameter fetches per submodule (DeepSpeed stage 3)
@@ -33,11 +34,11 @@ namespace stepcast::lowering {
 // One block of a model chunk: the embedding, a transformer layer, or the output head.
 struct Unit {
   enum class Kind { kEmbed, kLayer, kHead } kind = Kind::kLayer;
-  int layer = -1;            // global layer index (kLayer), else -1
+  int layer = -1;  // global layer index (kLayer), else -1
   const LayerOps* ops = nullptr;
-  std::string name;          // "L12", "emb", "head"
-  double act_bytes = 0;      // saved per microbatch under the plan's recompute
-  double act_full_bytes = 0; // re-materialised during a full-recompute backward
+  std::string name;                            // "L12", "emb", "head"
+  double act_bytes = 0;                        // saved per microbatch under the plan's recompute
+  double act_full_bytes = 0;                   // re-materialised during a full-recompute backward
   double dense_params = 0, expert_params = 0;  // held on this rank
   double dense_grad_bytes = 0, expert_grad_bytes = 0;
   double fwd_flops = 0, bwd_input_flops = 0, bwd_weight_flops = 0, recompute_flops = 0;
@@ -52,9 +53,9 @@ std::string make_label(const char* prefix, const std::string& unit, const std::s
 
 // A pipeline message's place in the order of its stream (passes.cc, top of the file).
 struct MsgKey {
-  double key = 0;     // nominal start of the consuming pass
+  double key = 0;  // nominal start of the consuming pass
   int consumer_vs = 0;
-  int dir = 0;        // 0: activation forward, 1: gradient backward
+  int dir = 0;  // 0: activation forward, 1: gradient backward
   int mb = 0;
   bool operator<(const MsgKey& o) const {
     return std::tie(key, consumer_vs, dir, mb) < std::tie(o.key, o.consumer_vs, o.dir, o.mb);
@@ -85,8 +86,8 @@ class Lowerer {
     int rank = 0;
     RankCoord coord;
     int last_compute = -1;
-    int prev_compute = -1;     // the compute task before last_compute
-    std::vector<int> pending;  // comm tasks the next compute task waits for
+    int prev_compute = -1;        // the compute task before last_compute
+    std::vector<int> pending;     // comm tasks the next compute task waits for
     std::vector<int> after_next;  // comm tasks the compute task after the next waits for
     // Tasks the next compute task waits for, a weight-gradient one too (emit_weight_grads
     // sets `pending` aside, not these): the host waited for them before it queued more work.
@@ -134,17 +135,24 @@ class Lowerer {
     int to_stage;
     std::vector<int> deps;
     int chunk, mb;
+    int pass = 0;  // index of the producing pass in the stage's order
   };
 
   // What the parts of one rank's program (lower_rank) share while it is lowered.
   struct RankState {
     StageState st;             // the stage's parameters and training state (stage_state)
     double z2_buckets = 0;     // ZeRO-2 reduce buckets (zero2_bucket_bytes)
+    double fp8_weights = 0;    // Transformer Engine's fp8 weight cache (fp8.cc)
     int nccl_alloc = -1;       // the NCCL buffers' allocation, sized at the end; -1: none
     bool sharded_opt = false;  // ZeRO-1/2: a sharded optimizer, parameters gathered
     // ZeRO-1/2 with overlapped parameter gather: per chunk and unit, what it waits for.
     std::vector<std::vector<std::vector<int>>> pg_ready;
     std::vector<int> recv_of;  // per pass of the stage's order: its pipeline recv, or -1
+    int pass = 0;              // the pass being lowered (index in the stage's order)
+    // Blocking p2p (pp_blocking): per pass, the id of its first task and of its last compute
+    // task; one more entry for what follows the passes.
+    std::vector<int> pass_first, pass_last_compute;
+    std::vector<int> send_of;  // per pass: its pipeline send, or -1 (emit_pp_sends)
     double p2p_bytes = 0;      // bytes of one pipeline message
     std::vector<SendRec> sends;
     std::vector<char> chunk_started;  // per chunk: its first forward has run
@@ -192,8 +200,8 @@ class Lowerer {
 
   // ---- tensor / sequence parallel, EP (tensor_parallel.cc) -------------------------------
 
-  void emit_comm_point(Emit& e, const CommPoint& cp, Phase phase, const char* prefix,
-                       const Unit& u, int mb, int chunk);
+  void emit_comm_point(Emit& e, const CommPoint& cp, Phase phase, const char* prefix, const Unit& u,
+                       int mb, int chunk);
   void emit_tp_overlap(Emit& e, const CommPoint& cp, CollOp op, GroupKind gk, StreamKind stream,
                        Category cat, Phase phase, const char* prefix, const Unit& u, int mb,
                        int chunk, std::vector<int> deps);
@@ -204,6 +212,14 @@ class Lowerer {
   double kv_block_bytes() const;
   void emit_cp_attention(Emit& e, const Op& op, Phase phase, Category cat, const char* prefix,
                          const Unit& u, int mb, int chunk, int pass);
+
+  // ---- Transformer Engine fp8 (fp8.cc) ---------------------------------------------------
+
+  bool te_fp8() const;
+  double te_fp8_activation_delta(int layer, Recompute rc) const;
+  double fp8_weight_elems(const Unit& u) const;
+  double fp8_weight_cache_bytes(int s) const;
+  void emit_fp8_weight_cast(Emit& e, const Unit& u, int mb, int chunk);
 
   // ---- data parallel and ZeRO (data_parallel.cc) -----------------------------------------
 
@@ -280,11 +296,14 @@ class Lowerer {
   void weight_pass(Emit& e, RankState& rs, const PassOp& op);
   void emit_deferred_grad_sync(Emit& e);
   void emit_pp_sends(Emit& e, RankState& rs);
+  bool pp_blocking() const;
+  void block_on_pp(Emit& e, const RankState& rs, const std::vector<PassOp>& order);
   void emit_step_end(Emit& e, RankState& rs);
   void emit_recompute(Emit& e, const Unit& u, int mb, int c);
   void emit_weight_grads(Emit& e, const Unit& u, int mb, int c,
                          const std::vector<char>* emitted = nullptr);
   void free_unit_activations(Emit& e, const Unit& u, int mb, int c);
+  double held_grad_output_bytes(const Unit& u) const;
   std::int64_t pp_tag(const MsgKey& k) const {
     return (static_cast<std::int64_t>(k.dir) * nv_ + k.consumer_vs) * m_ + k.mb;
   }
@@ -315,7 +334,7 @@ class Lowerer {
   std::vector<std::vector<PassOp>> orders_;
   std::vector<double> f_start_, b_start_;  // nominal, per (virtual stage, microbatch)
   Program prog_;
-  std::unordered_map<std::int64_t, int> group_ids_;     // (kind, first member) -> id
+  std::unordered_map<std::int64_t, int> group_ids_;      // (kind, first member) -> id
   std::unordered_map<std::int64_t, int> group_of_rank_;  // (kind, rank) -> id (group_of)
   // per rank being lowered
   std::vector<DeferredBucket> deferred_;

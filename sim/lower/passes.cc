@@ -44,6 +44,8 @@ RankProgram Lowerer::lower_rank(int rank) {
 
   for (size_t i = 0; i < order.size(); ++i) {
     const PassOp& op = order[i];
+    rs.pass = static_cast<int>(i);
+    rs.pass_first.push_back(static_cast<int>(e.rp.tasks.size()));
     if (rs.recv_of[i] >= 0) e.pending.push_back(rs.recv_of[i]);
     if (op.kind == PassKind::kF) {
       forward_pass(e, rs, op);
@@ -52,11 +54,14 @@ RankProgram Lowerer::lower_rank(int rank) {
     } else {  // W (ZB-H1)
       weight_pass(e, rs, op);
     }
+    rs.pass_last_compute.push_back(e.last_compute);
   }
+  rs.pass_first.push_back(static_cast<int>(e.rp.tasks.size()));
 
   emit_deferred_grad_sync(e);
   emit_pp_sends(e, rs);
   emit_step_end(e, rs);
+  if (pp_blocking()) block_on_pp(e, rs, order);
   return std::move(e.rp);
 }
 
@@ -70,12 +75,15 @@ void Lowerer::emit_step_start(Emit& e, RankState& rs) {
              Phase::kOther, -1, -1, -1);
   rs.z2_buckets = zero2_bucket_bytes(dense, expert);
   emit_mem(e, TaskKind::kAlloc, rs.z2_buckets, "grad_buckets", Phase::kOther, -1, -1, -1);
+  // Transformer Engine's fp8 weight cache (fp8.cc), kept across steps.
+  rs.fp8_weights = fp8_weight_cache_bytes(e.coord.pp);
+  emit_mem(e, TaskKind::kAlloc, rs.fp8_weights, "fp8_weights", Phase::kOther, -1, -1, -1);
   // NCCL's buffers for the communicators this rank uses (collectives.communicator_memory;
   // none listed: not counted, and no task): held all step, sized once the rank's tasks
   // are known (communicator_bytes).
   if (!sc_.profile.collectives.communicator_memory.empty()) {
-    Task t = base_task(TaskKind::kAlloc, StreamKind::kCompute, Phase::kOther,
-                       Category::kCompute, -1, -1, -1);
+    Task t = base_task(TaskKind::kAlloc, StreamKind::kCompute, Phase::kOther, Category::kCompute,
+                       -1, -1, -1);
     t.label = "alloc.nccl";
     t.what = "nccl";
     rs.nccl_alloc = add(e, std::move(t));
@@ -120,19 +128,19 @@ void Lowerer::emit_pp_recvs(Emit& e, RankState& rs, const std::vector<PassOp>& o
             [](const auto& a, const auto& b) { return a.first < b.first; });
   rs.recv_of.assign(order.size(), -1);
   rs.p2p_bytes = static_cast<double>(par_.microbatch) *
-                 static_cast<double>(shard_.seq_len / par_.cp) *
-                 static_cast<double>(arch_.hidden) * act_elem_bytes_ /
-                 (par_.sequence_parallel ? par_.tp : 1);
+                 static_cast<double>(shard_.seq_len / par_.cp) * static_cast<double>(arch_.hidden) *
+                 act_elem_bytes_ / (par_.sequence_parallel ? par_.tp : 1);
   for (const auto& [k, i] : recvs) {
     const PassOp& op = order[i];
     const int from_vs = k.dir == 0 ? k.consumer_vs - 1 : k.consumer_vs + 1;
-    Task t = base_task(TaskKind::kRecv, StreamKind::kPpRecv,
-                       k.dir == 0 ? Phase::kFwd : Phase::kBwdInput, Category::kPpComm, -1, op.mb,
-                       op.chunk);
+    Task t =
+        base_task(TaskKind::kRecv, StreamKind::kPpRecv, k.dir == 0 ? Phase::kFwd : Phase::kBwdInput,
+                  Category::kPpComm, -1, op.mb, op.chunk);
     t.peer = layout_.rank(e.coord.tp, e.coord.cp, e.coord.dp, from_vs % p_);
     t.tag = pp_tag(k);
     t.bytes = rs.p2p_bytes;
-    t.label = label_of("recv", k.dir == 0 ? "act" : "grad", "vs" + std::to_string(k.consumer_vs), op.mb);
+    t.label =
+        label_of("recv", k.dir == 0 ? "act" : "grad", "vs" + std::to_string(k.consumer_vs), op.mb);
     rs.recv_of[i] = add(e, std::move(t));
   }
 }
@@ -161,6 +169,7 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
       const auto& ids = rs.pg_ready[static_cast<size_t>(c)][static_cast<size_t>(k)];
       e.pending.insert(e.pending.end(), ids.begin(), ids.end());
     }
+    if (!rs.chunk_started[static_cast<size_t>(c)]) emit_fp8_weight_cast(e, u, mb, c);
     if (z3_sub) {
       z3_emit_steps(e, zp, u.ops->fwd, Phase::kFwd, Category::kCompute, "fwd", u, mb, c, 0);
     } else {
@@ -170,7 +179,7 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
   }
   rs.chunk_started[static_cast<size_t>(c)] = 1;
   if (vs < nv_ - 1) {
-    SendRec r{MsgKey{f_start_[vidx(vs + 1, mb)], vs + 1, 0, mb}, (vs + 1) % p_, {}, c, mb};
+    SendRec r{MsgKey{f_start_[vidx(vs + 1, mb)], vs + 1, 0, mb}, (vs + 1) % p_, {}, c, mb, rs.pass};
     r.deps = e.pending;
     if (e.last_compute >= 0) r.deps.push_back(e.last_compute);
     rs.sends.push_back(std::move(r));
@@ -216,8 +225,7 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
       z3_emit_steps(e, zp, u.ops->bwd_input, Phase::kBwdInput, Category::kCompute, "bwd", u,
                     mb, c, 1);
     } else {
-      emit_steps(e, u.ops->bwd_input, Phase::kBwdInput, Category::kCompute, "bwd", u, mb,
-                 c, 1);
+      emit_steps(e, u.ops->bwd_input, Phase::kBwdInput, Category::kCompute, "bwd", u, mb, c, 1);
     }
     // ZB-H1 sends the input gradient as soon as B is done; the other schedules send
     // after the whole backward (Megatron: autograd of the chunk, then send_backward).
@@ -230,6 +238,9 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
       free_params(u);
       finish_unit_grads(e, rs.bucketers[static_cast<size_t>(c)], u, mb, c, k == 0, last_mb);
     } else {
+      // ZB-H1: W needs each linear's output gradient, so B keeps it until W.
+      emit_mem(e, TaskKind::kAlloc, held_grad_output_bytes(u), mem_what("dy", u, mb),
+               Phase::kBwdInput, u.layer, mb, c);
       free_params(u);
     }
   }
@@ -238,8 +249,12 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
     if (e.last_compute >= 0) grad_out_deps.push_back(e.last_compute);
   }
   if (vs > 0) {
-    SendRec r{MsgKey{b_start_[vidx(vs - 1, mb)], vs - 1, 1, mb}, (vs - 1 + p_) % p_,
-              std::move(grad_out_deps), c, mb};
+    SendRec r{MsgKey{b_start_[vidx(vs - 1, mb)], vs - 1, 1, mb},
+              (vs - 1 + p_) % p_,
+              std::move(grad_out_deps),
+              c,
+              mb,
+              rs.pass};
     rs.sends.push_back(std::move(r));
   }
 }
@@ -253,8 +268,23 @@ void Lowerer::weight_pass(Emit& e, RankState& rs, const PassOp& op) {
   for (int k = n - 1; k >= 0; --k) {
     const Unit& u = units[static_cast<size_t>(k)];
     emit_weight_grads(e, u, mb, c);
+    emit_mem(e, TaskKind::kFree, held_grad_output_bytes(u), mem_what("dy", u, mb),
+             Phase::kBwdWeight, u.layer, mb, c);
     finish_unit_grads(e, rs.bucketers[static_cast<size_t>(c)], u, mb, c, k == 0, last_mb);
   }
+}
+
+// The output gradients a unit's weight-gradient GEMMs read (dW = x^T dy, GEMM [in, out] x
+// k = tokens: dy is k x n per batched GEMM), in the activation dtype: what ZB-H1 holds from
+// B to W besides the saved inputs (Qi et al. 2023, section 3.1; the zero-bubble Megatron's
+// `WeightGradStore.put(total_input, grad_output, ...)` keeps both for the deferred W).
+double Lowerer::held_grad_output_bytes(const Unit& u) const {
+  double elems = 0;
+  for (const Step& st : u.ops->bwd_weight)
+    if (!st.is_comm && st.op.kind == OpKind::kGemm)
+      elems += static_cast<double>(st.op.gemm.k) * static_cast<double>(st.op.gemm.n) *
+               static_cast<double>(st.op.gemm.batch);
+  return elems * act_elem_bytes_;
 }
 
 // The gradient sync that waits for the end of the backward.
@@ -273,29 +303,73 @@ void Lowerer::emit_deferred_grad_sync(Emit& e) {
   if (arch_.tied_embeddings && p_ > 1 && (s == 0 || s == p_ - 1)) {
     std::vector<int> deps = grad_sync_;
     if (backward_end >= 0) deps.push_back(backward_end);
-    grad_sync_.push_back(emit_collective(
-        e, CollOp::kAllReduce, GroupKind::kPp, StreamKind::kDp, Category::kDpComm,
-        static_cast<double>(arch_.vocab) * static_cast<double>(arch_.hidden) / par_.tp *
-            grad_bytes_per_param_,
-        grad_dtype_, Phase::kOther, "grad.tied_emb", -1, -1, -1, std::move(deps)));
+    grad_sync_.push_back(
+        emit_collective(e, CollOp::kAllReduce, GroupKind::kPp, StreamKind::kDp, Category::kDpComm,
+                        static_cast<double>(arch_.vocab) * static_cast<double>(arch_.hidden) /
+                            par_.tp * grad_bytes_per_param_,
+                        grad_dtype_, Phase::kOther, "grad.tied_emb", -1, -1, -1, std::move(deps)));
   }
 }
 
-// Pipeline sends, ordered by their consumers' start (see the top of this file).
+// Pipeline sends, ordered by their consumers' start (see the top of this file); with
+// blocking p2p, in the stage's own order (each send blocks what follows it).
 void Lowerer::emit_pp_sends(Emit& e, RankState& rs) {
-  std::stable_sort(rs.sends.begin(), rs.sends.end(),
-                   [](const SendRec& a, const SendRec& b) { return a.key < b.key; });
+  const bool blocking = pp_blocking();
+  std::stable_sort(rs.sends.begin(), rs.sends.end(), [&](const SendRec& a, const SendRec& b) {
+    return blocking ? a.pass < b.pass : a.key < b.key;
+  });
+  std::vector<int> send_of(rs.recv_of.size(), -1);  // per pass: its send, or -1
   for (SendRec& r : rs.sends) {
+    send_of[static_cast<size_t>(r.pass)] = static_cast<int>(e.rp.tasks.size());
     Task t = base_task(TaskKind::kSend, StreamKind::kPpSend,
-                       r.key.dir == 0 ? Phase::kFwd : Phase::kBwdInput, Category::kPpComm, -1,
-                       r.mb, r.chunk);
+                       r.key.dir == 0 ? Phase::kFwd : Phase::kBwdInput, Category::kPpComm, -1, r.mb,
+                       r.chunk);
     t.peer = layout_.rank(e.coord.tp, e.coord.cp, e.coord.dp, r.to_stage);
     t.tag = pp_tag(r.key);
     t.bytes = rs.p2p_bytes;
     t.label = label_of("send", r.key.dir == 0 ? "act" : "grad",
-                         "vs" + std::to_string(r.key.consumer_vs), r.mb);
+                       "vs" + std::to_string(r.key.consumer_vs), r.mb);
     t.deps = std::move(r.deps);
     add(e, std::move(t));
+  }
+  rs.send_of = std::move(send_of);
+}
+
+// Megatron-Core's non-interleaved 1F1B (LoweringRules::blocking_p2p_1f1b): every exchange
+// is a batch_isend_irecv waited for with torch.cuda.synchronize() before the host goes on
+// (pipeline_parallel/schedules.py forward_backward_pipelining_without_interleaving, with
+// p2p_communication.py _communicate). The schedule's calls, per pass and its successor:
+// F then F (warm-up: send_forward, then recv_forward) and B then B (cool-down:
+// send_backward, then recv_backward) are two calls, the recv posted once the send is done;
+// F then B (send_forward_recv_backward) and B then F (send_backward_recv_forward) are one
+// batched call, the recv posted with the send, after the pass's last kernel. So:
+//  - a pass's recv is posted only then (the rank has reached the call);
+//  - the next pass's first tasks, up to its first compute, wait for the pass's send (the
+//    host is blocked until it is done); after the last pass, the step's end does (the
+//    gradient sync and the optimizer step; run once the whole program is emitted).
+bool Lowerer::pp_blocking() const {
+  return opt_.rules.blocking_p2p_1f1b && par_.schedule == Schedule::k1F1B && p_ > 1;
+}
+
+void Lowerer::block_on_pp(Emit& e, const RankState& rs, const std::vector<PassOp>& order) {
+  const std::vector<int>& send_of = rs.send_of;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int send = send_of[i];
+    if (i + 1 < order.size() && rs.recv_of[i + 1] >= 0) {
+      const bool two_calls = order[i].kind == order[i + 1].kind;
+      const int posted_after = two_calls && send >= 0 ? send : rs.pass_last_compute[i];
+      if (posted_after >= 0)
+        e.rp.tasks.mut(static_cast<size_t>(rs.recv_of[i + 1])).deps.push_back(posted_after);
+    }
+    if (send < 0) continue;
+    for (size_t t = static_cast<size_t>(rs.pass_first[i + 1]); t < e.rp.tasks.size(); ++t) {
+      Task& task = e.rp.tasks.mut(t);
+      if (task.kind == TaskKind::kSend || task.kind == TaskKind::kRecv) continue;
+      task.deps.push_back(send);
+      if (task.kind == TaskKind::kGemm || task.kind == TaskKind::kAttention ||
+          task.kind == TaskKind::kMemoryBound)
+        break;
+    }
   }
 }
 
@@ -307,8 +381,8 @@ void Lowerer::emit_step_end(Emit& e, RankState& rs) {
   const bool adam = sc_.training.optimizer == Optimizer::kAdam;
   // Optimizer step on the local shard, after every gradient collective (Megatron
   // finalize_model_grads + optimizer.step).
-  const double local_params =
-      dense / (par_.zero >= 1 ? dense_dp_size() : 1) + expert / (par_.zero >= 1 ? expert_dp_size() : 1);
+  const double local_params = dense / (par_.zero >= 1 ? dense_dp_size() : 1) +
+                              expert / (par_.zero >= 1 ? expert_dp_size() : 1);
   {
     Op op = optimizer_op(local_params, adam, grad_dtype_, sc_.training.dtype == DType::kFp16);
     Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, Phase::kOptimizer,
@@ -332,6 +406,9 @@ void Lowerer::emit_step_end(Emit& e, RankState& rs) {
   emit_mem(e, TaskKind::kFree, rs.z2_buckets, "grad_buckets", Phase::kOther, -1, -1, -1,
            StreamKind::kCompute, end_deps);
   if (rs.z2_buckets > 0) end_deps.clear();
+  emit_mem(e, TaskKind::kFree, rs.fp8_weights, "fp8_weights", Phase::kOther, -1, -1, -1,
+           StreamKind::kCompute, end_deps);
+  if (rs.fp8_weights > 0) end_deps.clear();
   if (rs.nccl_alloc >= 0) {
     const double nccl = communicator_bytes(e.rp.tasks, e.rank);
     e.rp.tasks.mut(static_cast<size_t>(rs.nccl_alloc)).bytes = nccl;
@@ -341,8 +418,7 @@ void Lowerer::emit_step_end(Emit& e, RankState& rs) {
   }
   for (int i = 2; i >= 0; --i) {
     emit_mem(e, TaskKind::kFree, state_bytes[i], kTrainingStateWhat[static_cast<size_t>(i)],
-             Phase::kOther, -1, -1, -1,
-             StreamKind::kCompute, end_deps);
+             Phase::kOther, -1, -1, -1, StreamKind::kCompute, end_deps);
     end_deps.clear();
   }
 }
@@ -352,8 +428,8 @@ void Lowerer::emit_recompute(Emit& e, const Unit& u, int mb, int c) {
   if (par_.recompute == Recompute::kFull) {
     // Re-run the whole layer forward, with its collectives (Chen et al. 2016; Megatron
     // --recompute-granularity full): its activations exist again until its backward ends.
-    emit_mem(e, TaskKind::kAlloc, u.act_full_bytes - u.act_bytes, rc_what(u, mb),
-             Phase::kRecompute, u.layer, mb, c);
+    emit_mem(e, TaskKind::kAlloc, u.act_full_bytes - u.act_bytes, rc_what(u, mb), Phase::kRecompute,
+             u.layer, mb, c);
     emit_steps(e, u.ops->fwd, Phase::kRecompute, Category::kRecompute, "rc", u, mb, c, 2);
   } else if (par_.recompute == Recompute::kSelective) {
     // Korthikanti et al. 2022, section 5: re-run only the attention core.
@@ -393,8 +469,8 @@ void Lowerer::free_unit_activations(Emit& e, const Unit& u, int mb, int c) {
   if (u.act_bytes > 0) {
     Phase ph = split_w_ ? Phase::kBwdWeight : Phase::kBwdInput;
     if (u.kind == Unit::Kind::kLayer && par_.recompute == Recompute::kFull)
-      emit_mem(e, TaskKind::kFree, u.act_full_bytes - u.act_bytes, rc_what(u, mb), ph, u.layer,
-               mb, c);
+      emit_mem(e, TaskKind::kFree, u.act_full_bytes - u.act_bytes, rc_what(u, mb), ph, u.layer, mb,
+               c);
     emit_mem(e, TaskKind::kFree, u.act_bytes, act_what(u, mb), ph, u.layer, mb, c);
   }
 }

@@ -6,6 +6,7 @@ set(STAGE_SOURCES
   lower/emit.cc
   lower/tensor_parallel.cc
   lower/context_parallel.cc
+  lower/fp8.cc
   lower/data_parallel.cc
   lower/zero3_fetch.cc
   lower/passes.cc

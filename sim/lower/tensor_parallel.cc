@@ -49,18 +49,16 @@ void Lowerer::emit_comm_point(Emit& e, const CommPoint& cp, Phase phase, const c
     // gradient), about half of one layer's stored activations.
     e.wgrad_inputs[{&u, mb, cp.feeds_wgrad}] =
         emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase,
-                        label_of(prefix, u.name, cp.name, mb), u.layer, mb, chunk,
-                        std::move(deps));
+                        label_of(prefix, u.name, cp.name, mb), u.layer, mb, chunk, std::move(deps));
     return;
   }
-  if (par_.overlap_tp_comm && cp.gemm_overlap && gk == GroupKind::kTp &&
-      op != CollOp::kAllReduce) {
+  if (par_.overlap_tp_comm && cp.gemm_overlap && gk == GroupKind::kTp && op != CollOp::kAllReduce) {
     emit_tp_overlap(e, cp, op, gk, stream, cat, phase, prefix, u, mb, chunk, std::move(deps));
     return;
   }
-  const int id = emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase,
-                                 label_of(prefix, u.name, cp.name, mb), u.layer, mb, chunk,
-                                 std::move(deps));
+  const int id =
+      emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase,
+                      label_of(prefix, u.name, cp.name, mb), u.layer, mb, chunk, std::move(deps));
   e.pending.push_back(id);
 }
 
@@ -87,29 +85,31 @@ void Lowerer::emit_tp_overlap(Emit& e, const CommPoint& cp, CollOp op, GroupKind
   std::string base = label_of(prefix, u.name, cp.name, mb);
   if (op == CollOp::kAllGather) {
     e.after_next.push_back(emit_collective(e, op, gk, StreamKind::kTpRing, cat, cp.bytes,
-                                           act_dtype_, phase, std::move(base), u.layer,
-                                           mb, chunk, std::move(deps)));
+                                           act_dtype_, phase, std::move(base), u.layer, mb, chunk,
+                                           std::move(deps)));
   } else if (phase == Phase::kBwdInput && !split_w_) {
     e.pending.push_back(emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase,
-                                        std::move(base), u.layer, mb, chunk,
-                                        std::move(deps)));
+                                        std::move(base), u.layer, mb, chunk, std::move(deps)));
   } else {
     std::vector<int> early;
     if (e.prev_compute >= 0) early.push_back(e.prev_compute);
-    const int c0 = emit_collective(e, op, gk, stream, cat, rest, act_dtype_, phase,
-                                   base + ".c0", u.layer, mb, chunk, std::move(early));
+    const int c0 = emit_collective(e, op, gk, stream, cat, rest, act_dtype_, phase, base + ".c0",
+                                   u.layer, mb, chunk, std::move(early));
     deps.push_back(c0);
-    const int c1 = emit_collective(e, op, gk, stream, cat, first, act_dtype_, phase,
-                                   base + ".c1", u.layer, mb, chunk, std::move(deps));
+    const int c1 = emit_collective(e, op, gk, stream, cat, first, act_dtype_, phase, base + ".c1",
+                                   u.layer, mb, chunk, std::move(deps));
     e.pending.push_back(c1);
   }
 }
 
-// Transformer Engine's order (with the TP overlap on, and W not split from B): each
-// linear's weight-gradient GEMM right after its input-gradient GEMM (and after the
-// reduce-scatter that follows it, which runs beside the weight gradient: TE's bulk
-// overlap), as a TE module's backward computes them. The weight gradients emitted here are
-// marked in emitted_w_; emit_weight_grads emits the rest.
+// The backward order of Megatron-Core's and Transformer Engine's linear layers (with W not
+// split from B; LoweringRules::async_tp_dgrad_reduce, or the TP overlap on): each linear's
+// weight-gradient GEMM right after its input-gradient GEMM and after the launch of the TP
+// reduction (all-reduce, or reduce-scatter under sequence parallel) of that input gradient,
+// which runs beside the weight gradient (Megatron LinearWithGradAccumulationAndAsync
+// Communication.backward: dgrad, async reduction, wgrad, wait; TE's bulk overlap with
+// userbuffers); the op after the weight gradient waits for the reduction. The weight
+// gradients emitted here are marked in emitted_w_; emit_weight_grads emits the rest.
 void Lowerer::emit_backward_te_order(Emit& e, const Unit& u, int mb, int c) {
   const std::vector<Step>& bi = u.ops->bwd_input;
   const std::vector<Step>& bw = u.ops->bwd_weight;
@@ -130,14 +130,18 @@ void Lowerer::emit_backward_te_order(Emit& e, const Unit& u, int mb, int c) {
       // input-gradient GEMM waits for it); the reduce-scatter emitted next does not.
       after_dgrad = e.pending;
     }
-    const bool comm_next =
-        i + 1 < bi.size() && bi[i + 1].is_comm && bi[i + 1].comm.feeds_wgrad.empty();
+    // Only a linear's own TP reduction of its input gradient runs behind its weight
+    // gradient; any other collective (the expert all-to-all, the MoE dispatcher's tp
+    // collectives) belongs to the next autograd node and starts after the weight gradient.
+    const bool comm_next = i + 1 < bi.size() && bi[i + 1].is_comm &&
+                           bi[i + 1].comm.kind == CommPointKind::kTpReduce &&
+                           bi[i + 1].comm.gemm_overlap;
     if (owed < 0 || comm_next) continue;
     std::vector<int> stash;
     stash.swap(e.pending);
     e.pending = after_dgrad;
-    emit_steps(e, {bw[static_cast<size_t>(owed)]}, Phase::kBwdWeight, Category::kCompute, "wgt",
-               u, mb, c, 1);
+    emit_steps(e, {bw[static_cast<size_t>(owed)]}, Phase::kBwdWeight, Category::kCompute, "wgt", u,
+               mb, c, 1);
     e.pending = std::move(stash);
     emitted_w_[static_cast<size_t>(owed)] = 1;
     owed = -1;

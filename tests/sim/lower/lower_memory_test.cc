@@ -44,6 +44,7 @@ struct MemCase {
   Schedule schedule;
   int vpp;
   int expected_layer_mbs;  // stage 0 peak, in layer-microbatches of activations
+  int held_dy_layers = 0;  // plus layers' output gradients held from B to W (ZB-H1)
 };
 
 class PipelineMemoryTest : public ::testing::TestWithParam<MemCase> {};
@@ -52,7 +53,9 @@ TEST_P(PipelineMemoryTest, FirstStageHoldsTheScheduleInFlight) {
   // p = 4, m = 8, L = 16 layers. 1F1B: p microbatches x L/p layers = 16 layer-microbatches
   // (= L, Korthikanti 2022 section 4.2.3). GPipe: m x L/p = 32. Interleaved v = 2: stage 0 runs
   // (p-1)*2 + (v-1)*p + 1 = 11 virtual microbatches of L/(pv) = 2 layers before its first
-  // backward = 22 = L (1 + (p-1)/(p v)) = 16 x 11/8.
+  // backward = 22 = L (1 + (p-1)/(p v)) = 16 x 11/8. ZB-H1: 1F1B's 16, and during a B pass
+  // the output gradients of the stage's L/p = 4 layers, held until the W that follows it on
+  // stage 0: per layer T (3h + h + ffn + h) x 2 = 512 x 2304 x 2 bytes.
   const MemCase c = GetParam();
   Plan p;
   p.pp = 4;
@@ -66,14 +69,14 @@ TEST_P(PipelineMemoryTest, FirstStageHoldsTheScheduleInFlight) {
   sh.seq_len = p.seq_len;
   const double act = layer_activation_bytes(sc.model, 0, sh, Recompute::kNone, true);
   EXPECT_DOUBLE_EQ(t.ranks[0].peak_bytes - state_bytes(prog.ranks[0]),
-                   c.expected_layer_mbs * act);
+                   c.expected_layer_mbs * act + c.held_dy_layers * 512.0 * 2304 * 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PipelineMemoryTest,
                          ::testing::Values(MemCase{Schedule::k1F1B, 1, 16},
                                            MemCase{Schedule::kGpipe, 1, 32},
                                            MemCase{Schedule::kInterleaved, 2, 22},
-                                           MemCase{Schedule::kZbH1, 1, 16}));
+                                           MemCase{Schedule::kZbH1, 1, 16, 4}));
 
 // tiny_gpt over dp = 4 with ZeRO stage z.
 Scenario dp4_zero(int z) {

@@ -1,0 +1,239 @@
+// Lowering tests: the execution rules of Megatron-Core and Transformer Engine (issue #26's
+// review findings) — the asynchronous TP reduction of input gradients behind the weight
+// gradient, the all-gather context parallelism's backward K/V re-gather, ZB-H1's held output
+// gradients, Transformer Engine's fp8 saved inputs and weight cache, and the blocking batched
+// p2p of non-interleaved 1F1B. Each test fails on the lowering without its rule.
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "sim/engine/engine.h"
+#include "sim/lower/lower.h"
+#include "tests/sim/lower/lower_test_helpers.h"
+#include "tests/sim/lower/lower_test_util.h"
+
+namespace stepcast {
+namespace {
+
+using testing::alloc_bytes;
+using testing::make_scenario;
+using testing::Plan;
+using testing::synth_durations;
+using testing::tiny_gpt;
+
+bool depends_on(const Task& t, int id) {
+  return std::find(t.deps.begin(), t.deps.end(), id) != t.deps.end();
+}
+
+const Task* find_label(const RankProgram& rp, const std::string& label) {
+  for (const Task& t : rp.tasks)
+    if (t.label == label) return &t;
+  return nullptr;
+}
+
+// ---- asynchronous TP reduction of input gradients ----------------------------------------
+
+// tp 2 without sequence parallel or the TP overlap: the backward all-reduce of the qkv, fc1
+// and logits input gradients runs beside that linear's weight-gradient GEMM, which is
+// emitted right after it and does not wait for it; the next compute does. On one rank with
+// free aux ops the step then shortens by exactly sum(min(all-reduce, weight-gradient GEMM))
+// over those reductions: before, each all-reduce sat exposed between the input-gradient GEMM
+// and the next op, the weight gradients running later.
+TEST(LowerRules, AsyncTpDgradReduceRunsBehindTheWeightGradient) {
+  Plan p;
+  p.tp = 2;
+  p.microbatches = 2;
+  const Scenario sc = make_scenario(tiny_gpt(), p);
+  LowerOptions async_opt, sync_opt;
+  async_opt.rules.async_tp_dgrad_reduce = true;
+  sync_opt.rules.async_tp_dgrad_reduce = false;
+  const Program prog = lower(sc, async_opt);
+  const Program old = lower(sc, sync_opt);
+  const testing::Synth synth{.aux_free = true, .comm_ns_per_byte = 0.002};
+  const Durations d = synth_durations(prog, synth);
+  const RankProgram& rp = prog.ranks[0];
+
+  TimeNs hidden = 0;
+  int reductions = 0;
+  for (const Task& ar : rp.tasks) {
+    if (ar.kind != TaskKind::kCollective || ar.phase != Phase::kBwdInput ||
+        ar.category != Category::kTpComm)
+      continue;
+    ASSERT_EQ(ar.coll, CollOp::kAllReduce);
+    // "bwd.L3.attn.in.mb1" -> the linear whose input it is: qkv, fc1 or logits.
+    const std::string unit = ar.layer >= 0 ? "L" + std::to_string(ar.layer) : "head";
+    const std::string what = ar.label.substr(4 + unit.size() + 1);
+    const std::string gemm = what.rfind("attn.in", 0) == 0  ? "qkv"
+                             : what.rfind("mlp.in", 0) == 0 ? "fc1"
+                                                            : "logits";
+    const Task* w =
+        find_label(rp, "wgt." + unit + "." + gemm + ".mb" + std::to_string(ar.microbatch));
+    ASSERT_NE(w, nullptr) << ar.label;
+    EXPECT_GT(w->id, ar.id) << ar.label;
+    EXPECT_FALSE(depends_on(*w, ar.id)) << ar.label;
+    // The compute task after the weight gradient waits for the reduction.
+    const Task* next = nullptr;
+    for (int i = w->id + 1; i < static_cast<int>(rp.tasks.size()) && next == nullptr; ++i)
+      if (testing::is_compute(rp.tasks[static_cast<size_t>(i)].kind))
+        next = &rp.tasks[static_cast<size_t>(i)];
+    ASSERT_NE(next, nullptr) << ar.label;
+    EXPECT_TRUE(depends_on(*next, ar.id)) << ar.label;
+    hidden += std::min(d[0][static_cast<size_t>(ar.id)], d[0][static_cast<size_t>(w->id)]);
+    ++reductions;
+  }
+  EXPECT_EQ(reductions, (8 * 2 + 1) * 2);  // qkv, fc1 per layer and logits, 2 microbatches
+  const TimeNs now = simulate(prog, d).step_ns;
+  const TimeNs before = simulate(old, synth_durations(old, synth)).step_ns;
+  EXPECT_GT(hidden, 0);
+  EXPECT_EQ(before - now, hidden);
+}
+
+// ---- all-gather context parallelism ------------------------------------------------------
+
+// cp 2, all-gather flavour: the backward all-gathers K and V again (only the local ones are
+// saved) before the attention backward, which waits for it, and reduce-scatters dK, dV after
+// it. Bytes of either: b * s * kv_heads * (d_qk + d_v) * 2 = 1 * 512 * 8 * 64 * 2 = 524288.
+TEST(LowerRules, AllGatherCpRegathersKvInBackward) {
+  Plan p;
+  p.cp = 2;
+  p.cp_kind = CpKind::kAllGather;
+  const Program prog = lower(make_scenario(tiny_gpt(), p));
+  const RankProgram& rp = prog.ranks[0];
+  for (int l = 0; l < 8; ++l) {
+    for (const char* prefix : {"fwd", "bwd"}) {
+      const std::string u = std::string(prefix) + ".L" + std::to_string(l);
+      const Task* ag = find_label(rp, u + ".cp_ag.mb0");
+      const Task* attn = find_label(rp, u + ".attn.mb0");
+      ASSERT_NE(ag, nullptr) << u;
+      ASSERT_NE(attn, nullptr) << u;
+      EXPECT_EQ(ag->coll, CollOp::kAllGather);
+      EXPECT_DOUBLE_EQ(ag->bytes, 524288.0);
+      EXPECT_TRUE(depends_on(*attn, ag->id)) << u;
+    }
+    const Task* rs = find_label(rp, "bwd.L" + std::to_string(l) + ".cp_rs.mb0");
+    ASSERT_NE(rs, nullptr);
+    EXPECT_DOUBLE_EQ(rs->bytes, 524288.0);
+  }
+}
+
+// ---- ZB-H1 output gradients --------------------------------------------------------------
+
+// ZB-H1 (pp 2): B allocates each unit's output gradients, W frees them after the unit's
+// weight-gradient GEMMs. Per tiny-gpt layer (T = 512 tokens, tp 1) the linears' outputs are
+// qkv 3h = 768, proj h = 256, fc1 ffn = 1024, fc2 h = 256 wide: 2304 * 512 * 2 bytes =
+// 2359296; the head's logits V = 2048: 512 * 2048 * 2 = 2097152. 1F1B holds none.
+TEST(LowerRules, ZbH1HoldsOutputGradientsFromBToW) {
+  Plan p;
+  p.pp = 2;
+  p.schedule = Schedule::kZbH1;
+  const Program prog = lower(make_scenario(tiny_gpt(), p));
+  for (const RankProgram& rp : prog.ranks) {
+    for (const Task& t : rp.tasks) {
+      if (t.kind != TaskKind::kAlloc || t.what.rfind("dy.", 0) != 0) continue;
+      EXPECT_EQ(t.phase, Phase::kBwdInput);
+      EXPECT_DOUBLE_EQ(t.bytes, t.layer >= 0 ? 2359296.0 : 2097152.0) << t.what;
+      // The free comes after the unit's last weight-gradient GEMM of this microbatch.
+      int free_id = -1, last_w = -1;
+      for (const Task& f : rp.tasks) {
+        if (f.kind == TaskKind::kFree && f.what == t.what) free_id = f.id;
+        if (f.kind == TaskKind::kGemm && f.phase == Phase::kBwdWeight && f.layer == t.layer &&
+            f.microbatch == t.microbatch)
+          last_w = f.id;
+      }
+      EXPECT_GT(free_id, last_w) << t.what;
+      EXPECT_GT(last_w, t.id) << t.what;
+    }
+  }
+  EXPECT_DOUBLE_EQ(alloc_bytes(prog.ranks[0], "dy.L0.mb0"), 2359296.0);
+  EXPECT_DOUBLE_EQ(alloc_bytes(prog.ranks[1], "dy.head.mb3"), 2097152.0);
+  p.schedule = Schedule::k1F1B;
+  EXPECT_DOUBLE_EQ(alloc_bytes(lower(make_scenario(tiny_gpt(), p)).ranks[0], "dy.L0.mb0"), 0.0);
+}
+
+// ---- Transformer Engine fp8 --------------------------------------------------------------
+
+// fp8 training, tp 1 (T = 512 tokens, h 256, ffn 1024, 8 heads of 32, e = 2 bytes): each
+// layer saves fp8 copies of the qkv and fc1 inputs (-512 * 256 each), of the fc2 input
+// (-512 * 1024) and, beside the attention's own 16-bit output, of the proj input
+// (+512 * 256): -655360 bytes against the 16-bit count. The weight cache holds 2 bytes per
+// linear weight: (256*768 + 256*256 + 256*1024 + 1024*256) * 8 layers * 2 = 12582912 bytes,
+// filled by one cast per layer per step (on the first microbatch).
+TEST(LowerRules, TeFp8SavesFp8InputsAndCachesFp8Weights) {
+  Plan p;
+  p.microbatches = 3;
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  sc.training.dtype = DType::kFp8;
+  LowerOptions on, off;
+  on.rules.te_fp8_storage = true;
+  off.rules.te_fp8_storage = false;
+  const Program prog = lower(sc, on);
+  const Program old = lower(sc, off);
+  EXPECT_DOUBLE_EQ(
+      alloc_bytes(prog.ranks[0], "act.L0.mb0") - alloc_bytes(old.ranks[0], "act.L0.mb0"),
+      -655360.0);
+  EXPECT_DOUBLE_EQ(alloc_bytes(prog.ranks[0], "fp8_weights"), 12582912.0);
+  EXPECT_DOUBLE_EQ(alloc_bytes(old.ranks[0], "fp8_weights"), 0.0);
+  std::map<int, int> casts;  // per microbatch
+  for (const Task& t : prog.ranks[0].tasks)
+    if (t.what == "fp8_weight_cast") {
+      ++casts[t.microbatch];
+      EXPECT_DOUBLE_EQ(t.bytes_written, 786432.0 * 2);
+    }
+  EXPECT_EQ(casts, (std::map<int, int>{{0, 8}}));
+  // Full recompute keeps only the layer input: no change there.
+  sc.parallel.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(alloc_bytes(lower(sc, on).ranks[0], "act.L0.mb0"),
+                   alloc_bytes(lower(sc, off).ranks[0], "act.L0.mb0"));
+}
+
+// ---- blocking p2p of non-interleaved 1F1B ------------------------------------------------
+
+// pp 2, m 2, 1F1B, uniform stages (aux free), each pipeline message c ns. Stage 0 runs F0 F1
+// B0 B1, stage 1 F0 B0 F1 B1. Asynchronous p2p (recvs posted at once): the step is
+// 3F + 3B + 2c. Megatron-Core's blocking batched p2p: F1 of stage 0 waits for its send of
+// act0 (f + c), stage 1 posts recv act1 only after B0 (batched with send grad0), so stage
+// 0's send act1 and stage 1's send grad0 both end at 2F + B + 2c; stage 0's B1 then waits
+// for grad1, sent at 3F + 2B + 2c: 3F + 3B + 3c, one message more.
+TEST(LowerRules, Blocking1F1BP2pWaitsForEverySend) {
+  Plan p;
+  p.pp = 2;
+  p.microbatches = 2;
+  const Scenario sc = make_scenario(tiny_gpt(), p);
+  LowerOptions blocking, async_opt;
+  blocking.rules.blocking_p2p_1f1b = true;
+  async_opt.rules.blocking_p2p_1f1b = false;
+  const Program prog = lower(sc, blocking);
+  const Program old = lower(sc, async_opt);
+  const testing::Synth synth{.aux_free = true, .comm_ns_per_byte = 0.01};
+  const Durations d = synth_durations(prog, synth);
+  TimeNs c = 0;
+  for (size_t i = 0; i < prog.ranks[0].tasks.size(); ++i)
+    if (prog.ranks[0].tasks[i].kind == TaskKind::kSend) c = d[0][i];
+  ASSERT_GT(c, 0);
+  const TimeNs now = simulate(prog, d).step_ns;
+  const TimeNs before = simulate(old, synth_durations(old, synth)).step_ns;
+  EXPECT_EQ(now - before, c);
+  // Every send blocks the first compute task after it.
+  for (const RankProgram& rp : prog.ranks)
+    for (const Task& s : rp.tasks) {
+      if (s.kind != TaskKind::kSend) continue;
+      bool blocked = false;
+      for (const Task& t : rp.tasks)
+        blocked = blocked || (testing::is_compute(t.kind) && depends_on(t, s.id));
+      EXPECT_TRUE(blocked) << s.label;
+    }
+  // Interleaved 1F1B keeps asynchronous p2p (overlap_p2p_comm).
+  Plan pi = p;
+  pi.schedule = Schedule::kInterleaved;
+  pi.vpp = 2;
+  for (const RankProgram& rp : lower(make_scenario(tiny_gpt(), pi), blocking).ranks)
+    for (const Task& t : rp.tasks)
+      for (int dep : t.deps)
+        EXPECT_FALSE(testing::is_compute(t.kind) &&
+                     rp.tasks[static_cast<size_t>(dep)].kind == TaskKind::kSend);
+}
+
+}  // namespace
+}  // namespace stepcast
