@@ -4,5 +4,6 @@ set(STAGE_SOURCES
   scenario/scenario_sections.cc
   scenario/plan_checks.cc
   scenario/sweep.cc
+  scenario/search_space.cc
   scenario/limits.cc
 )
