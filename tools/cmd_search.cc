@@ -31,11 +31,12 @@ int run_search(const SearchFlags& f, Context& ctx) {
       [&](double threshold) { return broadcast_from_rank0(ctx.dist, threshold); },
       ctx.dist.rank == 0 ? terminal_progress("search") : nullptr);
   if (ctx.dist.rank != 0) return kExitOk;
-  std::cout << fmt::format("search: {} plans considered, {} invalid, {} do not fit, {} cannot "
-                           "be among the best {} (not simulated); best {}:\n",
-                           out.considered, out.invalid, out.not_fitting, out.pruned, f.top,
-                           out.best.size());
+  std::cout << fmt::format(
+      "search: {} plans considered, {} invalid, {} do not fit, {} cannot "
+      "be among the best {} (not simulated); best {}:\n",
+      out.considered, out.invalid, out.not_fitting, out.pruned, f.top, out.best.size());
   std::cout << render_points(out.best);
+  std::cout << bound_line(out);
   try {
     std::cout << own_plan_line(out, predict(s).result);
   } catch (const InputError& e) {
@@ -43,8 +44,7 @@ int run_search(const SearchFlags& f, Context& ctx) {
               << (e.issues().empty() ? e.what() : e.issues().front().str()) << "\n";
   }
   if (!f.csv_out.empty()) write_file(f.csv_out, points_csv(out.best));
-  if (!f.table_html.empty())
-    write_file(f.table_html, points_html(out.best, "search: " + s.name));
+  if (!f.table_html.empty()) write_file(f.table_html, points_html(out.best, "search: " + s.name));
   return kExitOk;
 }
 

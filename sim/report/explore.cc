@@ -10,6 +10,8 @@
 
 #include "model/error.h"
 #include "sim/report/parallel.h"
+#include "sim/report/search_bound.h"
+#include "sim/scenario/search_space.h"
 
 namespace stepcast {
 
@@ -67,8 +69,7 @@ std::vector<PlanCandidate> sweep_candidates(const Scenario& base) {
 }
 
 std::vector<ExplorePoint> evaluate_candidates(const std::vector<PlanCandidate>& cands,
-                                              const std::string& file,
-                                              const SearchRunOptions& run,
+                                              const std::string& file, const SearchRunOptions& run,
                                               int threads, const Progress& progress, int slice,
                                               int slice_count) {
   STEPCAST_CHECK(slice_count >= 1 && slice >= 0 && slice < slice_count,
@@ -102,6 +103,7 @@ struct PlanAxes {
   const char* schedule;           // "1f1b", "zb-h1" or "interleaved" (vpp > 1)
   bool tp_overlap;                // parallel.overlap.tp_comm (needs tp > 1 and sp)
   const char* cp_kind;            // "ring" or "allgather"
+  double bucket_mb = 0;           // parallel.bucket_mb; 0: the scenario's
 };
 
 // The scenario document of plan `a`: a clone of `source` with the plan's parallel settings.
@@ -133,16 +135,43 @@ YAML::Node plan_document(const YAML::Node& source, const PlanAxes& a) {
   par["overlap"] = ov;
   par.remove("pipeline_layers");
   par.remove("expert_tp");  // each plan's default expert layout (expert_tp_of)
+  if (a.bucket_mb > 0) par["bucket_mb"] = a.bucket_mb;
   if (!a.stage_layers.empty()) {
     YAML::Node pl(YAML::NodeType::Sequence);
     for (int n : a.stage_layers) pl.push_back(n);
     par["pipeline_layers"] = pl;
   }
   doc["parallel"] = par;
+  doc.remove("search");  // the plan's document describes one plan
   return doc;
 }
 
-PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
+// The plan's parallel settings as loading plan_document(a) gives them (search_bound.h needs
+// no document).
+ParallelSpec plan_spec(const ParallelSpec& base, const PlanAxes& a) {
+  ParallelSpec p = base;
+  p.tp = a.tp;
+  p.pp = a.pp;
+  p.dp = a.dp;
+  p.cp = a.cp;
+  p.ep = a.ep;
+  p.vpp = a.vpp;
+  p.microbatch = a.mb;
+  for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1})
+    if (std::string(schedule_name(s)) == a.schedule) p.schedule = s;
+  p.zero = a.zero;
+  p.sequence_parallel = a.tp > 1;
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    if (std::string(recompute_name(r)) == a.recompute) p.recompute = r;
+  p.cp_kind = std::string(a.cp_kind) == "allgather" ? CpKind::kAllGather : CpKind::kRing;
+  p.overlap_tp_comm = a.tp_overlap;
+  p.pipeline_layers = a.stage_layers;
+  p.expert_tp = 0;
+  if (a.bucket_mb > 0) p.bucket_bytes = a.bucket_mb * 1e6;
+  return p;
+}
+
+PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a, bool bucket_axis) {
   PlanCandidate c;
   // Built when evaluated (PlanCandidate::make_doc); the lambda shares the scenario's
   // document (a YAML::Node is a reference) and copies the axes.
@@ -152,8 +181,11 @@ PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
   const int per_stage = base.model.layers / (a.pp * a.vpp);
   const std::string layers =
       a.stage_layers.empty() ? text(per_stage) : fmt::format("{}-{}", per_stage, per_stage + 1);
-  c.settings = {{"tp", text(a.tp)}, {"pp", text(a.pp)}, {"layers", layers},
-                {"dp", text(a.dp)}, {"cp", text(a.cp)}};
+  c.settings = {{"tp", text(a.tp)},
+                {"pp", text(a.pp)},
+                {"layers", layers},
+                {"dp", text(a.dp)},
+                {"cp", text(a.cp)}};
   if (base.model.moe) c.settings.emplace_back("ep", text(a.ep));
   if (base.training.seq_len >= kCpMinSeqLen) c.settings.emplace_back("cp_kind", a.cp_kind);
   c.settings.insert(c.settings.end(), {{"vpp", text(a.vpp)},
@@ -162,6 +194,7 @@ PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a) {
                                        {"zero", text(a.zero)},
                                        {"recompute", a.recompute},
                                        {"tp_overlap", a.tp_overlap ? "1" : "0"}});
+  if (bucket_axis) c.settings.emplace_back("bucket_mb", fmt::format("{}", a.bucket_mb));
   return c;
 }
 
@@ -180,6 +213,12 @@ double order_hint(int pp, int vpp, std::int64_t micro, const char* recompute) {
 
 }  // namespace
 
+// The plans of one layout (tp, pp, cp, dp, ep, mb, vpp in `lay`): its schedules, cp kinds,
+// ZeRO stages, recomputation, TP overlap and bucket sizes (search_candidates).
+static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
+                       const SearchSpace& sp, StepBound& bound, const PlanAxes& lay,
+                       std::int64_t micro);
+
 std::vector<int> balanced_stage_layers(int layers, int stages) {
   STEPCAST_CHECK(layers >= 1 && stages >= 1, "balanced_stage_layers: empty model or pipeline");
   const int more = (layers + stages - 1) / stages;  // ceil
@@ -193,6 +232,7 @@ std::vector<int> balanced_stage_layers(int layers, int stages) {
 
 std::vector<PlanCandidate> search_candidates(const Scenario& base) {
   std::vector<PlanCandidate> cands;
+  StepBound bound(base);  // unit costs memoised across the plans
   const int gpus = base.gpus;
   const int node = base.profile.node.gpus;
   const ModelArch& m = base.model;
@@ -204,65 +244,42 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
     for (int e = 1; e <= m.moe->experts; ++e)
       if (m.moe->experts % e == 0) eps.push_back(e);
   }
-  // Tensor and context parallel sizes: powers of two up to the NVLink domain (node.gpus: 8 on
-  // a DGX, 72 on an NVL72 rack, whose groups of 16, 32 or 64 never touch a NIC); tp where
-  // the heads and the KV heads split evenly (Megatron: num_query_groups % tp == 0).
+  const SearchSpace sp = search_space_of(base);  // the search: section's lists, else defaults
+  auto given_or = [](const std::vector<int>& given, std::vector<int> dflt) {
+    return given.empty() ? dflt : given;
+  };
+  // Tensor and context parallel sizes by default: powers of two up to the NVLink domain
+  // (node.gpus: 8 on a DGX, 72 on an NVL72 rack, whose groups of 16, 32 or 64 never touch a
+  // NIC); tp where the heads and the KV heads split evenly (Megatron: num_query_groups % tp
+  // == 0); cp only for long sequences unless the search: section lists it.
   std::vector<int> sizes;
   for (int s = 1; s <= std::min(node, gpus); s *= 2) sizes.push_back(s);
-  for (int tp : sizes) {
+  for (int tp : given_or(sp.tp, sizes)) {
     if (m.heads % tp != 0 || m.kv_heads % tp != 0) continue;
-    for (int pp = 1; pp <= m.layers && pp <= gpus; ++pp) {
-      for (int cp : sizes) {
-        if (cp > 1 && base.training.seq_len < kCpMinSeqLen) continue;
+    std::vector<int> pps = sp.pp;
+    if (pps.empty())
+      for (int pp = 1; pp <= m.layers && pp <= gpus; ++pp) pps.push_back(pp);
+    for (int pp : pps) {
+      if (pp > m.layers || pp > gpus) continue;
+      for (int cp : given_or(sp.cp, sizes)) {
+        if (cp > 1 && sp.cp.empty() && base.training.seq_len < kCpMinSeqLen) continue;
         if (gpus % (tp * pp * cp) != 0) continue;
         const int dp = gpus / (tp * pp * cp);
         for (int ep : eps) {
           if ((tp * cp * dp) % ep != 0) continue;  // expert groups cut from the stage
-          for (int mb : {1, 2, 4, 8}) {
+          for (int mb : given_or(sp.microbatch, {1, 2, 4, 8})) {
             if (gb % (static_cast<std::int64_t>(dp) * mb) != 0) continue;
             const std::int64_t micro = gb / (static_cast<std::int64_t>(dp) * mb);
-            for (int vpp : {1, 2}) {
+            // Every vpp whose chunks split the layers evenly, and vpp 2 for uneven splits
+            // (balanced_stage_layers); Megatron-Core's interleaved schedule takes any vpp.
+            std::vector<int> vpps = sp.vpp;
+            if (vpps.empty())
+              for (int v = 1; v * pp <= m.layers; ++v)
+                if (v <= 2 || m.layers % (pp * v) == 0) vpps.push_back(v);
+            for (int vpp : vpps) {
               if (vpp > 1 && (pp == 1 || micro % pp != 0)) continue;
-              std::vector<int> split;  // uneven stages: balanced, the short ones at the ends
-              if (m.layers % (pp * vpp) != 0) {
-                split = balanced_stage_layers(m.layers, pp * vpp);
-                if (split.empty()) continue;
-              }
-              // Schedules: interleaved with vpp 2; with one model chunk per rank 1F1B and ZB-H1
-              // (zero-bubble, same activation memory as 1F1B: Qi et al. 2024, Sec. 3), which
-              // fills 1F1B's bubble with weight-gradient passes but splits each backward in
-              // two. One schedule with pp = 1. GPipe is not searched: it holds all m
-              // microbatches' activations where 1F1B holds at most pp (explore_test's
-              // GpipeMemoryNeverBelow1f1b), has 1F1B's bubble, and differs from it in time
-              // only by the order of the last passes (80 us of 3.08 s on the one random plan
-              // of 40 where it was faster); Megatron-LM does not offer it with pp > 1. `run`
-              // and `sweep` cost it when asked.
-              std::vector<const char*> schedules;
-              if (vpp > 1) schedules = {"interleaved"};
-              else if (pp > 1) schedules = {"1f1b", "zb-h1"};
-              else schedules = {"1f1b"};
-              // Ring attention needs seq_len % (2 cp) == 0 (causal load balancing); the
-              // all-gather kind only seq_len % cp.
-              std::vector<const char*> cp_kinds = {"ring"};
-              if (cp > 1) cp_kinds.push_back("allgather");
-              // TP communication overlap (Transformer Engine userbuffers) is the scenario's,
-              // like its other overlap keys: a property of the framework it runs on, not of
-              // the layout (sequence parallelism is on with tp > 1).
-              const std::vector<bool> tp_overlaps = {tp > 1 && base.parallel.overlap_tp_comm};
-              for (const char* sched : schedules)
-                for (const char* ck : cp_kinds)
-                  for (int zero : {0, 1, 2, 3}) {
-                    if (zero > 0 && dp == 1) continue;  // nothing to shard over
-                    for (const char* rc : {"none", "selective", "full"})
-                      for (bool ov : tp_overlaps) {
-                        cands.push_back(plan_candidate(base, {tp, pp, cp, dp, ep, mb, vpp, zero,
-                                                              rc, split, sched, ov, ck}));
-                        cands.back().first_pass = sched == schedules.front() &&
-                                                  ck == cp_kinds.front() &&
-                                                  zero == (dp > 1 ? 2 : 0);
-                        cands.back().order_hint = order_hint(pp, vpp, micro, rc);
-                      }
-                  }
+              add_layout(cands, base, sp, bound,
+                         {tp, pp, cp, dp, ep, mb, vpp, 0, "none", {}, "", false, "ring"}, micro);
             }
           }
         }
@@ -270,6 +287,80 @@ std::vector<PlanCandidate> search_candidates(const Scenario& base) {
     }
   }
   return cands;
+}
+
+static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
+                       const SearchSpace& sp, StepBound& bound, const PlanAxes& lay,
+                       std::int64_t micro) {
+  const ModelArch& m = base.model;
+  const int tp = lay.tp, pp = lay.pp, cp = lay.cp, dp = lay.dp, vpp = lay.vpp;
+  std::vector<int> split;  // uneven stages: balanced, the short ones at the ends
+  if (m.layers % (pp * vpp) != 0) {
+    split = balanced_stage_layers(m.layers, pp * vpp);
+    if (split.empty()) return;
+  }
+  // Schedules: interleaved with vpp > 1; with one model chunk per rank 1F1B and ZB-H1
+  // (zero-bubble, same activation memory as 1F1B: Qi et al. 2024, Sec. 3), which fills
+  // 1F1B's bubble with weight-gradient passes but splits each backward in two. One schedule
+  // with pp = 1. GPipe is not searched unless the search: section asks for it: it holds all
+  // m microbatches' activations where 1F1B holds at most pp (explore_test's
+  // GpipeMemoryNeverBelow1f1b), has 1F1B's bubble, and differs from it in time only by the
+  // order of the last passes (80 us of 3.08 s on the one random plan of 40 where it was
+  // faster); Megatron-LM does not offer it with pp > 1. `run` and `sweep` cost it when asked.
+  std::vector<const char*> schedules;
+  if (!sp.schedule.empty()) {
+    for (Schedule s : sp.schedule) {
+      const bool interleaved = s == Schedule::kInterleaved;
+      if (interleaved != (vpp > 1) || (s == Schedule::kZbH1 && pp == 1)) continue;
+      schedules.push_back(schedule_name(s));
+    }
+  } else if (vpp > 1) {
+    schedules = {"interleaved"};
+  } else if (pp > 1) {
+    schedules = {"1f1b", "zb-h1"};
+  } else {
+    schedules = {"1f1b"};
+  }
+  // Ring attention needs seq_len % (2 cp) == 0 (causal load balancing); the all-gather
+  // kind only seq_len % cp.
+  std::vector<const char*> cp_kinds;
+  for (CpKind k :
+       sp.cp_kind.empty() ? std::vector<CpKind>{CpKind::kRing, CpKind::kAllGather} : sp.cp_kind)
+    if (cp > 1 || k == CpKind::kRing) cp_kinds.push_back(k == CpKind::kRing ? "ring" : "allgather");
+  // TP communication overlap (Transformer Engine userbuffers, with sequence parallelism,
+  // which is on with tp > 1): on and off.
+  std::vector<bool> tp_overlaps = {false};
+  if (tp > 1) tp_overlaps = sp.tp_overlap.empty() ? std::vector<bool>{true, false} : sp.tp_overlap;
+  const std::vector<double> buckets = sp.bucket_mb.empty() ? std::vector<double>{0} : sp.bucket_mb;
+  std::vector<int> zeros = sp.zero.empty() ? std::vector<int>{0, 1, 2, 3} : sp.zero;
+  const std::vector<Recompute> rcs =
+      sp.recompute.empty()
+          ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
+          : sp.recompute;
+  for (const char* sched : schedules)
+    for (const char* ck : cp_kinds)
+      for (int zero : zeros) {
+        if (zero > 0 && dp == 1) continue;  // nothing to shard over
+        for (Recompute rc : rcs)
+          for (bool ov : tp_overlaps)
+            for (double bucket : buckets) {
+              PlanAxes a = lay;
+              a.zero = zero;
+              a.recompute = recompute_name(rc);
+              a.stage_layers = split;
+              a.schedule = sched;
+              a.tp_overlap = ov;
+              a.cp_kind = ck;
+              a.bucket_mb = bucket;
+              cands.push_back(plan_candidate(base, a, !sp.bucket_mb.empty()));
+              PlanCandidate& c = cands.back();
+              c.first_pass = sched == schedules.front() && ck == cp_kinds.front() &&
+                             zero == (dp > 1 ? 2 : 0) && ov == tp_overlaps.front() &&
+                             bucket == buckets.front();
+              c.order_hint = order_hint(pp, vpp, micro, a.recompute);
+              c.bound_s = to_s(bound.step_floor_ns(plan_spec(base.parallel, a)));
+            }
+      }
 }
 
 SearchRunOptions search_run_options(const SearchOptions& opt) {
@@ -298,7 +389,8 @@ SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top) {
   for (const auto& p : good) out.fitting_step_times.push_back(p.result.step_time_s);
   std::sort(out.fitting_step_times.begin(), out.fitting_step_times.end());
   std::stable_sort(good.begin(), good.end(), [](const ExplorePoint& a, const ExplorePoint& b) {
-    if (a.result.step_time_s != b.result.step_time_s) return a.result.step_time_s < b.result.step_time_s;
+    if (a.result.step_time_s != b.result.step_time_s)
+      return a.result.step_time_s < b.result.step_time_s;
     return a.result.layout < b.result.layout;
   });
   if (static_cast<int>(good.size()) > top) good.resize(static_cast<size_t>(top));
@@ -315,31 +407,59 @@ SearchOutcome search_in_chunks(
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
     const PlanCandidate &a = cands[x], &b = cands[y];
+    if (a.bound_s != b.bound_s) return a.bound_s < b.bound_s;
     if (a.order_hint != b.order_hint) return a.order_hint < b.order_hint;
     return a.first_pass && !b.first_pass;
   });
   std::vector<ExplorePoint> all;
-  std::vector<double> times;  // of the fitting simulated plans so far
+  std::vector<double> times;   // of the fitting simulated plans so far
+  std::vector<double> ratios;  // their step over their bound
   double threshold = std::numeric_limits<double>::infinity();
+  bool holds_points = false;  // MPI ranks other than 0 hold no points
+  int unlowered = 0;
   for (size_t begin = 0; begin < order.size(); begin += kSearchChunk) {
     const size_t end = std::min(order.size(), begin + kSearchChunk);
+    // In bound order, the plans whose bound is above the threshold end the chunk.
+    size_t live = begin;
+    while (live < end && !(cands[order[live]].bound_s > threshold)) ++live;
     std::vector<PlanCandidate> chunk;
-    chunk.reserve(end - begin);
-    for (size_t k = begin; k < end; ++k) chunk.push_back(cands[order[k]]);
+    chunk.reserve(live - begin);
+    for (size_t k = begin; k < live; ++k) chunk.push_back(cands[order[k]]);
     SearchRunOptions bounded = run;
     bounded.skip_when_compute_exceeds_s = threshold;
     Progress chunk_progress;
     if (progress)
       chunk_progress = [&, begin](size_t done, size_t) { progress(begin + done, cands.size()); };
-    std::vector<ExplorePoint> pts = evaluate(chunk, bounded, chunk_progress);
-    if (!pts.empty()) {  // MPI ranks other than 0 hold no points
+    std::vector<ExplorePoint> pts;
+    if (!chunk.empty()) pts = evaluate(chunk, bounded, chunk_progress);
+    if (!pts.empty()) {
+      holds_points = true;
       if (all.empty()) all.resize(cands.size());
       for (size_t k = 0; k < pts.size(); ++k) {
         const ExplorePoint& p = pts[k];
-        if (p.valid && p.result.simulated && p.result.fits_memory)
+        if (p.valid && p.result.simulated && p.result.fits_memory) {
           times.push_back(p.result.step_time_s);
+          const double b = cands[order[begin + k]].bound_s;
+          if (b > 0) ratios.push_back(p.result.step_time_s / b);
+        }
         all[order[begin + k]] = std::move(pts[k]);
       }
+    }
+    // Every plan from `live` on: its bound, hence its step, is above the top-th best step.
+    const size_t stop = live < end ? order.size() : end;
+    unlowered += static_cast<int>(stop - live);
+    if (holds_points) {
+      for (size_t k = live; k < stop; ++k) {
+        ExplorePoint& p = all[order[k]];
+        p.settings = cands[order[k]].settings;
+        p.result.simulated = false;
+        p.result.pruned = true;
+        p.result.step_time_s = cands[order[k]].bound_s;
+      }
+    }
+    if (live < end) {
+      if (progress) progress(cands.size(), cands.size());
+      break;
     }
     // The top-th best fitting step time so far (every process that holds the points
     // computes the same; `share` hands rank 0's to the others).
@@ -352,6 +472,9 @@ SearchOutcome search_in_chunks(
   }
   SearchOutcome out = summarize_search(std::move(all), top);
   out.prune_threshold_s = threshold;
+  out.pruned_unlowered = unlowered;
+  std::sort(ratios.begin(), ratios.end());
+  out.bound_ratios = std::move(ratios);
   return out;
 }
 
@@ -408,17 +531,26 @@ std::string own_plan_line(const SearchOutcome& out, const Result& own) {
                        own.layout, own.memory_peak_gib, own.memory_capacity_gib);
   }
   const auto& t = out.fitting_step_times;
-  const auto faster =
-      std::lower_bound(t.begin(), t.end(), own.step_time_s) - t.begin();
+  const auto faster = std::lower_bound(t.begin(), t.end(), own.step_time_s) - t.begin();
   std::string best;
   if (!t.empty() && t.front() < own.step_time_s)
     best = fmt::format("; the best is {:.1f}% faster", 100 * (1 - t.front() / own.step_time_s));
   // A pruned plan takes longer than the threshold: faster than `own` only when own is slower.
   const bool at_least = out.pruned > 0 && own.step_time_s > out.prune_threshold_s;
-  return fmt::format("scenario's plan ({}): {}; {}{} of the {} simulated plans that fit are "
-                     "faster{}\n",
-                     own.layout, format_time(own.step_time_s), at_least ? "at least " : "",
-                     faster, t.size(), best);
+  return fmt::format(
+      "scenario's plan ({}): {}; {}{} of the {} simulated plans that fit are "
+      "faster{}\n",
+      own.layout, format_time(own.step_time_s), at_least ? "at least " : "", faster, t.size(),
+      best);
+}
+
+std::string bound_line(const SearchOutcome& out) {
+  const auto& r = out.bound_ratios;
+  if (r.empty()) return "";
+  return fmt::format(
+      "closed-form bound: {} plans ruled out without lowering; simulated step / "
+      "bound over the {} simulated plans: median {:.2f}, worst {:.2f}\n",
+      out.pruned_unlowered, r.size(), r[r.size() / 2], r.back());
 }
 
 std::string render_points(const std::vector<ExplorePoint>& pts) {
@@ -443,7 +575,8 @@ std::string render_points(const std::vector<ExplorePoint>& pts) {
     }
     o += fmt::format("{:<4} {:<{}} {:>11} {:>12.0f} {:>6.1f}% {:>10.2f} {:>5}\n", i + 1, plans[i],
                      width, format_time(p.result.step_time_s), p.result.tokens_per_s,
-                     100 * p.result.mfu, p.result.memory_peak_gib, p.result.fits_memory ? "yes" : "NO");
+                     100 * p.result.mfu, p.result.memory_peak_gib,
+                     p.result.fits_memory ? "yes" : "NO");
   }
   return o;
 }
@@ -461,7 +594,8 @@ std::string points_csv(const std::vector<ExplorePoint>& pts) {
   std::string o;
   if (pts.empty()) return o;
   for (const auto& [k, v] : pts.front().settings) o += csv_field(k) + ",";
-  o += "layout,valid,step_time_s,tokens_per_s,tflops_per_gpu,mfu,memory_peak_gib,fits_memory,error\n";
+  o += "layout,valid,step_time_s,tokens_per_s,tflops_per_gpu,mfu,memory_peak_gib,fits_memory,"
+       "error\n";
   for (const auto& p : pts) {
     for (const auto& [k, v] : p.settings) o += csv_field(v) + ",";
     o += fmt::format("{},{},{:.9g},{:.9g},{:.6g},{:.6g},{:.6g},{},{}\n",
@@ -475,11 +609,16 @@ std::string points_csv(const std::vector<ExplorePoint>& pts) {
 static std::string html_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else if (c == '"')
+      o += "&quot;";
+    else
+      o += c;
   }
   return o;
 }
@@ -491,8 +630,8 @@ std::string points_html(const std::vector<ExplorePoint>& pts, const std::string&
        "td,th{padding:3px 10px;border-bottom:1px solid #ddd}th{cursor:pointer;background:#f0f0f0}"
        "td.num{text-align:right;font-variant-numeric:tabular-nums}.bad{color:#b00}</style>\n"
        "</head><body>\n";
-  o += fmt::format("<h1>{}</h1>\n<p>{} plans. Click a column header to sort.</p>\n", html_escape(title),
-                   pts.size());
+  o += fmt::format("<h1>{}</h1>\n<p>{} plans. Click a column header to sort.</p>\n",
+                   html_escape(title), pts.size());
   o += "<table id=\"plans\"><thead><tr>";
   std::vector<std::string> keys;
   if (!pts.empty())
@@ -506,15 +645,17 @@ std::string points_html(const std::vector<ExplorePoint>& pts, const std::string&
     o += "<tr>";
     for (const auto& [k, v] : p.settings) o += "<td>" + html_escape(v) + "</td>";
     if (!p.valid) {
-      o += fmt::format("<td colspan=\"7\" class=\"bad\">invalid: {}</td></tr>\n", html_escape(p.error));
+      o += fmt::format("<td colspan=\"7\" class=\"bad\">invalid: {}</td></tr>\n",
+                       html_escape(p.error));
       continue;
     }
     const Result& r = p.result;
-    o += fmt::format("<td>{}</td><td class=\"num\">{:.6f}</td><td class=\"num\">{:.0f}</td>"
-                     "<td class=\"num\">{:.1f}</td><td class=\"num\">{:.2f}</td>"
-                     "<td class=\"num\">{:.2f}</td><td{}>{}</td></tr>\n",
-                     html_escape(r.layout), r.step_time_s, r.tokens_per_s, r.tflops_per_gpu, 100 * r.mfu,
-                     r.memory_peak_gib, r.fits_memory ? "" : " class=\"bad\"", r.fits_memory ? "yes" : "no");
+    o += fmt::format(
+        "<td>{}</td><td class=\"num\">{:.6f}</td><td class=\"num\">{:.0f}</td>"
+        "<td class=\"num\">{:.1f}</td><td class=\"num\">{:.2f}</td>"
+        "<td class=\"num\">{:.2f}</td><td{}>{}</td></tr>\n",
+        html_escape(r.layout), r.step_time_s, r.tokens_per_s, r.tflops_per_gpu, 100 * r.mfu,
+        r.memory_peak_gib, r.fits_memory ? "" : " class=\"bad\"", r.fits_memory ? "yes" : "no");
   }
   o += "</tbody></table>\n";
   // Sorting: numbers by value, text alphabetically; a second click reverses.

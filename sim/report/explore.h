@@ -18,7 +18,7 @@ namespace stepcast {
 struct ExplorePoint {
   std::vector<std::pair<std::string, std::string>> settings;  // dotted key -> value
   bool valid = true;
-  std::string error;      // why the point could not be laid out (valid == false)
+  std::string error;  // why the point could not be laid out (valid == false)
   Result result;
 };
 
@@ -38,6 +38,10 @@ struct PlanCandidate {
   // set the bound for the others early. Sweeps ignore both.
   bool first_pass = true;
   double order_hint = 0;
+  // Search: a lower bound of the plan's simulated step in seconds, computed without lowering
+  // it (search_bound.h; 0: none). search_in_chunks runs the candidates in ascending order of
+  // it and does not lower those whose bound is above the `top`-th best step so far.
+  double bound_s = 0;
 
   // `doc`, or, when it is null, what make_doc builds (a fresh document each call).
   YAML::Node document() const { return doc.IsNull() && make_doc ? make_doc() : doc; }
@@ -52,8 +56,7 @@ std::vector<PlanCandidate> sweep_candidates(const Scenario& base);
 // are kept with valid = false and their message. The same points for any thread count;
 // slices let MPI ranks share the work (tools/distributed.h).
 std::vector<ExplorePoint> evaluate_candidates(const std::vector<PlanCandidate>& cands,
-                                              const std::string& file,
-                                              const SearchRunOptions& run,
+                                              const std::string& file, const SearchRunOptions& run,
                                               int threads, const Progress& progress = nullptr,
                                               int slice = 0, int slice_count = 1);
 
@@ -89,11 +92,18 @@ struct SearchOutcome {
   int pruned = 0;
   double prune_threshold_s = std::numeric_limits<double>::infinity();
   std::vector<double> fitting_step_times;  // of every simulated plan that fits, ascending
+  // Of the pruned: those ruled out by their closed-form bound (PlanCandidate::bound_s),
+  // never lowered.
+  int pruned_unlowered = 0;
+  // Simulated step / closed-form bound of every simulated plan that fits and has a bound,
+  // ascending: how tight the bound is (median, worst).
+  std::vector<double> bound_ratios;
 };
 // Every plan of the space; for each layout (tp, pp, cp, dp, ep, mb, vpp, recompute) the
 // variant most likely to fit and be fast (1f1b or interleaved, ring attention, TP overlap
 // on with tp > 1, zero 2 with dp > 1) is marked first_pass; each plan's order_hint is its
-// pipeline bubble and recomputation (explore.cc, order_hint).
+// pipeline bubble and recomputation (explore.cc, order_hint), its bound_s the closed-form
+// bound of its step (search_bound.h, costs memoised across the plans).
 std::vector<PlanCandidate> search_candidates(const Scenario& base);
 // Layers per stage for `layers` over `stages` (virtual) pipeline stages, as even as
 // possible, the stages with one layer fewer at both ends (first, last, second, ...), where
@@ -105,8 +115,11 @@ std::vector<int> balanced_stage_layers(int layers, int stages);
 SearchRunOptions search_run_options(const SearchOptions& opt);
 // Counts the invalid and non-fitting points and keeps the best `top` fitting ones.
 SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top);
-// Evaluates the candidates in chunks of kSearchChunk, in ascending order of their
-// order_hint; among equal hints the first-pass ones first, then candidate order. Each chunk
+// Evaluates the candidates in chunks of kSearchChunk, in ascending order of their bound_s,
+// then of their order_hint; among equal ones the first-pass ones first, then candidate
+// order. A candidate whose bound_s is above the threshold below is not evaluated at all
+// (pruned, its step_time_s that bound; in this order every later one is too, so the search
+// ends there). Each chunk
 // runs with run.skip_when_compute_exceeds_s = the `top`-th best fitting step time of the
 // chunks before it (none while fewer fit), and all are summarised in candidate order. A
 // plan is skipped only when its lower bound is above that time: `top` plans already
@@ -116,7 +129,7 @@ SearchOutcome summarize_search(std::vector<ExplorePoint> pts, int top);
 // split over MPI ranks) reporting to the progress it is given; `share` makes the threshold
 // the same everywhere (MPI: rank 0's; identity for one process); `progress` sees (plans
 // evaluated, all plans).
-inline constexpr size_t kSearchChunk = 128;
+inline constexpr size_t kSearchChunk = 32;
 SearchOutcome search_in_chunks(
     const std::vector<PlanCandidate>& cands, const SearchRunOptions& run, int top,
     const std::function<std::vector<ExplorePoint>(
@@ -129,6 +142,9 @@ SearchOutcome run_search(const Scenario& base, const SearchOptions& opt);
 // ones: its step time and how many fitting plans are faster ("at least" when plans were
 // pruned and it is slower than the threshold), or that it does not fit.
 std::string own_plan_line(const SearchOutcome& out, const Result& own);
+// One line on the closed-form bound: how many plans it ruled out unlowered, and the simulated
+// step over the bound of the simulated plans (median, worst); empty without bounds.
+std::string bound_line(const SearchOutcome& out);
 
 // Every field of a point in CBOR (doubles bit for bit, NaN and infinities included), and
 // back: how the ranks of an MPI-split sweep or search send their points to rank 0.

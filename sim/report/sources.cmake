@@ -2,6 +2,7 @@
 set(STAGE_SOURCES
   report/report.cc
   report/search_prune.cc
+  report/search_bound.cc
   report/flow_mode.cc
   report/validate.cc
   report/validate_lofo.cc

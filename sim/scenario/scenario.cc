@@ -43,6 +43,7 @@
 
 #include "sim/io/yaml_util.h"
 #include "sim/scenario/loader.h"
+#include "sim/scenario/search_space.h"
 
 namespace stepcast {
 
@@ -81,7 +82,7 @@ namespace detail {
 namespace {
 
 const std::vector<std::string> kTopKeys = {"name",     "model",   "cluster", "training",
-                                           "parallel", "network", "sweep",   "framework"};
+                                           "parallel", "network", "sweep",   "framework", "search"};
 
 }  // namespace
 
@@ -108,6 +109,7 @@ Scenario Loader::run() {
     sc.network = *v == "flow" ? NetworkMode::kFlow : NetworkMode::kAnalytical;
   if (cross_) cross_checks(sc);
   if (root_["sweep"]) parse_sweep(root_["sweep"], sc);
+  if (root_["search"]) parse_search_space(root_["search"], r_);  // checked; read by search
   if (!issues_.empty()) {
     // In file order: this file's issues by position, then those of other files (a
     // profile broken by an override).

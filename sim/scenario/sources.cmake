@@ -5,5 +5,6 @@ set(STAGE_SOURCES
   scenario/framework_section.cc
   scenario/plan_checks.cc
   scenario/sweep.cc
+  scenario/search_space.cc
   scenario/limits.cc
 )
