@@ -8,10 +8,12 @@
 # validation case, issue #6), the 8-GPU one with 8+ GPUs — into OUTDIR/exec/. Unless
 # PROGRAM is given, the GEMM sweep also times the exact GEMM shapes of mcore_1.7B_1gpu.
 # Usage: calibrate/run_on_gpu.sh OUTDIR [extra stepcast-bench options...]
-# Environment: BUILD_DIR (default OUTDIR/build), CUDA_ARCH (default: native GPUs),
+# Environment: BUILD_DIR (default OUTDIR/build), CUDA_ARCH (default 90: H100/H200; `native`
+#              needs CMake >= 3.24),
 #              PROGRAM (a Program JSON whose GEMM shapes to time too),
-#              STEPCAST (the stepcast binary for lower/run/validate; default build/stepcast,
-#              else tools/stepcast, which builds it), BENCH=0 / EXEC=0 (skip a part),
+#              STEPCAST (the stepcast binary for lower/run/validate; default build/stepcast;
+#              tools/stepcast is not tried: it may run the dependency installer on a box
+#              without package access), BENCH=0 / EXEC=0 (skip a part),
 #              LOWERED=DIR (the cases' CASE.program.json and CASE.predicted.json, made
 #              elsewhere with LOWER_ONLY=1: for a GPU box where the stepcast CLI cannot be
 #              built, e.g. one without yaml-cpp or network; validate then runs back there:
@@ -33,29 +35,27 @@ root=$(cd "$here/.." && pwd)
 mkdir -p "$outdir"
 outdir=$(cd "$outdir" && pwd)
 build=${BUILD_DIR:-$outdir/build}
-arch=${CUDA_ARCH:-native}
+arch=${CUDA_ARCH:-90}
 if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
 jobs=$(nproc 2>/dev/null || echo 4)
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 
-# build_standalone SRC DIR: configure and build a calibrate/ program on its own.
+# build_standalone SRC DIR: configure and build a calibrate/ program on its own; returns 1
+# (and the script goes on with the other part) when it fails.
 build_standalone() {
   cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-    >>"$outdir/cmake.log" 2>&1 || { tail -n 30 "$outdir/cmake.log" >&2; exit 1; }
+    >>"$outdir/cmake.log" 2>&1 || { tail -n 30 "$outdir/cmake.log" >&2; return 1; }
   cmake --build "$2" -j "$jobs" >>"$outdir/cmake.log" 2>&1 ||
-    { tail -n 30 "$outdir/cmake.log" >&2; exit 1; }
+    { tail -n 30 "$outdir/cmake.log" >&2; return 1; }
 }
 
 # The stepcast CLI, for lowering Programs and the validation loop (DESIGN.md step 3-4).
-# With LOWERED, only an explicit STEPCAST or a ready build/stepcast: on a box that cannot
-# build it, tools/stepcast would spend minutes failing to install what is missing.
+# Only an explicit STEPCAST or a ready build/stepcast: tools/stepcast builds the CLI and may
+# run the dependency installer, minutes lost (or a hang) on a box without package access.
 stepcast=${STEPCAST:-}
 if [[ -z $stepcast && -x $root/build/stepcast ]]; then stepcast=$root/build/stepcast; fi
-if [[ -z $stepcast && -z ${LOWERED:-} ]] && "$root/tools/stepcast" --help >/dev/null 2>&1; then
-  stepcast=$root/tools/stepcast
-fi
 export STEPCAST_PROFILES=${STEPCAST_PROFILES:-$root/hw_profiles}
 mkdir -p "$outdir/exec"
 # lower_case CASE: tests/data/exec/CASE.yaml lowered (full fidelity) and predicted into
@@ -81,8 +81,10 @@ if [[ ${LOWER_ONLY:-0} != 0 ]]; then
   exit 0
 fi
 
-if [[ ${BENCH:-1} != 0 ]]; then
-  build_standalone "$here/bench" "$build"
+if [[ ${BENCH:-1} != 0 ]] && ! build_standalone "$here/bench" "$build"; then
+  echo "building stepcast-bench failed (see $outdir/cmake.log); going on" >&2
+  failed=1
+elif [[ ${BENCH:-1} != 0 ]]; then
   extra=()
   program=${PROGRAM:-}
   if [[ -z $program && -n $lowered && -f $lowered/mcore_1.7B_1gpu.program.json ]]; then
@@ -116,7 +118,10 @@ if [[ -z $stepcast && -z $lowered ]]; then
   echo "stepcast CLI not available (set STEPCAST=... or LOWERED=...): executor loop skipped" >&2
   exit $failed
 fi
-build_standalone "$here/exec" "$build-exec"
+if ! build_standalone "$here/exec" "$build-exec"; then
+  echo "building stepcast-exec failed (see $outdir/cmake.log)" >&2
+  exit 1
+fi
 cases=(tiny_1gpu)
 if [[ $ngpu -ge 8 ]]; then cases+=(tiny_8gpu); fi
 cases+=(mcore_1.7B_1gpu)  # last: it needs ~53 GB of GPU memory (exit 3 where it does not fit)

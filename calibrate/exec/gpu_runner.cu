@@ -1,8 +1,12 @@
 // Runs a Plan on GPUs (gpu_runner.h). Per rank: one CUDA stream per Program stream, two
 // timing events per task (start before, end after it on its stream), and a dependency is a
-// cudaStreamWaitEvent on the end event of the task it waits for. Tasks are enqueued in the
-// plan's issue order (plan.h); a collective or send/recv pair is enqueued for all its local
-// members in one ncclGroupStart/End.
+// cudaStreamWaitEvent on the end event of the task it waits for. One host thread per GPU
+// enqueues its rank's tasks through the executor's issue loop (schedule.h: a task when it
+// heads its stream and its deps are enqueued, a collective or send/recv once every member
+// reached it), each member's NCCL call in its own ncclGroupStart/End on its own thread, so
+// the host keeps ahead of the GPUs (one thread issuing all ranks in turn could not). Before
+// each run a hold kernel (kernels.h) keeps every GPU idle until its thread has queued the
+// whole Program, so start events time the GPU, not the launch.
 //  - gemm: cuBLASLt (bench::GemmRunner: m, n, k, batch, dtype; NN for bf16/fp16, TN for
 //    fp8 as cuBLASLt requires — the layout key is not honoured, as in stepcast-bench);
 //  - attention: unfused — per (batch x head): S = Q K^T, a softmax pass over S (read and
@@ -10,12 +14,16 @@
 //    backward pass (read P and dP, write dS), dQ = dS K, dK = dS^T Q. Causal masking is not
 //    exploited: the full seq_q x seq_kv product runs (README: how this biases the result).
 //    Batched GEMMs over heads in chunks whose S is at most kAttnChunkBytes;
-//  - memory_bound: one kernel that reads bytes_read and writes bytes_written (float4; over
-//    4 GiB in pieces of 4 GiB, see launch_memory);
+//  - memory_bound: a kernel doing the task's arithmetic (kernels.h: norm, softmax, Adam,
+//    elementwise) reading bytes_read and writing bytes_written (over 4 GiB in pieces of
+//    4 GiB, see launch_memory), at addresses that move on through scratch buffers larger than
+//    the task plus twice the L2 cache, so that a task does not find the last one's bytes in L2;
 //  - collective: on the group's communicator, buffer S = bytes as nccl-tests counts it:
 //    allreduce / broadcast (root 0) count S, reduce_scatter recvcount S/n, allgather
 //    sendcount S/n, all_to_all S/n to each member as ncclSend/ncclRecv pairs;
-//  - send/recv: ncclSend/ncclRecv on a communicator of all ranks (peer = global rank);
+//  - send/recv: ncclSend/ncclRecv on a communicator of its directed pair (plan.h P2pPair:
+//    sender rank 0, receiver rank 1), so that a rank's sends and receives, or two pairs'
+//    transfers, are not serialised by NCCL on one shared communicator;
 //  - alloc/free: cudaMallocAsync/cudaFreeAsync from the device's pool (release threshold
 //    kept, so freed memory is reused as a caching allocator would); the pool's high-water
 //    mark is the measured peak. Scratch buffers of GEMMs, kernels and communication are
@@ -25,6 +33,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <tuple>
 
@@ -35,6 +44,8 @@
 #include "bench.h"
 #include "check.h"
 #include "gemm_runner.h"
+#include "kernels.h"
+#include "schedule.h"
 
 namespace stepcast::exec {
 
@@ -45,21 +56,6 @@ using bench::GemmRunner;
 using bench::GemmShapeSpec;
 
 constexpr std::size_t kAttnChunkBytes = std::size_t{512} << 20;  // S per chunk of heads
-
-// Reads n_read and writes n_write float4s; a read past n_write feeds a store that never
-// happens (the buffers hold no -1234.5), so the compiler keeps it.
-__global__ void memory_kernel(const float4* __restrict__ src, float4* __restrict__ dst,
-                              std::size_t n_read, std::size_t n_write) {
-  const std::size_t n = n_read > n_write ? n_read : n_write;
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const float4 v = i < n_read ? src[i] : make_float4(0.f, 0.f, 0.f, 0.f);
-    if (i < n_write)
-      dst[i] = v;
-    else if (v.x == -1234.5f)
-      dst[0] = v;
-  }
-}
 
 int dtype_bytes(const std::string& d) {
   if (d == "fp8") return 1;
@@ -78,7 +74,13 @@ struct AttnPart {
   GemmRunner* gemm = nullptr;  // or a memory pass of `bytes` read and written per launch
   double read = 0, written = 0;
   int launches = 1;
+  MemOp op = MemOp::kSoftmax;
 };
+
+// How long a hold kernel waits for its host thread at most: the host issues the Program in
+// milliseconds; should a stream's launch queue fill first (the host then blocks until the
+// GPU drains it), the hold gives up instead of deadlocking, and provenance says so.
+constexpr unsigned long long kHoldTimeoutNs = 2'000'000'000ull;
 
 struct Local {
   int rank = 0;
@@ -92,12 +94,15 @@ struct Local {
   std::vector<std::vector<AttnPart>> attention;  // per task (attention tasks only)
   void* mem_src = nullptr;
   void* mem_dst = nullptr;
+  std::size_t mem_bytes = 0, mem_offset = 0;  // scratch size; where the next launch starts
+  int* hold = nullptr;                        // host-mapped: [0] release, [1] timed out
+  int* hold_dev = nullptr;
   void* coll_send = nullptr;
   void* coll_recv = nullptr;
   void* p2p_send = nullptr;
   void* p2p_recv = nullptr;
-  ncclComm_t world = nullptr;
-  std::map<int, ncclComm_t> comms;  // by group
+  std::map<int, ncclComm_t> comms;                 // by group
+  std::map<int, ncclComm_t> pair_comms;            // by Plan::pairs index (pairs this rank is in)
   std::map<std::string, std::vector<void*>> live;  // alloc/free by `what`
   cudaMemPool_t pool = nullptr;
 };
@@ -108,14 +113,15 @@ struct Local {
 // HBM-bound (L2 is ~50 MB) and add a launch each.
 constexpr double kMemScratchBytes = 4.0 * (std::size_t{1} << 30);
 
-void launch_memory(Local& l, cudaStream_t s, double read, double written) {
+void launch_memory(Local& l, cudaStream_t s, double read, double written, MemOp op) {
   do {
     const double r = std::min(read, kMemScratchBytes), w = std::min(written, kMemScratchBytes);
-    const auto n_read = static_cast<std::size_t>(r / 16);
-    const auto n_write = static_cast<std::size_t>(w / 16);
-    memory_kernel<<<1024, 512, 0, s>>>(static_cast<const float4*>(l.mem_src),
-                                         static_cast<float4*>(l.mem_dst), n_read, n_write);
-    STEPCAST_CUDA_CHECK_LAUNCH();
+    const auto need = static_cast<std::size_t>(std::max(r, w) + 255) / 256 * 256;
+    if (l.mem_offset + need > l.mem_bytes) l.mem_offset = 0;
+    launch_memory_op(op, static_cast<const char*>(l.mem_src) + l.mem_offset,
+                     static_cast<char*>(l.mem_dst) + l.mem_offset, static_cast<std::size_t>(r),
+                     static_cast<std::size_t>(w), s);
+    l.mem_offset += need;
     read -= r;
     written -= w;
   } while (read > 0 || written > 0);
@@ -123,9 +129,11 @@ void launch_memory(Local& l, cudaStream_t s, double read, double written) {
 
 GemmRunner* gemm_for(Local& l, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
                      const std::string& dtype, int stream) {
-  if (dtype == "fp32") throw BenchError("fp32 GEMMs are not supported by the executor (bf16, fp16, fp8)");
+  if (dtype == "fp32")
+    throw BenchError("fp32 GEMMs are not supported by the executor (bf16, fp16, fp8)");
   if (!bench::dtype_supported(dtype, l.device))
-    throw BenchError(dtype + " GEMMs need compute capability 8.9+ (device " + std::to_string(l.device) + ")");
+    throw BenchError(dtype + " GEMMs need compute capability 8.9+ (device " +
+                     std::to_string(l.device) + ")");
   auto key = std::make_tuple(m, n, k, batch, dtype, stream);
   auto& r = l.gemms[key];
   if (!r) {
@@ -146,8 +154,8 @@ std::vector<AttnPart> attention_parts(Local& l, const Task& t, double& mem_need)
   const std::string dtype = t.dtype == "fp16" ? "fp16" : "bf16";
   const std::int64_t bh = t.batch * t.heads;
   const double s_bytes = static_cast<double>(t.seq_q) * static_cast<double>(t.seq_kv) * 2.0;
-  const std::int64_t chunk =
-      std::max<std::int64_t>(1, std::min<std::int64_t>(bh, static_cast<std::int64_t>(kAttnChunkBytes / s_bytes)));
+  const std::int64_t chunk = std::max<std::int64_t>(
+      1, std::min<std::int64_t>(bh, static_cast<std::int64_t>(kAttnChunkBytes / s_bytes)));
   const std::int64_t full = bh / chunk, rest = bh % chunk;
   std::vector<AttnPart> parts;
   auto gemm = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
@@ -155,11 +163,12 @@ std::vector<AttnPart> attention_parts(Local& l, const Task& t, double& mem_need)
     if (rest > 0) parts.push_back({gemm_for(l, m, n, k, rest, dtype, t.stream), 0, 0, 1});
   };
   auto pass = [&](double reads, double writes) {  // in S-sized arrays
+    const MemOp op = reads > 1 ? MemOp::kElementwise : MemOp::kSoftmax;
     parts.push_back({nullptr, reads * s_bytes * static_cast<double>(chunk),
-                     writes * s_bytes * static_cast<double>(chunk), static_cast<int>(full)});
+                     writes * s_bytes * static_cast<double>(chunk), static_cast<int>(full), op});
     if (rest > 0)
       parts.push_back({nullptr, reads * s_bytes * static_cast<double>(rest),
-                       writes * s_bytes * static_cast<double>(rest), 1});
+                       writes * s_bytes * static_cast<double>(rest), 1, op});
     mem_need = std::max(mem_need, std::max(reads, writes) * s_bytes * static_cast<double>(chunk));
   };
   const std::int64_t sq = t.seq_q, skv = t.seq_kv, d = t.head_dim;
@@ -180,20 +189,18 @@ std::vector<AttnPart> attention_parts(Local& l, const Task& t, double& mem_need)
 void launch_compute(Local& l, const Task& t) {
   cudaStream_t s = l.streams[static_cast<size_t>(t.stream)];
   switch (t.kind) {
-    case Kind::kGemm:
-      gemm_for(l, t.m, t.n, t.k, t.batch, t.dtype, t.stream)->launch();
-      return;
+    case Kind::kGemm: gemm_for(l, t.m, t.n, t.k, t.batch, t.dtype, t.stream)->launch(); return;
     case Kind::kAttention:
       for (const AttnPart& part : l.attention[static_cast<size_t>(t.id)])
         for (int i = 0; i < part.launches; ++i) {
           if (part.gemm)
             part.gemm->launch();
           else
-            launch_memory(l, s, part.read, part.written);
+            launch_memory(l, s, part.read, part.written, part.op);
         }
       return;
     case Kind::kMemoryBound:
-      launch_memory(l, s, t.bytes_read, t.bytes_written);
+      launch_memory(l, s, t.bytes_read, t.bytes_written, mem_op_of(t.what));
       return;
     case Kind::kAlloc: {
       void* p = nullptr;
@@ -223,28 +230,31 @@ void launch_compute(Local& l, const Task& t) {
 }
 
 // One member's NCCL call(s) of a rendezvous (inside ncclGroupStart/End).
-void enqueue_nccl(const Plan& plan, Local& l, const Task& t) {
+void enqueue_nccl(const Plan& plan, Local& l, const Task& t, int instance) {
   cudaStream_t s = l.streams[static_cast<size_t>(t.stream)];
   const ExecRank& er = plan.ranks[static_cast<size_t>(l.rank)];
   if (t.kind == Kind::kSend || t.kind == Kind::kRecv) {
-    const int peer = er.peer[static_cast<size_t>(t.id)];
+    // On the pair's own communicator: the sender is its rank 0, the receiver its rank 1.
+    ncclComm_t c = l.pair_comms.at(plan.rendezvous[static_cast<size_t>(instance)].pair);
     const auto count = static_cast<std::size_t>(t.bytes);
     if (t.kind == Kind::kSend)
-      STEPCAST_NCCL_CHECK(ncclSend(l.p2p_send, count, ncclInt8, peer, l.world, s));
+      STEPCAST_NCCL_CHECK(ncclSend(l.p2p_send, count, ncclInt8, 1, c, s));
     else
-      STEPCAST_NCCL_CHECK(ncclRecv(l.p2p_recv, count, ncclInt8, peer, l.world, s));
+      STEPCAST_NCCL_CHECK(ncclRecv(l.p2p_recv, count, ncclInt8, 0, c, s));
     return;
   }
   const int g = er.group[static_cast<size_t>(t.id)];
   ncclComm_t c = l.comms.at(g);
   const int n = static_cast<int>(plan.program->groups[static_cast<size_t>(g)].ranks.size());
   const ncclDataType_t type = nccl_type(t.dtype);
-  const std::size_t count = static_cast<std::size_t>(t.bytes) / static_cast<std::size_t>(dtype_bytes(t.dtype));
+  const std::size_t count =
+      static_cast<std::size_t>(t.bytes) / static_cast<std::size_t>(dtype_bytes(t.dtype));
   const std::string& op = kCollOps[static_cast<size_t>(t.op)];
   if (op == "allreduce") {
     STEPCAST_NCCL_CHECK(ncclAllReduce(l.coll_send, l.coll_recv, count, type, ncclSum, c, s));
   } else if (op == "reduce_scatter") {
-    STEPCAST_NCCL_CHECK(ncclReduceScatter(l.coll_send, l.coll_recv, count / n, type, ncclSum, c, s));
+    STEPCAST_NCCL_CHECK(
+        ncclReduceScatter(l.coll_send, l.coll_recv, count / n, type, ncclSum, c, s));
   } else if (op == "allgather") {
     STEPCAST_NCCL_CHECK(ncclAllGather(l.coll_send, l.coll_recv, count / n, type, c, s));
   } else if (op == "broadcast") {
@@ -252,8 +262,10 @@ void enqueue_nccl(const Plan& plan, Local& l, const Task& t) {
   } else {  // all_to_all
     const std::size_t chunk = count / n * static_cast<std::size_t>(dtype_bytes(t.dtype));
     for (int p = 0; p < n; ++p) {
-      STEPCAST_NCCL_CHECK(ncclSend(static_cast<char*>(l.coll_send) + p * chunk, chunk, ncclInt8, p, c, s));
-      STEPCAST_NCCL_CHECK(ncclRecv(static_cast<char*>(l.coll_recv) + p * chunk, chunk, ncclInt8, p, c, s));
+      STEPCAST_NCCL_CHECK(
+          ncclSend(static_cast<char*>(l.coll_send) + p * chunk, chunk, ncclInt8, p, c, s));
+      STEPCAST_NCCL_CHECK(
+          ncclRecv(static_cast<char*>(l.coll_recv) + p * chunk, chunk, ncclInt8, p, c, s));
     }
   }
 }
@@ -283,7 +295,8 @@ void set_up(const Plan& plan, Local& l) {
     throw BenchError("internal: " + std::to_string(kStreams.size()) + " Program streams, " +
                      std::to_string(l.streams.size()) + " CUDA streams per rank");
   STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));
-  for (auto& s : l.streams) STEPCAST_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (auto& s : l.streams)
+    STEPCAST_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   STEPCAST_CUDA_CHECK(cudaEventCreate(&l.zero));
   const auto& tasks = plan.tasks_of(l.rank);
   l.start.resize(tasks.size());
@@ -294,15 +307,25 @@ void set_up(const Plan& plan, Local& l) {
   l.attention.resize(tasks.size());
   for (const Task& t : tasks) {
     if (t.kind == Kind::kGemm) gemm_for(l, t.m, t.n, t.k, t.batch, t.dtype, t.stream);
-    if (t.kind == Kind::kAttention) l.attention[static_cast<size_t>(t.id)] = attention_parts(l, t, mem);
+    if (t.kind == Kind::kAttention)
+      l.attention[static_cast<size_t>(t.id)] = attention_parts(l, t, mem);
     if (t.kind == Kind::kMemoryBound) mem = std::max({mem, t.bytes_read, t.bytes_written});
     if (t.kind == Kind::kCollective) coll = std::max(coll, t.bytes);
     if (t.kind == Kind::kSend || t.kind == Kind::kRecv) p2p = std::max(p2p, t.bytes);
   }
   cudaStream_t s0 = l.streams[0];
-  mem = std::min(mem, kMemScratchBytes);  // launch_memory streams larger tasks in pieces
-  l.mem_src = scratch(static_cast<std::size_t>(mem), s0, "");
-  l.mem_dst = scratch(static_cast<std::size_t>(mem), s0, "");
+  // launch_memory streams larger tasks in pieces; twice the L2 beyond the largest piece lets
+  // consecutive tasks move on to bytes that are not in L2.
+  int l2 = 0;
+  STEPCAST_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, l.device));
+  mem = std::min(mem, kMemScratchBytes) + 2.0 * l2;
+  l.mem_bytes = static_cast<std::size_t>(mem);
+  l.mem_src = scratch(l.mem_bytes, s0, "bf16");  // values, not zeros: the kernels compute
+  l.mem_dst = scratch(l.mem_bytes, s0, "");
+  STEPCAST_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&l.hold), 2 * sizeof(int),
+                                    cudaHostAllocMapped | cudaHostAllocPortable));
+  STEPCAST_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&l.hold_dev), l.hold, 0));
+  l.hold[0] = l.hold[1] = 0;
   l.coll_send = scratch(static_cast<std::size_t>(coll), s0, "");
   l.coll_recv = scratch(static_cast<std::size_t>(coll), s0, "");
   l.p2p_send = scratch(static_cast<std::size_t>(p2p), s0, "");
@@ -318,12 +341,14 @@ void tear_down(Local& l) {
   cudaSetDevice(l.device);
   cudaDeviceSynchronize();
   l.gemms.clear();
-  for (void* p : {l.mem_src, l.mem_dst, l.coll_send, l.coll_recv, l.p2p_send, l.p2p_recv}) cudaFree(p);
+  for (void* p : {l.mem_src, l.mem_dst, l.coll_send, l.coll_recv, l.p2p_send, l.p2p_recv})
+    cudaFree(p);
   for (auto& e : l.start) cudaEventDestroy(e);
   for (auto& e : l.end) cudaEventDestroy(e);
   if (l.zero) cudaEventDestroy(l.zero);
   for (auto& [g, c] : l.comms) ncclCommDestroy(c);
-  if (l.world) ncclCommDestroy(l.world);
+  for (auto& [g, c] : l.pair_comms) ncclCommDestroy(c);
+  if (l.hold) cudaFreeHost(l.hold);
   for (auto& s : l.streams)
     if (s) cudaStreamDestroy(s);
 }
@@ -331,7 +356,8 @@ void tear_down(Local& l) {
 struct Runner {
   const Plan& plan;
   std::vector<Local> locals;
-  std::vector<int> local_of;  // global rank -> index in locals, -1 elsewhere
+  std::vector<int> local_of;      // global rank -> index in locals, -1 elsewhere
+  std::function<void()> barrier;  // MPI: every process has queued its Program (else none)
 
   Local* local(int rank) {
     const int i = local_of[static_cast<size_t>(rank)];
@@ -345,39 +371,63 @@ struct Runner {
     }
   }
 
-  // One pass over the issue order (header comment).
-  void run_once() {
+  // The GPU side of the issue loop (schedule.h): called from rank `rank`'s own thread.
+  class Issuer : public Device {
+   public:
+    explicit Issuer(Runner& r) : r_(r) {}
+    void issue(int rank, const Task& t) override {
+      Local& l = begin(rank, t);
+      launch_compute(l, t);
+      end(l, t);
+    }
+    void issue_rendezvous(int rank, const Task& t, int instance, const Arrival&) override {
+      Local& l = begin(rank, t);
+      STEPCAST_NCCL_CHECK(ncclGroupStart());
+      enqueue_nccl(r_.plan, l, t, instance);
+      STEPCAST_NCCL_CHECK(ncclGroupEnd());
+      end(l, t);
+    }
+
+   private:
+    Local& begin(int rank, const Task& t) {
+      Local& l = *r_.local(rank);
+      STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));  // per host thread; cheap when unchanged
+      cudaStream_t s = l.streams[static_cast<size_t>(t.stream)];
+      for (int d : t.deps)
+        STEPCAST_CUDA_CHECK(cudaStreamWaitEvent(s, l.end[static_cast<size_t>(d)], 0));
+      STEPCAST_CUDA_CHECK(cudaEventRecord(l.start[static_cast<size_t>(t.id)], s));
+      return l;
+    }
+    static void end(Local& l, const Task& t) {
+      STEPCAST_CUDA_CHECK(cudaEventRecord(l.end[static_cast<size_t>(t.id)],
+                                          l.streams[static_cast<size_t>(t.stream)]));
+    }
+    Runner& r_;
+  };
+
+  // One run of the Program (header comment): hold every GPU, let each rank's thread queue its
+  // tasks behind the hold, release. Returns how many holds timed out.
+  int run_once() {
+    std::vector<int> ranks;
     for (Local& l : locals) {
       STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));
+      __atomic_store_n(&l.hold[0], 0, __ATOMIC_SEQ_CST);
+      l.hold[1] = 0;
+      launch_hold(l.hold_dev, l.hold_dev + 1, kHoldTimeoutNs, l.streams[0]);
       STEPCAST_CUDA_CHECK(cudaEventRecord(l.zero, l.streams[0]));
       for (size_t s = 1; s < l.streams.size(); ++s)
         STEPCAST_CUDA_CHECK(cudaStreamWaitEvent(l.streams[s], l.zero, 0));
+      ranks.push_back(l.rank);
     }
-    for (const IssueStep& step : plan.steps) {
-      std::vector<std::pair<Local*, const Task*>> mine;
-      for (const RankTask& rt : step.tasks)
-        if (Local* l = local(rt.rank)) mine.emplace_back(l, &plan.task(rt));
-      if (mine.empty()) continue;
-      for (auto [l, t] : mine) {
-        STEPCAST_CUDA_CHECK(cudaSetDevice(l->device));
-        cudaStream_t s = l->streams[static_cast<size_t>(t->stream)];
-        for (int d : t->deps) STEPCAST_CUDA_CHECK(cudaStreamWaitEvent(s, l->end[static_cast<size_t>(d)], 0));
-        STEPCAST_CUDA_CHECK(cudaEventRecord(l->start[static_cast<size_t>(t->id)], s));
-      }
-      if (step.rendezvous >= 0) {
-        STEPCAST_NCCL_CHECK(ncclGroupStart());
-        for (auto [l, t] : mine) enqueue_nccl(plan, *l, *t);
-        STEPCAST_NCCL_CHECK(ncclGroupEnd());
-      } else {
-        STEPCAST_CUDA_CHECK(cudaSetDevice(mine[0].first->device));
-        launch_compute(*mine[0].first, *mine[0].second);
-      }
-      for (auto [l, t] : mine) {
-        STEPCAST_CUDA_CHECK(cudaSetDevice(l->device));
-        STEPCAST_CUDA_CHECK(cudaEventRecord(l->end[static_cast<size_t>(t->id)],
-                                            l->streams[static_cast<size_t>(t->stream)]));
-      }
+    Issuer issuer(*this);
+    try {
+      run_ranks(plan, ranks, issuer);
+    } catch (...) {
+      for (Local& l : locals) __atomic_store_n(&l.hold[0], 1, __ATOMIC_SEQ_CST);
+      throw;
     }
+    if (barrier) barrier();  // release together: the GPUs' zeros stay aligned
+    for (Local& l : locals) __atomic_store_n(&l.hold[0], 1, __ATOMIC_SEQ_CST);
     sync_all();
     // What the Program left allocated (it should free everything; be robust).
     for (Local& l : locals) {
@@ -387,6 +437,9 @@ struct Runner {
           if (p) STEPCAST_CUDA_CHECK(cudaFree(p));
       l.live.clear();
     }
+    int timed_out = 0;
+    for (Local& l : locals) timed_out += __atomic_load_n(&l.hold[1], __ATOMIC_SEQ_CST) ? 1 : 0;
+    return timed_out;
   }
 };
 
@@ -400,7 +453,7 @@ int visible_gpus() {
 
 Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
                      std::map<std::string, std::string>& provenance) {
-  Runner run{plan, {}, std::vector<int>(static_cast<size_t>(plan.world_size()), -1)};
+  Runner run{plan, {}, std::vector<int>(static_cast<size_t>(plan.world_size()), -1), {}};
   for (const ExecRank& er : plan.ranks) {
     if (er.device < 0) continue;
     run.local_of[static_cast<size_t>(er.rank)] = static_cast<int>(run.locals.size());
@@ -417,66 +470,66 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
   } cleanup{run};
   for (Local& l : run.locals) set_up(plan, l);
 
-  // Communicators: one per group with collectives, one of all ranks for send/recv.
+  // Communicators: one per group with collectives, one per directed send/recv pair.
   const Program& p = *plan.program;
-  bool any_p2p = false;
-  for (const Rendezvous& rv : plan.rendezvous) any_p2p = any_p2p || rv.group < 0;
-  std::vector<int> comm_groups;  // group ids; -1 = all ranks (send/recv)
-  for (size_t g = 0; g < p.groups.size(); ++g)
-    if (plan.collectives_per_group[g] > 0) comm_groups.push_back(static_cast<int>(g));
-  if (any_p2p) comm_groups.push_back(-1);
-  auto members_of = [&](int g) {
-    std::vector<int> m;
-    if (g >= 0) return p.groups[static_cast<size_t>(g)].ranks;
-    for (int r = 0; r < plan.world_size(); ++r) m.push_back(r);
-    return m;
+  struct CommSpec {
+    bool pair = false;
+    int index = 0;             // group id or Plan::pairs index
+    std::vector<int> members;  // comm rank i = members[i] (a pair: sender, receiver)
   };
-  auto set_comm = [&](int g, int rank, ncclComm_t c) {
+  std::vector<CommSpec> specs;
+  for (size_t g = 0; g < p.groups.size(); ++g)
+    if (plan.collectives_per_group[g] > 0)
+      specs.push_back({false, static_cast<int>(g), plan.group_members[g]});
+  for (size_t i = 0; i < plan.pairs.size(); ++i)
+    specs.push_back({true, static_cast<int>(i), {plan.pairs[i].src, plan.pairs[i].dst}});
+  auto set_comm = [&](const CommSpec& cs, int rank, ncclComm_t c) {
     Local* l = run.local(rank);
-    if (g < 0)
-      l->world = c;
-    else
-      l->comms[g] = c;
+    (cs.pair ? l->pair_comms : l->comms)[cs.index] = c;
   };
 #ifdef STEPCAST_EXEC_WITH_MPI
   const bool mpi = opt.mpi != MPI_COMM_NULL;
+  if (mpi) run.barrier = [&] { MPI_Barrier(opt.mpi); };
 #else
   const bool mpi = false;
 #endif
   if (!mpi) {
-    for (int g : comm_groups) {
-      const std::vector<int> members = members_of(g);
+    for (const CommSpec& cs : specs) {
       std::vector<int> devs;
-      for (int r : members) devs.push_back(plan.ranks[static_cast<size_t>(r)].device);
-      std::vector<ncclComm_t> comms(members.size());
-      STEPCAST_NCCL_CHECK(ncclCommInitAll(comms.data(), static_cast<int>(members.size()), devs.data()));
-      for (size_t i = 0; i < members.size(); ++i) set_comm(g, members[i], comms[i]);
+      for (int r : cs.members) devs.push_back(plan.ranks[static_cast<size_t>(r)].device);
+      std::vector<ncclComm_t> comms(cs.members.size());
+      STEPCAST_NCCL_CHECK(
+          ncclCommInitAll(comms.data(), static_cast<int>(cs.members.size()), devs.data()));
+      for (size_t i = 0; i < cs.members.size(); ++i) set_comm(cs, cs.members[i], comms[i]);
     }
   }
 #ifdef STEPCAST_EXEC_WITH_MPI
   if (mpi) {
     int me = 0;
     MPI_Comm_rank(opt.mpi, &me);
-    std::vector<ncclUniqueId> ids(comm_groups.size());
+    std::vector<ncclUniqueId> ids(specs.size());
     if (me == 0)
       for (auto& id : ids) STEPCAST_NCCL_CHECK(ncclGetUniqueId(&id));
-    MPI_Bcast(ids.data(), static_cast<int>(ids.size() * sizeof(ncclUniqueId)), MPI_BYTE, 0, opt.mpi);
+    MPI_Bcast(ids.data(), static_cast<int>(ids.size() * sizeof(ncclUniqueId)), MPI_BYTE, 0,
+              opt.mpi);
     STEPCAST_NCCL_CHECK(ncclGroupStart());
-    for (size_t i = 0; i < comm_groups.size(); ++i) {
-      const std::vector<int> members = members_of(comm_groups[i]);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const std::vector<int>& members = specs[i].members;
       for (size_t j = 0; j < members.size(); ++j) {
         Local* l = run.local(members[j]);
         if (!l) continue;
         STEPCAST_CUDA_CHECK(cudaSetDevice(l->device));
         ncclComm_t c = nullptr;
-        STEPCAST_NCCL_CHECK(ncclCommInitRank(&c, static_cast<int>(members.size()), ids[i], static_cast<int>(j)));
-        set_comm(comm_groups[i], members[j], c);
+        STEPCAST_NCCL_CHECK(
+            ncclCommInitRank(&c, static_cast<int>(members.size()), ids[i], static_cast<int>(j)));
+        set_comm(specs[i], members[j], c);
       }
     }
     STEPCAST_NCCL_CHECK(ncclGroupEnd());
   }
 #endif
 
+  int holds_timed_out = 0;
   for (int i = 0; i < opt.warmup; ++i) run.run_once();
   for (Local& l : run.locals) {  // the pool's high-water mark from here on
     std::uint64_t zero = 0;
@@ -485,7 +538,7 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
 #ifdef STEPCAST_EXEC_WITH_MPI
   if (mpi) MPI_Barrier(opt.mpi);
 #endif
-  run.run_once();
+  holds_timed_out = run.run_once();
 
   // Times relative to each rank's zero event.
   Recorded rec;
@@ -523,10 +576,13 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
     MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, opt.mpi);
     std::vector<double> all;
     if (me == 0) {
-      for (int i = 1; i < np; ++i) offsets[static_cast<size_t>(i)] = offsets[static_cast<size_t>(i) - 1] + counts[static_cast<size_t>(i) - 1];
+      for (int i = 1; i < np; ++i)
+        offsets[static_cast<size_t>(i)] =
+            offsets[static_cast<size_t>(i) - 1] + counts[static_cast<size_t>(i) - 1];
       all.resize(static_cast<size_t>(offsets.back() + counts.back()));
     }
-    MPI_Gatherv(flat.data(), n, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE, 0, opt.mpi);
+    MPI_Gatherv(flat.data(), n, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE,
+                0, opt.mpi);
     if (me != 0) return {};
     for (int r = 0; r < np; ++r) {
       auto& out = rec.times[static_cast<size_t>(r)];
@@ -534,7 +590,8 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
       const int pairs = (counts[static_cast<size_t>(r)] - 1) / 2;
       out.resize(static_cast<size_t>(pairs));
       for (int i = 0; i < pairs; ++i)
-        out[static_cast<size_t>(i)] = {all[static_cast<size_t>(base + 2 * i)], all[static_cast<size_t>(base + 2 * i + 1)]};
+        out[static_cast<size_t>(i)] = {all[static_cast<size_t>(base + 2 * i)],
+                                       all[static_cast<size_t>(base + 2 * i + 1)]};
       rec.peak_bytes[static_cast<size_t>(r)] = all[static_cast<size_t>(base + 2 * pairs)];
     }
   }
@@ -542,7 +599,8 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
 
   // Provenance: this process's first GPU and the library versions.
   cudaDeviceProp prop{};
-  STEPCAST_CUDA_CHECK(cudaGetDeviceProperties(&prop, run.locals.empty() ? 0 : run.locals[0].device));
+  STEPCAST_CUDA_CHECK(
+      cudaGetDeviceProperties(&prop, run.locals.empty() ? 0 : run.locals[0].device));
   const bench::SoftwareVersions v = bench::software_versions();
   provenance["gpu"] = prop.name;
   provenance["sm_count"] = std::to_string(prop.multiProcessorCount);
@@ -554,6 +612,10 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
   provenance["date_utc"] = bench::utc_now();
   provenance["processes"] = mpi ? std::to_string(plan.world_size()) : "1";
   provenance["warmup_runs"] = std::to_string(opt.warmup);
+  provenance["host_threads"] = std::to_string(run.locals.size()) + " (one per GPU)";
+  // A hold that timed out let the GPU start before its queue was full: launch latency may
+  // be in the first tasks' times (this process's GPUs only).
+  provenance["holds_timed_out"] = std::to_string(holds_timed_out);
   return rec;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "host_backend.h"
 #include "measured.h"
 #include "plan.h"
 #include "program.h"
@@ -34,6 +35,10 @@ constexpr const char* kUsage =
     "  -o FILE       write the measured result (stepcast.result/1) here (default: stdout)\n"
     "  --dry-run     parse, check and plan only; print what would run (no GPU needed)\n"
     "  --gpus N      with --dry-run: GPUs to place the ranks on (default: world_size)\n"
+    "  --host        run the Program's simulated ranks on CPU threads against a virtual\n"
+    "                clock (no GPU): the GPU layer's issue loop and rendezvous, each task\n"
+    "                --task-ns long (default 1000); proves the Program cannot deadlock\n"
+    "  --task-ns N   with --host: virtual nanoseconds per task (alloc/free take none)\n"
     "  --warmup N    untimed runs of the whole Program before the timed one (default 1)\n"
     "  --timeline    also write every task's [start_s, end_s] per rank\n"
     "One process drives all local GPUs (one per rank); built with -DSTEPCAST_BENCH_MPI=ON\n"
@@ -41,8 +46,8 @@ constexpr const char* kUsage =
 
 struct Args {
   std::string program, out;
-  bool dry_run = false, timeline = false;
-  int gpus = -1, warmup = 1;
+  bool dry_run = false, timeline = false, host = false;
+  int gpus = -1, warmup = 1, task_ns = 1000;
 };
 
 int to_int(const std::string& flag, const std::string& v, int min) {
@@ -50,9 +55,9 @@ int to_int(const std::string& flag, const std::string& v, int min) {
     size_t used = 0;
     const int n = std::stoi(v, &used);
     if (used == v.size() && n >= min) return n;
-  } catch (const std::exception&) {
-  }
-  throw stepcast::exec::ProgramError(flag + ": expected an integer >= " + std::to_string(min) + ", got \"" + v + "\"");
+  } catch (const std::exception&) {}
+  throw stepcast::exec::ProgramError(flag + ": expected an integer >= " + std::to_string(min) +
+                                     ", got \"" + v + "\"");
 }
 
 Args parse_args(int argc, char** argv) {
@@ -70,6 +75,10 @@ Args parse_args(int argc, char** argv) {
       a.out = next();
     } else if (s == "--dry-run") {
       a.dry_run = true;
+    } else if (s == "--host") {
+      a.host = true;
+    } else if (s == "--task-ns") {
+      a.task_ns = to_int(s, next(), 0);
     } else if (s == "--timeline") {
       a.timeline = true;
     } else if (s == "--gpus") {
@@ -81,18 +90,49 @@ Args parse_args(int argc, char** argv) {
     } else if (a.program.empty()) {
       a.program = s;
     } else {
-      throw stepcast::exec::ProgramError("one Program only (got \"" + a.program + "\" and \"" + s + "\")\n" + kUsage);
+      throw stepcast::exec::ProgramError("one Program only (got \"" + a.program + "\" and \"" + s +
+                                         "\")\n" + kUsage);
     }
   }
-  if (a.program.empty()) throw stepcast::exec::ProgramError(std::string("no Program given\n") + kUsage);
-  if (a.gpus > 0 && !a.dry_run) throw stepcast::exec::ProgramError("--gpus applies to --dry-run only");
+  if (a.program.empty())
+    throw stepcast::exec::ProgramError(std::string("no Program given\n") + kUsage);
+  if (a.gpus > 0 && !a.dry_run)
+    throw stepcast::exec::ProgramError("--gpus applies to --dry-run only");
+  if (a.host && a.dry_run)
+    throw stepcast::exec::ProgramError("--host and --dry-run exclude each other");
   return a;
+}
+
+// --host: the CPU backend (host_backend.h) on the simulated ranks, as the engine runs them.
+int run_host(const Args& args, const stepcast::exec::Program& program) {
+  using namespace stepcast::exec;
+  const Plan plan = make_plan(program, PlanMode::kSimulated);
+  const HostRun run = run_on_host(plan, uniform_durations(plan, args.task_ns));
+  const Recorded rec = to_recorded(run);
+  const std::map<std::string, std::string> provenance = {
+      {"backend", "host (virtual clock, " + std::to_string(args.task_ns) + " ns per task)"}};
+  if (!args.out.empty()) {
+    std::ofstream f(args.out);
+    if (!f) throw ProgramError(args.out + ": cannot write");
+    write_measured(plan, rec, provenance, args.timeline, f);
+    if (!f) throw ProgramError(args.out + ": write failed");
+  }
+  std::size_t tasks = 0;
+  for (const ExecRank& er : plan.ranks) tasks += plan.tasks_of(er.rank).size();
+  const MeasuredSummary s = summarize(plan, rec);
+  std::cout << "stepcast-exec --host: " << program.file << ": " << tasks << " tasks on "
+            << plan.ranks.size() << " thread(s) (one per simulated rank), "
+            << plan.rendezvous.size() << " rendezvous, no deadlock; virtual step "
+            << s.step_time_s * 1e3 << " ms" << (args.out.empty() ? "" : "; wrote " + args.out)
+            << "\n";
+  return 0;
 }
 
 int run(int argc, char** argv) {
   using namespace stepcast::exec;
   const Args args = parse_args(argc, argv);
   const Program program = load_program(args.program);
+  if (args.host) return run_host(args, program);
   Plan plan = make_plan(program);
   if (args.dry_run) {
     place_single_process(plan, args.gpus > 0 ? args.gpus : program.world_size);
@@ -119,15 +159,17 @@ int run(int argc, char** argv) {
   if (processes > 1) {
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, process, MPI_INFO_NULL, &node);
-    int local = 0;
+    int local = 0, local_size = 1;
     MPI_Comm_rank(node, &local);
+    MPI_Comm_size(node, &local_size);
     MPI_Comm_free(&node);
     const int gpus = visible_gpus();
     if (gpus == 0) {
       say("stepcast-exec: process " + std::to_string(process) + ": no GPU visible");
       return 1;
     }
-    place_one_per_process(plan, processes, process, local % gpus);
+    // Rank r on node r / gpus_per_node, GPU r % gpus_per_node, as the Program's groups assume.
+    place_one_per_process(plan, processes, process, local, local_size, gpus);
     opt.mpi = MPI_COMM_WORLD;
   }
   if (processes <= 1)
@@ -151,8 +193,8 @@ int run(int argc, char** argv) {
     write_measured(plan, rec, provenance, args.timeline, f);
     if (!f) throw ProgramError(args.out + ": write failed");
     const MeasuredSummary s = summarize(plan, rec);
-    std::cout << "stepcast-exec: measured step " << s.step_time_s * 1e3 << " ms on " << program.world_size
-              << " GPU(s); wrote " << args.out << "\n";
+    std::cout << "stepcast-exec: measured step " << s.step_time_s * 1e3 << " ms on "
+              << program.world_size << " GPU(s); wrote " << args.out << "\n";
   }
   return 0;
 #endif

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "calibrate/exec/measured.h"
 #include "calibrate/exec/plan.h"
@@ -34,7 +34,8 @@ std::string data(const std::string& name) {
 }
 
 // The scenario file, with `edits` (text -> replacement) applied to its YAML.
-sc::Scenario scenario(const std::string& file, const std::map<std::string, std::string>& edits = {}) {
+sc::Scenario scenario(const std::string& file,
+                      const std::map<std::string, std::string>& edits = {}) {
   std::ifstream f(data(file));
   std::stringstream ss;
   ss << f.rdbuf();
@@ -59,16 +60,19 @@ ex::Program to_exec(const sc::Program& p, const std::string& name) {
 
 // tp = 2 only (2 GPUs: both tp ranks fold onto one) and tp = 2 x pp = 2 (4 GPUs), from the
 // 8-GPU scenario: dp = gpus / (tp*pp) = 1, so every group a folded Program needs is listed.
-const std::map<std::string, std::string> kTp2 = {{"  pp: 2", "  pp: 1"}, {"  nodes: 1", "  gpus: 2"}};
+const std::map<std::string, std::string> kTp2 = {{"  pp: 2", "  pp: 1"},
+                                                 {"  nodes: 1", "  gpus: 2"}};
 const std::map<std::string, std::string> kTp2Pp2 = {{"  nodes: 1", "  gpus: 4"}};
 
 // Where each task of each rank went in the issue order: (step index).
 std::vector<std::vector<int>> step_of(const ex::Plan& plan) {
   std::vector<std::vector<int>> at(static_cast<size_t>(plan.world_size()));
-  for (int r = 0; r < plan.world_size(); ++r) at[static_cast<size_t>(r)].assign(plan.tasks_of(r).size(), -1);
+  for (int r = 0; r < plan.world_size(); ++r)
+    at[static_cast<size_t>(r)].assign(plan.tasks_of(r).size(), -1);
   for (size_t s = 0; s < plan.steps.size(); ++s)
     for (const ex::RankTask& rt : plan.steps[s].tasks) {
-      EXPECT_EQ(at[static_cast<size_t>(rt.rank)][static_cast<size_t>(rt.task)], -1) << "issued twice";
+      EXPECT_EQ(at[static_cast<size_t>(rt.rank)][static_cast<size_t>(rt.task)], -1)
+          << "issued twice";
       at[static_cast<size_t>(rt.rank)][static_cast<size_t>(rt.task)] = static_cast<int>(s);
     }
   return at;
@@ -139,11 +143,11 @@ TEST(ExecProgram, ReadsALoweredProgramTaskForTask) {
 // ring exchange, on the tp_ring stream: the executor reads that stream (it runs them as
 // NCCL all-gathers on a stream of their own) and orders them like the others.
 TEST(ExecPlan, TheRingExchangeStreamIsReadAndOrdered) {
-  const sc::Program sp = lowered(
-      scenario("tiny_8gpu.yaml", {{"overlap: {grad_reduce: true, param_gather: true}",
-                                   "overlap: {grad_reduce: true, param_gather: true, "
-                                   "tp_comm: true}"}}),
-      false);
+  const sc::Program sp =
+      lowered(scenario("tiny_8gpu.yaml", {{"overlap: {grad_reduce: true, param_gather: true}",
+                                           "overlap: {grad_reduce: true, param_gather: true, "
+                                           "tp_comm: true}"}}),
+              false);
   const ex::Program p = to_exec(sp, "tiny_8gpu_tp_overlap");
   const auto ring = static_cast<int>(
       std::find(ex::kStreams.begin(), ex::kStreams.end(), "tp_ring") - ex::kStreams.begin());
@@ -222,8 +226,9 @@ TEST(ExecPlan, FoldedProgramWhoseGroupsAreNotListedIsRefused) {
   } catch (const ex::ProgramError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("cannot expand the folded Program"), std::string::npos) << m;
-    EXPECT_NE(m.find("rank 1 stands for rank 0 but no dp group contains it; lower with --fidelity full"),
-              std::string::npos)
+    EXPECT_NE(
+        m.find("rank 1 stands for rank 0 but no dp group contains it; lower with --fidelity full"),
+        std::string::npos)
         << m;
   }
 }
@@ -240,10 +245,11 @@ TEST(ExecPlan, PlacementRefusesMoreRanksThanGpus) {
         << e.what();
   }
   try {
-    ex::place_one_per_process(plan, 2, 0, 0);
+    ex::place_one_per_process(plan, 2, 0, 0, 1, 8);
     FAIL();
   } catch (const ex::ProgramError& e) {
-    EXPECT_NE(std::string(e.what()).find("mpirun started 2 processes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mpirun started 2 processes"), std::string::npos)
+        << e.what();
   }
   ex::place_single_process(plan, 8);
   for (const ex::ExecRank& er : plan.ranks) EXPECT_EQ(er.device, er.rank);
@@ -252,14 +258,51 @@ TEST(ExecPlan, PlacementRefusesMoreRanksThanGpus) {
   EXPECT_NE(d.find("group 1 (tp [0, 1]): 88 collectives per member"), std::string::npos) << d;
 }
 
+// Under MPI, rank r runs on GPU r % gpus_per_node of node r / gpus_per_node (Megatron's
+// order: tensor-parallel groups inside a node). tiny_8gpu is one node of 8: with
+// gpus_per_node = 4 (edited below), rank 5 belongs on node 1, GPU 1, as process 1 of its node.
+// A launcher that spread the processes round-robin over 2 nodes (mpirun --map-by node) makes
+// rank 5 process 2 of node 1: refused, as is a node seeing fewer GPUs than gpus_per_node.
+TEST(ExecPlan, MpiPlacementFollowsGpusPerNode) {
+  ex::Program p = to_exec(lowered(scenario("tiny_8gpu.yaml"), false), "tiny_8gpu_full");
+  p.gpus_per_node = 4;
+  ex::Plan plan = ex::make_plan(p);
+  ex::place_one_per_process(plan, 8, 5, 1, 4, 4);
+  for (const ex::ExecRank& er : plan.ranks) EXPECT_EQ(er.device, er.rank == 5 ? 1 : -1) << er.rank;
+  try {
+    ex::place_one_per_process(plan, 8, 5, 2, 4, 8);  // --map-by node: ranks 1, 3, 5, 7 on node 1
+    FAIL();
+  } catch (const ex::ProgramError& e) {
+    EXPECT_NE(std::string(e.what()).find("process 5 is process 2 of 4 on its node, expected 1"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("--map-by ppr:4:node"), std::string::npos) << e.what();
+  }
+  try {
+    ex::place_one_per_process(plan, 8, 5, 1, 5, 8);  // 5 processes on a node of 4
+    FAIL();
+  } catch (const ex::ProgramError& e) {
+    EXPECT_NE(std::string(e.what()).find("of at most 4"), std::string::npos) << e.what();
+  }
+  try {
+    ex::place_one_per_process(plan, 8, 5, 1, 4, 2);
+    FAIL();
+  } catch (const ex::ProgramError& e) {
+    EXPECT_NE(std::string(e.what()).find("sees 2 GPU(s) but the Program has 4 per node"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // --- bad Programs -----------------------------------------------------------------------
 
 namespace {
 
 std::string rank_text(int r) {
   const std::string p2p =
-      r == 0 ? R"({"id":4,"kind":"send","stream":"pp_send","phase":"fwd","category":"pp_comm","label":"send.act","deps":[2],"send":{"peer":1,"bytes":4096,"tag":7}})"
-             : R"({"id":4,"kind":"recv","stream":"pp_recv","phase":"fwd","category":"pp_comm","label":"recv.act","deps":[],"recv":{"peer":0,"bytes":4096,"tag":7}})";
+      r == 0
+          ? R"({"id":4,"kind":"send","stream":"pp_send","phase":"fwd","category":"pp_comm","label":"send.act","deps":[2],"send":{"peer":1,"bytes":4096,"tag":7}})"
+          : R"({"id":4,"kind":"recv","stream":"pp_recv","phase":"fwd","category":"pp_comm","label":"recv.act","deps":[],"recv":{"peer":0,"bytes":4096,"tag":7}})";
   const std::string ps = r == 0 ? R"("pp_send":[4])" : R"("pp_recv":[4])";
   return R"({"rank":)" + std::to_string(r) + R"(,"pp_stage":0,"stands_for":[)" + std::to_string(r) +
          R"(],"streams":{"compute":[0,1,3],"tp":[2],)" + ps + R"(},"tasks":[)" +
@@ -312,35 +355,50 @@ TEST(ExecProgram, EveryBadProgramRuleNamesTheKey) {
   const std::string h = hand_program();
   const std::vector<Case> cases = {
       {"{\"schema\": ", "hand.json"},  // JSON syntax error (json_io: line and column)
-      {edit(h, "stepcast.program/1", "stepcast.program/2"), "/schema: expected \"stepcast.program/1\""},
+      {edit(h, "stepcast.program/1", "stepcast.program/2"),
+       "/schema: expected \"stepcast.program/1\""},
       {edit(h, "\"world_size\":2,", "\"world_size\":2,\"colour\":1,"), "/colour: unknown key"},
       {edit(h, "\"world_size\":2,", ""), "/world_size: missing"},
       {edit(h, "\"m\":128", "\"m\":\"128\""), "/ranks/0/tasks/1/gemm/m: expected an integer"},
       {edit(h, "\"m\":128", "\"m\":0"), "/ranks/0/tasks/1/gemm/m: expected an integer >= 1"},
-      {edit(h, "\"bytes\":65536", "\"bytes\":-1"), "/ranks/0/tasks/2/collective/bytes: expected a finite number >= 0"},
-      {edit(h, "\"op\":\"allreduce\"", "\"op\":\"allsum\""), "/ranks/0/tasks/2/collective/op: expected one of"},
+      {edit(h, "\"bytes\":65536", "\"bytes\":-1"),
+       "/ranks/0/tasks/2/collective/bytes: expected a finite number >= 0"},
+      {edit(h, "\"op\":\"allreduce\"", "\"op\":\"allsum\""),
+       "/ranks/0/tasks/2/collective/op: expected one of"},
       {edit(h, "\"kind\":\"gemm\"", "\"kind\":\"attention\""),
        "/ranks/0/tasks/1/gemm: arguments of a gemm task given to a attention task"},
       {edit(h, "\"id\":0,\"kind\":\"alloc\"", "\"id\":5,\"kind\":\"alloc\""),
        "/ranks/0/tasks/0 ('alloc.act')/id: task ids must be dense: expected 0, got 5"},
-      {edit(h, "\"deps\":[1]", "\"deps\":[9]"), "/ranks/0/tasks/2 ('fwd.ar')/deps: task 9 does not exist on this rank"},
-      {edit(h, "\"deps\":[1]", "\"deps\":[2]"), "/ranks/0/tasks/2 ('fwd.ar')/deps: a task cannot wait for itself"},
+      {edit(h, "\"deps\":[1]", "\"deps\":[9]"),
+       "/ranks/0/tasks/2 ('fwd.ar')/deps: task 9 does not exist on this rank"},
+      {edit(h, "\"deps\":[1]", "\"deps\":[2]"),
+       "/ranks/0/tasks/2 ('fwd.ar')/deps: a task cannot wait for itself"},
       {edit(h, "\"compute\":[0,1,3]", "\"compute\":[1,0,3]"),
-       "/ranks/0/streams/compute: must list the ids of the 3 tasks on stream compute in ascending order"},
-      {edit(h, "\"group\":0", "\"group\":3"), "/ranks/0/tasks/2 ('fwd.ar')/collective/group: group 3 does not exist"},
+       "/ranks/0/streams/compute: must list the ids of the 3 tasks on stream compute in ascending "
+       "order"},
+      {edit(h, "\"group\":0", "\"group\":3"),
+       "/ranks/0/tasks/2 ('fwd.ar')/collective/group: group 3 does not exist"},
       // 2^31 wrapped to a negative group and crashed the plan (found by json_fuzz_test.cc).
-      {edit(h, "\"group\":0", "\"group\":2147483648"), "/ranks/0/tasks/2/collective/group: expected an integer <= 2147483647"},
+      {edit(h, "\"group\":0", "\"group\":2147483648"),
+       "/ranks/0/tasks/2/collective/group: expected an integer <= 2147483647"},
       {edit(h, "\"ranks\":[0,1]", "\"ranks\":[1]"), "rank 0 is not a member of group 0"},
       {edit(h, "\"ranks\":[0,1]", "\"ranks\":[1,1]"), "/groups/0/ranks: rank 1 listed twice"},
-      {edit(h, "\"peer\":1", "\"peer\":7"), "/ranks/0/tasks/4 ('send.act')/send/peer: rank 7 is outside the world"},
-      {edit(h, "\"free\":{\"bytes\":1024,\"what\":\"act\"}", "\"free\":{\"bytes\":1024,\"what\":\"grads\"}"),
+      {edit(h, "\"peer\":1", "\"peer\":7"),
+       "/ranks/0/tasks/4 ('send.act')/send/peer: rank 7 is outside the world"},
+      {edit(h, "\"free\":{\"bytes\":1024,\"what\":\"act\"}",
+            "\"free\":{\"bytes\":1024,\"what\":\"grads\"}"),
        "/ranks/0/tasks/3 ('free.act')/free/what: frees \"grads\" with no alloc of it before"},
-      {edit(h, "\"stands_for\":[1]", "\"stands_for\":[0]"), "/ranks/1/stands_for: rank 0 is already simulated by /ranks/0"},
+      {edit(h, "\"stands_for\":[1]", "\"stands_for\":[0]"),
+       "/ranks/1/stands_for: rank 0 is already simulated by /ranks/0"},
       {edit(h, "\"folded\":false", "\"folded\":\"no\""), "/folded: expected true or false"},
       // Plan-level rules (after parsing):
       {edit(h, "\"op\":\"allreduce\"", "\"op\":\"allgather\"", 1),
-       "collective #0 on group 0 (tp [0, 1]) is allgather of 65536.000000 bytes, but on rank 0 (fwd.ar) allreduce"},
-      {edit(h, "\"collective\":{\"op\":\"allreduce\"", "\"memory_bound\":{\"bytes_read\":1,\"bytes_written\":1,\"what\":\"x\"},\"x\":{\"op\":\"allreduce\"", 1),
+       "collective #0 on group 0 (tp [0, 1]) is allgather of 65536.000000 bytes, but on rank 0 "
+       "(fwd.ar) allreduce"},
+      {edit(h, "\"collective\":{\"op\":\"allreduce\"",
+            "\"memory_bound\":{\"bytes_read\":1,\"bytes_written\":1,\"what\":\"x\"},\"x\":{\"op\":"
+            "\"allreduce\"",
+            1),
        "unknown key"},
       {edit(h, "\"tag\":7", "\"tag\":8", 1), "send to rank 1 tag 7 has no matching recv on rank 1"},
       {edit(h, "\"bytes\":4096", "\"bytes\":2048", 1), "sends 4096.000000 bytes but its recv"},
@@ -355,11 +413,14 @@ TEST(ExecProgram, EveryBadProgramRuleNamesTheKey) {
     EXPECT_NE(got.find(c.want), std::string::npos) << "want: " << c.want << "\ngot: " << got;
   }
   // The deadlock names each stuck head and what it waits for.
-  const std::string dl = error_of(edit(h, "\"label\":\"fwd.ar\",\"deps\":[1]", "\"label\":\"fwd.ar\",\"deps\":[1,4]", 1));
-  EXPECT_NE(dl.find("rank 1 stream tp: /ranks/1/tasks/2 ('fwd.ar', rank 1) waits for dep 4 ('recv.act' on stream pp_recv)"),
+  const std::string dl = error_of(
+      edit(h, "\"label\":\"fwd.ar\",\"deps\":[1]", "\"label\":\"fwd.ar\",\"deps\":[1,4]", 1));
+  EXPECT_NE(dl.find("rank 1 stream tp: /ranks/1/tasks/2 ('fwd.ar', rank 1) waits for dep 4 "
+                    "('recv.act' on stream pp_recv)"),
             std::string::npos)
       << dl;
-  EXPECT_NE(dl.find("rank 0 stream tp: /ranks/0/tasks/2 ('fwd.ar', rank 0) waits for group member rank 1 task 2"),
+  EXPECT_NE(dl.find("rank 0 stream tp: /ranks/0/tasks/2 ('fwd.ar', rank 0) waits for group member "
+                    "rank 1 task 2"),
             std::string::npos)
       << dl;
 }
@@ -414,7 +475,8 @@ TEST(ExecMeasured, SyntheticRunIsAcceptedByValidate) {
   const sc::Prediction pred = sc::predict(s);
   const ex::Program p = to_exec(pred.program, "tiny_1gpu");
   const ex::Plan plan = ex::make_plan(p);
-  const std::map<ex::Kind, double> us_of = {{ex::Kind::kGemm, 10}, {ex::Kind::kAttention, 40}, {ex::Kind::kMemoryBound, 5}};
+  const std::map<ex::Kind, double> us_of = {
+      {ex::Kind::kGemm, 10}, {ex::Kind::kAttention, 40}, {ex::Kind::kMemoryBound, 5}};
   ex::Recorded rec;
   rec.times.resize(1);
   rec.times[0].resize(p.ranks[0].tasks.size());
@@ -441,7 +503,8 @@ TEST(ExecMeasured, SyntheticRunIsAcceptedByValidate) {
   const std::string table = sc::compare_results(sc::result_to_json(pred.result).dump(1),
                                                 "predicted.json", out.str(), "measured.json", &cmp);
   std::map<std::string, double> measured;
-  for (const auto& row : cmp["rows"]) measured[row["what"].get<std::string>()] = row["measured_s"].get<double>();
+  for (const auto& row : cmp["rows"])
+    measured[row["what"].get<std::string>()] = row["measured_s"].get<double>();
   EXPECT_NEAR(measured.at("step"), 1090e-6, 1e-12) << table;
   EXPECT_NEAR(measured.at("busy_by_kind.gemm"), 540e-6, 1e-12) << table;
   EXPECT_NEAR(measured.at("busy_by_kind.attention"), 320e-6, 1e-12) << table;
@@ -470,9 +533,10 @@ TEST(ExecMeasured, EngineScheduleRecordedGivesTheEngineNumbers) {
   for (const char* schedule : {"gpipe", "1f1b", "interleaved", "zb-h1"})
     for (const char* zero : {"0", "1", "3"})
       for (const char* recompute : {"none", "full"}) {
-        std::map<std::string, std::string> e = {{"  schedule: 1f1b", std::string("  schedule: ") + schedule},
-                                                {"  zero: 1", std::string("  zero: ") + zero},
-                                                {"  recompute: none", std::string("  recompute: ") + recompute}};
+        std::map<std::string, std::string> e = {
+            {"  schedule: 1f1b", std::string("  schedule: ") + schedule},
+            {"  zero: 1", std::string("  zero: ") + zero},
+            {"  recompute: none", std::string("  recompute: ") + recompute}};
         if (std::string(schedule) == "interleaved") e["  pp: 2"] = "  pp: 2\n  vpp: 2";
         variants.push_back(e);
       }
@@ -501,7 +565,8 @@ TEST(ExecMeasured, EngineScheduleRecordedGivesTheEngineNumbers) {
     ex::Recorded rec;
     rec.times.resize(8);
     std::vector<std::vector<std::int64_t>> start(8), end(8);
-    std::vector<std::vector<std::int64_t>> stream_free(8, std::vector<std::int64_t>(ex::kStreams.size(), 0));
+    std::vector<std::vector<std::int64_t>> stream_free(
+        8, std::vector<std::int64_t>(ex::kStreams.size(), 0));
     for (int r = 0; r < 8; ++r) {
       start[static_cast<size_t>(r)].assign(plan.tasks_of(r).size(), 0);
       end[static_cast<size_t>(r)].assign(plan.tasks_of(r).size(), 0);
@@ -511,7 +576,8 @@ TEST(ExecMeasured, EngineScheduleRecordedGivesTheEngineNumbers) {
       for (const ex::RankTask& rt : st.tasks) {
         const ex::Task& t = plan.task(rt);
         t0 = std::max(t0, stream_free[static_cast<size_t>(rt.rank)][static_cast<size_t>(t.stream)]);
-        for (int dep : t.deps) t0 = std::max(t0, end[static_cast<size_t>(rt.rank)][static_cast<size_t>(dep)]);
+        for (int dep : t.deps)
+          t0 = std::max(t0, end[static_cast<size_t>(rt.rank)][static_cast<size_t>(dep)]);
         d = std::max(d, dur[static_cast<size_t>(rt.rank)][static_cast<size_t>(t.id)]);
       }
       for (const ex::RankTask& rt : st.tasks) {
@@ -525,15 +591,16 @@ TEST(ExecMeasured, EngineScheduleRecordedGivesTheEngineNumbers) {
       for (size_t i = 0; i < start[static_cast<size_t>(r)].size(); ++i) {
         EXPECT_EQ(start[static_cast<size_t>(r)][i], tl.ranks[static_cast<size_t>(r)].tasks[i].start)
             << "rank " << r << " task " << i;
-        rec.times[static_cast<size_t>(r)].push_back({start[static_cast<size_t>(r)][i] * 1e-9,
-                                                    end[static_cast<size_t>(r)][i] * 1e-9});
+        rec.times[static_cast<size_t>(r)].push_back(
+            {start[static_cast<size_t>(r)][i] * 1e-9, end[static_cast<size_t>(r)][i] * 1e-9});
       }
     rec.peak_bytes.assign(8, -1);
     const ex::MeasuredSummary s = ex::summarize(plan, rec);
     EXPECT_NEAR(s.step_time_s, tl.step_ns * 1e-9, 1e-12);
     EXPECT_EQ(s.critical_rank, sp.ranks[static_cast<size_t>(tl.critical_rank)].rank);
     for (int c = 0; c <= sc::kCategoryCount; ++c)
-      EXPECT_NEAR(s.breakdown_s.at(sc::breakdown_name(c)), tl.breakdown_ns[static_cast<size_t>(c)] * 1e-9, 1e-12)
+      EXPECT_NEAR(s.breakdown_s.at(sc::breakdown_name(c)),
+                  tl.breakdown_ns[static_cast<size_t>(c)] * 1e-9, 1e-12)
           << sc::breakdown_name(c);
   }
 }

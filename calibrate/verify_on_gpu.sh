@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# One prepared check for a GPU machine with no network (one or more GPUs; sized for one H200
+# in under 9 minutes): builds only the GPU programs (stepcast-bench, stepcast-exec;
+# standalone CMake builds, sm_90 unless CUDA_ARCH says otherwise, -j every core, both at
+# once), then runs, each step under its own timeout and whatever the others did:
+#   1. bench gemm    the GEMM grid (--quick: 512/2048/8192 x bf16/fp16/fp8)
+#   2. bench memory  HBM bandwidth, launch overhead
+#   3. bench nccl + overlap   with 2+ GPUs only
+#   4. the executor on the 1-GPU cases of tests/data/exec (tiny_1gpu, mcore_1.7B_1gpu):
+#      Programs and predictions from LOWERED=DIR (made elsewhere by
+#      `LOWER_ONLY=1 calibrate/run_on_gpu.sh DIR`) or lowered here by $STEPCAST /
+#      build/stepcast when one exists; `stepcast validate` when the CLI is here.
+# Everything goes under OUT: measurements-*.json, *.log, exec/, summary.txt (one line per
+# step: ok / failed (exit N) / timed out / skipped). Exit 0 when every step that ran passed.
+# Usage: calibrate/verify_on_gpu.sh OUT
+# Environment: CUDA_ARCH (default 90), BUILD_DIR (default OUT/build), LOWERED, STEPCAST,
+#              BUDGET_S (whole-script budget, default 530 s: 9 minutes with a margin).
+set -uo pipefail
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 OUT" >&2
+  exit 2
+fi
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+mkdir -p "$1" && out=$(cd "$1" && pwd)
+build=${BUILD_DIR:-$out/build}
+arch=${CUDA_ARCH:-90}
+jobs=$(nproc 2>/dev/null || echo 8)
+budget=${BUDGET_S:-530}
+t0=$SECONDS
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+summary=$out/summary.txt
+: >"$summary"
+failed=0
+echo "verify_on_gpu: $(hostname), $ngpu GPU(s), sm_$arch, -j$jobs, budget ${budget}s" | tee -a "$summary"
+
+# step NAME SECONDS CMD...: runs CMD under min(SECONDS, what is left of the budget), output to
+# OUT/NAME.log; records the outcome and never stops the script.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((budget - (SECONDS - t0)))
+  if ((left < 10)); then
+    echo "$name: skipped (budget spent)" | tee -a "$summary"
+    failed=1
+    return 1
+  fi
+  ((limit > left)) && limit=$left
+  local s=$SECONDS rc=0
+  timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1 || rc=$?
+  local took=$((SECONDS - s))
+  if ((rc == 0)); then
+    echo "$name: ok (${took}s)" | tee -a "$summary"
+  elif ((rc == 124 || rc == 137)); then
+    echo "$name: timed out after ${limit}s (see $name.log)" | tee -a "$summary"
+    failed=1
+  else
+    echo "$name: failed (exit $rc, ${took}s; see $name.log)" | tee -a "$summary"
+    tail -n 5 "$out/$name.log" | sed 's/^/    /' >>"$summary"
+    failed=1
+  fi
+  return $rc
+}
+
+build_one() {  # SRC DIR
+  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" &&
+    cmake --build "$2" -j "$jobs"
+}
+export -f build_one
+export arch jobs
+# Both builds at once (each -j all cores: the link steps and the nvcc front ends overlap).
+step build-bench 240 bash -c "build_one '$here/bench' '$build/bench'" &
+bench_pid=$!
+step build-exec 240 bash -c "build_one '$here/exec' '$build/exec'"
+exec_built=$?
+wait $bench_pid
+bench_built=$?
+((bench_built == 0)) || failed=1
+
+bench=$build/bench/stepcast-bench
+if ((bench_built == 0)); then
+  step bench-gemm 120 "$bench" gemm --quick --repeats 10 -o "$out/measurements-gemm.json"
+  step bench-memory 60 "$bench" memory --quick -o "$out/measurements-memory.json"
+  if ((ngpu >= 2)); then
+    step bench-nccl 120 "$bench" nccl overlap --quick --max-bytes 1073741824 \
+      -o "$out/measurements-nccl.json"
+  else
+    echo "bench-nccl: skipped (one GPU)" | tee -a "$summary"
+  fi
+fi
+
+stepcast=${STEPCAST:-}
+if [[ -z $stepcast && -x $root/build/stepcast ]]; then stepcast=$root/build/stepcast; fi
+export STEPCAST_PROFILES=${STEPCAST_PROFILES:-$root/hw_profiles}
+mkdir -p "$out/exec"
+if ((exec_built == 0)); then
+  for c in tiny_1gpu mcore_1.7B_1gpu; do
+    o=$out/exec/$c
+    if [[ -n ${LOWERED:-} && -f ${LOWERED}/$c.program.json ]]; then
+      cp "$LOWERED/$c.program.json" "$LOWERED/$c.predicted.json" "$out/exec/"
+    elif [[ -n $stepcast ]]; then
+      step "lower-$c" 60 bash -c "'$stepcast' lower '$root/tests/data/exec/$c.yaml' --fidelity full \
+        -o '$o.program.json' && '$stepcast' run '$root/tests/data/exec/$c.yaml' \
+        --json '$o.predicted.json'" || continue
+    else
+      echo "exec-$c: skipped (no LOWERED=DIR and no stepcast CLI here)" | tee -a "$summary"
+      continue
+    fi
+    # mcore_1.7B_1gpu needs ~53 GB of GPU memory: exit 3 where it does not fit.
+    step "exec-$c" 150 "$build/exec/stepcast-exec" "$o.program.json" --warmup 2 --timeline \
+      -o "$o.measured.json" || continue
+    if [[ -n $stepcast ]]; then
+      "$stepcast" validate "$o.predicted.json" "$o.measured.json" >"$o.validate.txt" 2>&1 &&
+        echo "validate-$c: ok (exec/$c.validate.txt)" | tee -a "$summary"
+    fi
+  done
+fi
+echo "verify_on_gpu: done in $((SECONDS - t0))s" | tee -a "$summary"
+exit $failed
