@@ -54,7 +54,7 @@ class Patcher {
     for (auto it = changed.begin(); it != changed.end(); ++it) {
       if (!it->first.IsScalar()) return false;
       const std::string name = it->first.Scalar();
-      const YAML::Node& value = it->second;
+      const YAML::Node value = it->second;  // a handle: it->second is a temporary's member
       const auto found = keys.find(name);
       if (found == keys.end()) {  // a new key, at the end of this mapping
         if (child_col < 0) return false;
