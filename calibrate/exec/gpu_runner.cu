@@ -58,13 +58,13 @@ using bench::GemmShapeSpec;
 constexpr std::size_t kAttnChunkBytes = std::size_t{512} << 20;  // S per chunk of heads
 
 int dtype_bytes(const std::string& d) {
-  if (d == "fp8") return 1;
+  if (d == "fp8" || d == "mxfp8" || d == "nvfp4") return 1;  // block formats run as fp8
   if (d == "fp32") return 4;
   return 2;
 }
 
 ncclDataType_t nccl_type(const std::string& d) {
-  if (d == "fp8") return ncclInt8;  // timing only: NCCL moves bytes, the sum is not used
+  if (d == "fp8" || d == "mxfp8" || d == "nvfp4") return ncclInt8;  // timing only: NCCL moves bytes, the sum is not used
   if (d == "fp32") return ncclFloat;
   if (d == "fp16") return ncclHalf;
   return ncclBfloat16;
@@ -128,7 +128,9 @@ void launch_memory(Local& l, cudaStream_t s, double read, double written, MemOp 
 }
 
 GemmRunner* gemm_for(Local& l, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
-                     const std::string& dtype, int stream) {
+                     const std::string& dtype_in, int stream) {
+  // Blackwell's block-scaled formats run as fp8, the nearest the cuBLASLt runner has.
+  const std::string dtype = dtype_in == "mxfp8" || dtype_in == "nvfp4" ? "fp8" : dtype_in;
   if (dtype == "fp32")
     throw BenchError("fp32 GEMMs are not supported by the executor (bf16, fp16, fp8)");
   if (!bench::dtype_supported(dtype, l.device))

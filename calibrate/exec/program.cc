@@ -28,7 +28,9 @@ namespace {
 
 const std::vector<std::string> kKinds = {"gemm", "attention", "memory_bound", "collective",
                                          "send", "recv",      "alloc",        "free"};
-const std::vector<std::string> kDtypes = {"bf16", "fp16", "fp8", "fp32"};
+// mxfp8 and nvfp4 (Blackwell's block-scaled formats) are read; the GPU layer runs them as fp8,
+// the nearest format its cuBLASLt runner has (gpu_runner.cu).
+const std::vector<std::string> kDtypes = {"bf16", "fp16", "fp8", "fp32", "mxfp8", "nvfp4"};
 const std::vector<std::string> kLayouts = {"NN", "NT", "TN", "TT"};
 const std::vector<std::string> kGroupKinds = {"tp", "cp", "ep", "pp", "dp", "dp_cp", "edp", "world"};
 
