@@ -5,7 +5,7 @@
 # the reference executor (calibrate/exec) the same way and runs the validation loop on the
 # scenarios of tests/data/exec: lower (full fidelity), predict, execute, validate — the 1-GPU
 # ones always (tiny_1gpu, and mcore_1.7B_1gpu: one GPU's share of the Megatron-Core 1.7B
-# validation case, issue #6), the 8-GPU one with 8+ GPUs — into OUTDIR/exec/. Unless
+# validation case, docs/accuracy.md), the 8-GPU one with 8+ GPUs — into OUTDIR/exec/. Unless
 # PROGRAM is given, the GEMM sweep also times the exact GEMM shapes of mcore_1.7B_1gpu.
 # Usage: calibrate/run_on_gpu.sh OUTDIR [extra stepcast-bench options...]
 # Environment: BUILD_DIR (default OUTDIR/build), CUDA_ARCH (default 90: H100/H200; `native`
@@ -51,7 +51,7 @@ build_standalone() {
     { tail -n 30 "$outdir/cmake.log" >&2; return 1; }
 }
 
-# The stepcast CLI, for lowering Programs and the validation loop (DESIGN.md step 3-4).
+# The stepcast CLI, for lowering Programs and the validation loop (docs/calibration.md).
 # Only an explicit STEPCAST or a ready build/stepcast: tools/stepcast builds the CLI and may
 # run the dependency installer, minutes lost (or a hang) on a box without package access.
 stepcast=${STEPCAST:-}

@@ -1,6 +1,6 @@
 // stepcast-bench: CUDA/cuBLASLt/NCCL microbenchmarks whose output (measurements.json,
 // schema "stepcast.measurements/1") `stepcast fit` turns into a hardware profile.
-// Builds with the CUDA toolkit, cuBLASLt and NCCL only (DESIGN.md, calibrate/).
+// Builds with the CUDA toolkit, cuBLASLt and NCCL only (calibrate/README.md).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Checking macros for CUDA, cuBLAS(Lt) and NCCL calls (STYLE.md, Errors): a failed call
+// Checking macros for CUDA, cuBLAS(Lt) and NCCL calls (docs/contributing.md, Errors): a failed call
 // throws BenchError with "file:line: call: error string"; main() prints it and exits 1.
 // Depends on nothing but the CUDA toolkit and NCCL headers.
 #pragma once

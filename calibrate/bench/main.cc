@@ -1,4 +1,4 @@
-// stepcast-bench: GPU microbenchmarks -> measurements.json (DESIGN.md, Command line).
+// stepcast-bench: GPU microbenchmarks -> measurements.json (docs/usage.md).
 //   stepcast-bench gemm|memory|nccl|overlap|all [more subcommands] [options] -o FILE
 // Exit codes: 0 success, 1 CUDA/NCCL/internal failure, 2 bad arguments.
 #include <cstdio>

@@ -1,6 +1,6 @@
 // stepcast-exec: runs a Program (stepcast lower) on GPUs and writes the measured timeline as
 // a stepcast.result/1 document for `stepcast validate PREDICTED.json MEASURED.json`
-// (DESIGN.md, "Calibration and validation loop" step 3; calibrate/README.md).
+// (docs/calibration.md step 3; calibrate/README.md).
 // Exit codes: 0 success, 1 a CUDA/NCCL failure or no GPU, 2 a bad Program (or one that
 // cannot run on these GPUs), 3 the plan does not fit in GPU memory.
 #include <cstdio>

@@ -1,4 +1,4 @@
-// The Program as the reference executor reads it (DESIGN.md, "The Program";
+// The Program as the reference executor reads it (docs/model.md, "The Program";
 // sim/program/program_json.h is the writer and the authority on the schema
 // "stepcast.program/1"). Host-only: parsed with calibrate/bench/json_io (nlohmann::json,
 // header-only, keys in document order), and checked strictly — an unknown key, a missing key,
