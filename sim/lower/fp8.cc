@@ -1,4 +1,4 @@
-// Lowering (lowering.h): what Transformer Engine keeps under fp8 (LoweringRules::
+// Lowering (lowering.h): what Transformer Engine keeps under fp8 (FrameworkRules::
 // te_fp8_storage): the fp8 copies of the linear layers' saved inputs, and the fp8 cache of
 // their weights with its one cast per step.
 #include "sim/lower/lowering.h"
@@ -6,7 +6,7 @@
 namespace stepcast::lowering {
 
 bool Lowerer::te_fp8() const {
-  return opt_.rules.te_fp8_storage && sc_.training.dtype == DType::kFp8;
+  return sc_.framework.te_fp8_storage && sc_.training.dtype == DType::kFp8;
 }
 
 // The change to a layer's saved activations (layer_activation_bytes counts them in the
