@@ -65,6 +65,13 @@ struct FrameworkRules {
   // (quantize_weight)`; Megatron-Core `schedules.py set_is_first_microbatch`). False: 16-bit
   // saved inputs and no weight cache (per-GEMM casts).
   bool te_fp8_storage = true;
+  // FP8 primary weights (Megatron `--fp8-param-gather`, DistributedDataParallelConfig
+  // fp8_param_gather; NeMo `fp8_params`): each fp8 linear's weight is held as fp8 data with
+  // its transposed fp8 copy (TE Float8Tensor, 1 + 1 bytes a parameter) in place of the
+  // 16-bit weight, so TE's weight cache is not held beside it and the step's first
+  // microbatch only transposes; the distributed optimizer all-gathers those weights in fp8,
+  // 1 byte a parameter. Megatron's default: off.
+  bool fp8_param_gather = false;
 };
 
 // The preset of a stack; `name_of` / `framework_names` spell them as the scenario does.

@@ -188,6 +188,43 @@ TEST(LowerRules, TeFp8SavesFp8InputsAndCachesFp8Weights) {
                    alloc_bytes(lower(off).ranks[0], "act.L0.mb0"));
 }
 
+// FP8 primary weights (fp8_param_gather), dp 2 with the distributed optimizer: the fp8 data
+// and its transpose are the weight (the 16-bit "weights" allocation's 2 bytes a parameter),
+// so no cache beside it; the first microbatch's pass only transposes (1 byte read, 1
+// written a parameter: 786432 per layer); the parameter all-gathers carry the linears'
+// 786432 weights a layer at 1 byte instead of 2: 8 * 786432 = 6291456 bytes less.
+TEST(LowerRules, Fp8ParamGatherHoldsNoCacheAndGathersOneByte) {
+  Plan p;
+  p.dp = 2;
+  p.zero = 1;
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  sc.training.dtype = DType::kFp8;
+  Scenario primary = sc;
+  primary.framework.fp8_param_gather = true;
+  const Program cached = lower(sc);
+  const Program prog = lower(primary);
+  EXPECT_DOUBLE_EQ(alloc_bytes(cached.ranks[0], "fp8_weights"), 12582912.0);
+  EXPECT_DOUBLE_EQ(alloc_bytes(prog.ranks[0], "fp8_weights"), 0.0);
+  EXPECT_DOUBLE_EQ(alloc_bytes(prog.ranks[0], "weights"), alloc_bytes(cached.ranks[0], "weights"));
+  int casts = 0;
+  for (const Task& t : prog.ranks[0].tasks)
+    if (t.what == "fp8_weight_cast") {
+      ++casts;
+      EXPECT_DOUBLE_EQ(t.bytes_written, 786432.0);
+    }
+  EXPECT_EQ(casts, 8);
+  auto gathered = [](const Program& pr) {
+    double b = 0;
+    for (const Task& t : pr.ranks[0].tasks)
+      if (t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather &&
+          t.phase == Phase::kOptimizer)
+        b += t.bytes;
+    return b;
+  };
+  ASSERT_GT(gathered(cached), 0);
+  EXPECT_DOUBLE_EQ(gathered(cached) - gathered(prog), 6291456.0);
+}
+
 // ---- blocking p2p of non-interleaved 1F1B ------------------------------------------------
 
 // pp 2, m 2, 1F1B, uniform stages (aux free), each pipeline message c ns. Stage 0 runs F0 F1

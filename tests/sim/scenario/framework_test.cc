@@ -59,6 +59,10 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
   EXPECT_FALSE(o.blocking_p2p_1f1b);
   EXPECT_FALSE(o.te_fp8_storage);  // the preset's
   EXPECT_FALSE(load(base().insert(2, "framework: {te_fp8_storage: false}")).framework.te_fp8_storage);
+  // FP8 primary weights: Megatron's default off in every preset, on when stated.
+  for (const std::string& name : framework_names())
+    EXPECT_FALSE(load(base().insert(2, "framework: " + name)).framework.fp8_param_gather) << name;
+  EXPECT_TRUE(load(base().insert(2, "framework: {fp8_param_gather: true}")).framework.fp8_param_gather);
 }
 
 TEST(Framework, MappingOverridesOneRuleOfItsPreset) {
