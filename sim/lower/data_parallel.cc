@@ -131,7 +131,9 @@ void Lowerer::emit_bucket(Emit& e, const DeferredBucket& d) {
 
 // ZeRO-1/2 parameter allgather buckets (Megatron distributed optimizer), in forward order,
 // sized like the gradient buckets in elements (bucket_bytes / 4 fp32 grads -> bf16
-// params). Returns per chunk and unit the collective its parameters arrive with.
+// params). With FP8 primary weights (fp8_param_gather) the fp8 linears' weights are
+// gathered in fp8, 1 byte a parameter (Megatron distrib_optimizer with fp8_param_gather).
+// Returns per chunk and unit the collective its parameters arrive with.
 std::vector<std::vector<std::vector<int>>> Lowerer::emit_param_gathers(Emit& e,
                                                                        std::vector<int> deps) {
   std::vector<std::vector<std::vector<int>>> ready(static_cast<size_t>(v_));
@@ -155,7 +157,11 @@ std::vector<std::vector<std::vector<int>>> Lowerer::emit_param_gathers(Emit& e,
     };
     for (size_t i = 0; i < units.size(); ++i) {
       const Unit& u = units[i];
-      const double add_b[2] = {u.dense_params * act_elem_bytes_,
+      // (Dense units only: a MoE unit's fp8 GEMMs include expert weights.)
+      const double fp8_elems = te_fp8() && sc_.framework.fp8_param_gather && u.expert_params <= 0
+                                   ? fp8_weight_elems(u)
+                                   : 0.0;
+      const double add_b[2] = {u.dense_params * act_elem_bytes_ - fp8_elems * (act_elem_bytes_ - 1),
                                u.expert_params * act_elem_bytes_};
       const int size[2] = {dense_dp_size(), expert_dp_size()};
       for (int x = 0; x < 2; ++x) {

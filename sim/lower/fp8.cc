@@ -1,4 +1,4 @@
-// Lowering (lowering.h): what Transformer Engine keeps under fp8 (LoweringRules::
+// Lowering (lowering.h): what Transformer Engine keeps under fp8 (FrameworkRules::
 // te_fp8_storage): the fp8 copies of the linear layers' saved inputs, and the fp8 cache of
 // their weights with its one cast per step.
 #include "sim/lower/lowering.h"
@@ -6,7 +6,7 @@
 namespace stepcast::lowering {
 
 bool Lowerer::te_fp8() const {
-  return opt_.rules.te_fp8_storage && sc_.training.dtype == DType::kFp8;
+  return sc_.framework.te_fp8_storage && sc_.training.dtype == DType::kFp8;
 }
 
 // The change to a layer's saved activations (layer_activation_bytes counts them in the
@@ -52,9 +52,12 @@ double Lowerer::fp8_weight_elems(const Unit& u) const {
 
 // TE's fp8 weight workspace (`module/base.py (quantize_weight)`): per fp8 linear the weight in
 // fp8 row-wise and transposed (2 bytes a parameter), kept from the step's first microbatch
-// (is_first_microbatch, set by Megatron-Core's schedules.py) to the step's end.
+// (is_first_microbatch, set by Megatron-Core's schedules.py) to the step's end. With FP8
+// primary weights (fp8_param_gather) the fp8 data and its transpose are the weight itself,
+// 2 bytes a parameter in place of the 16-bit one the "weights" allocation counts: nothing
+// beside it.
 double Lowerer::fp8_weight_cache_bytes(int s) const {
-  if (!te_fp8()) return 0;
+  if (!te_fp8() || sc_.framework.fp8_param_gather) return 0;
   double elems = 0;
   for (int c = 0; c < v_; ++c)
     for (const Unit& u : chunks_[static_cast<size_t>(c * p_ + s)]) elems += fp8_weight_elems(u);
@@ -62,15 +65,17 @@ double Lowerer::fp8_weight_cache_bytes(int s) const {
 }
 
 // The cast + transpose that fills a unit's fp8 weight cache, on its chunk's first forward:
-// reads the 16-bit weights, writes the two fp8 copies.
+// reads the 16-bit weights, writes the two fp8 copies. With FP8 primary weights only the
+// transpose of the fp8 data: 1 byte read and 1 written a parameter.
 void Lowerer::emit_fp8_weight_cast(Emit& e, const Unit& u, int mb, int chunk) {
   const double elems = te_fp8() ? fp8_weight_elems(u) : 0.0;
   if (elems <= 0) return;
+  const bool fp8_primary = sc_.framework.fp8_param_gather;
   Op op;
   op.name = "fp8_weight_cast";
   op.kind = OpKind::kMemoryBound;
-  op.bytes_read = elems * act_elem_bytes_;
-  op.bytes_written = 2.0 * elems;
+  op.bytes_read = elems * (fp8_primary ? 1.0 : act_elem_bytes_);
+  op.bytes_written = (fp8_primary ? 1.0 : 2.0) * elems;
   emit_compute(e, op, Phase::kFwd, Category::kCompute, "fwd", u, mb, chunk);
 }
 

@@ -52,9 +52,9 @@ Lowerer::Lowerer(const Scenario& sc, const LowerOptions& opt)
                                         schedule_name(par_.schedule), v_));
   split_w_ = par_.schedule == Schedule::kZbH1;
   // Each linear's weight gradient right after its input gradient, the TP reduction of that
-  // input gradient in flight behind it (rules.h, async_tp_dgrad_reduce); TE's userbuffers
+  // input gradient in flight behind it (FrameworkRules::async_tp_dgrad_reduce, sim/plan/framework.h); TE's userbuffers
   // overlap runs in the same order.
-  te_order_ = par_.overlap_tp_comm || (opt_.rules.async_tp_dgrad_reduce && par_.tp > 1);
+  te_order_ = par_.overlap_tp_comm || (sc_.framework.async_tp_dgrad_reduce && par_.tp > 1);
   shard_.microbatch = par_.microbatch;
   shard_.seq_len = sc.training.seq_len;
   shard_.tp = par_.tp;

@@ -26,7 +26,6 @@
 #include <functional>
 #include <vector>
 
-#include "sim/lower/rules.h"
 #include "sim/program/program.h"
 #include "sim/scenario/scenario.h"
 
@@ -48,9 +47,8 @@ struct LowerOptions {
   // their CPU time went to building them). Allocation names (Task::what), which pair frees
   // with allocations, are kept either way.
   bool labels = true;
-  // How the training stack runs the plan where stacks differ (rules.h; Megatron-Core's by
-  // default).
-  LoweringRules rules{};
+  // How the training stack runs the plan where stacks differ is the scenario's
+  // (Scenario::framework, sim/plan/framework.h).
 };
 
 // Throws InputError (check_simulation_size) before lowering a full-fidelity plan too large

@@ -335,7 +335,7 @@ void Lowerer::emit_pp_sends(Emit& e, RankState& rs) {
   rs.send_of = std::move(send_of);
 }
 
-// Megatron-Core's non-interleaved 1F1B (LoweringRules::blocking_p2p_1f1b): every exchange
+// Megatron-Core's non-interleaved 1F1B (FrameworkRules::blocking_p2p_1f1b): every exchange
 // is a batch_isend_irecv waited for with torch.cuda.synchronize() before the host goes on
 // (pipeline_parallel/schedules.py forward_backward_pipelining_without_interleaving, with
 // p2p_communication.py _communicate). The schedule's calls, per pass and its successor:
@@ -348,7 +348,7 @@ void Lowerer::emit_pp_sends(Emit& e, RankState& rs) {
 //    host is blocked until it is done); after the last pass, the step's end does (the
 //    gradient sync and the optimizer step; run once the whole program is emitted).
 bool Lowerer::pp_blocking() const {
-  return opt_.rules.blocking_p2p_1f1b && par_.schedule == Schedule::k1F1B && p_ > 1;
+  return sc_.framework.blocking_p2p_1f1b && par_.schedule == Schedule::k1F1B && p_ > 1;
 }
 
 void Lowerer::block_on_pp(Emit& e, const RankState& rs, const std::vector<PassOp>& order) {

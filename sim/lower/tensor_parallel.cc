@@ -103,7 +103,7 @@ void Lowerer::emit_tp_overlap(Emit& e, const CommPoint& cp, CollOp op, GroupKind
 }
 
 // The backward order of Megatron-Core's and Transformer Engine's linear layers (with W not
-// split from B; LoweringRules::async_tp_dgrad_reduce, or the TP overlap on): each linear's
+// split from B; FrameworkRules::async_tp_dgrad_reduce, or the TP overlap on): each linear's
 // weight-gradient GEMM right after its input-gradient GEMM and after the launch of the TP
 // reduction (all-reduce, or reduce-scatter under sequence parallel) of that input gradient,
 // which runs beside the weight gradient (Megatron LinearWithGradAccumulationAndAsync

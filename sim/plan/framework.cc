@@ -13,27 +13,54 @@ FrameworkRules framework_preset(Framework f) {
       // Megatron-FSDP (megatron/core/distributed/fsdp/mcore_fsdp_adapter.py): a unit is a
       // TransformerLayer, all-gathered at once; prefetched one unit ahead (stepcast's
       // reading of its prefetch budget, megatron_fsdp.py), gathered once for recompute and
-      // backward.
+      // backward. The lowering rules are the struct's defaults: async input-gradient
+      // reduction (tensor_parallel/layers.py), blocking batched 1F1B p2p
+      // (p2p_communication.py, batch_p2p_sync), TE's fp8 storage (module/base.py).
       break;
     case Framework::kMegatronLm:
+      // Megatron-LM v1.0-v2.6 (2020-21): the input-gradient all-reduce is synchronous in the
+      // backward of copy_to_tensor_model_parallel_region (mpu/mappings.py; the async path,
+      // --async-tensor-model-parallel-allreduce, is opt-in from Sep 2021); no Transformer
+      // Engine. Its p2p (megatron/p2p_communication.py _communicate) is batch_isend_irecv +
+      // torch.cuda.synchronize(), the blocking exchange of Megatron-Core's 1F1B.
+      // No ZeRO-3 of its own.
+      r.async_tp_dgrad_reduce = false;
+      r.te_fp8_storage = false;
+      break;
     case Framework::kMegatronDeepSpeed:
-      // No ZeRO-3 of their own (Megatron-LM 2020-22 has none; Megatron-DeepSpeed's ZeRO is
-      // DeepSpeed's, and its ZeRO-3 rules are the deepspeed preset's).
+      // Megatron-DeepSpeed: Megatron-LM's 2021 model code (synchronous input-gradient
+      // all-reduce, no Transformer Engine) on DeepSpeed's engine, whose pipeline sends are
+      // blocking dist.send/recv (deepspeed/runtime/pipe/p2p.py). Its ZeRO-3 rules are the
+      // deepspeed preset's when named.
+      r.async_tp_dgrad_reduce = false;
+      r.te_fp8_storage = false;
       break;
     case Framework::kDeepSpeed:
       // deepspeed/runtime/zero/partitioned_param_coordinator.py (fetch_sub_module): hooks on
       // every nn.Module fetch its direct parameters; stage3_prefetch_bucket_size 5e7,
       // stage3_param_persistence_threshold 1e5, stage3_max_reuse_distance 1e9
-      // (zero/config.py DeepSpeedZeroConfig); __max_ongoing_fetch_events = 2.
+      // (zero/config.py DeepSpeedZeroConfig); __max_ongoing_fetch_events = 2. No tensor
+      // parallelism or Transformer Engine of its own; its pipeline engine's p2p is blocking
+      // (pipe/p2p.py).
       r.zero3_gather = GatherUnit::kSubmodule;
       r.zero3_prefetch_elements = 5e7;
       r.zero3_persistence_elements = 1e5;
       r.zero3_reuse_distance_elements = 1e9;
       r.zero3_max_inflight_fetches = 2;
+      r.async_tp_dgrad_reduce = false;
+      r.te_fp8_storage = false;
       break;
     case Framework::kFsdp2:
       // torch/distributed/fsdp/_fully_shard: one FSDPParamGroup per fully_shard call
-      // (TorchTitan: per transformer block), implicit prefetch of the next group.
+      // (TorchTitan: per transformer block), implicit prefetch of the next group. Tensor
+      // parallelism through DTensor: the input-gradient reduction is the autograd
+      // redistribute's synchronous collective (async TP only under torch.compile,
+      // compile.enable_async_tensor_parallel, off by default); torch.distributed.pipelining's
+      // 1F1B waits each batched send/recv on the stream just before use (schedules.py
+      // Schedule1F1B); fp8 is torchao's, not Transformer Engine's.
+      r.async_tp_dgrad_reduce = false;
+      r.blocking_p2p_1f1b = false;
+      r.te_fp8_storage = false;
       break;
   }
   return r;

@@ -41,6 +41,37 @@ struct FrameworkRules {
   // The host blocks on the oldest fetch when more than this many are in flight
   // (DeepSpeed __max_ongoing_fetch_events). 0: never.
   int zero3_max_inflight_fetches = 0;
+
+  // ---- lowering rules where stacks differ (read by sim/lower) ----------------------------
+  // Each linear's backward computes its weight gradient right after its input gradient,
+  // with the input gradient's tensor-parallel reduction (all-reduce; reduce-scatter under
+  // sequence parallel) launched asynchronously before the weight-gradient GEMM and waited
+  // for only after it: Megatron-Core `tensor_parallel/layers.py
+  // (LinearWithGradAccumulationAndAsyncCommunication.backward)`, Transformer Engine
+  // `module/linear.py`, `module/layernorm_linear.py`. False: the reduction is a synchronous
+  // all-reduce in the backward of `copy_to_tensor_model_parallel_region`, exposed
+  // (Megatron-LM 2020-21; the async path was opt-in from Sep 2021).
+  bool async_tp_dgrad_reduce = true;
+  // Non-interleaved 1F1B runs each pipeline exchange as one `batch_isend_irecv` followed by
+  // `torch.cuda.synchronize()` (Megatron-Core `pipeline_parallel/p2p_communication.py`,
+  // batch_p2p_comm = not overlap_p2p_comm and batch_p2p_sync): a pass starts only once the
+  // previous pass's send has been received and its own recv has arrived, and a recv is
+  // posted only when the rank reaches the call. False: sends and recvs are posted
+  // asynchronously and waited just before use (torch.distributed.pipelining).
+  bool blocking_p2p_1f1b = true;
+  // Under fp8, Transformer Engine saves each linear's input for the backward as an fp8 copy
+  // and keeps an fp8 cache of each linear's weight, refreshed on the step's first
+  // microbatch (transformer_engine `pytorch/module/linear.py`, `module/base.py
+  // (quantize_weight)`; Megatron-Core `schedules.py set_is_first_microbatch`). False: 16-bit
+  // saved inputs and no weight cache (per-GEMM casts).
+  bool te_fp8_storage = true;
+  // FP8 primary weights (Megatron `--fp8-param-gather`, DistributedDataParallelConfig
+  // fp8_param_gather; NeMo `fp8_params`): each fp8 linear's weight is held as fp8 data with
+  // its transposed fp8 copy (TE Float8Tensor, 1 + 1 bytes a parameter) in place of the
+  // 16-bit weight, so TE's weight cache is not held beside it and the step's first
+  // microbatch only transposes; the distributed optimizer all-gathers those weights in fp8,
+  // 1 byte a parameter. Megatron's default: off.
+  bool fp8_param_gather = false;
 };
 
 // The preset of a stack; `name_of` / `framework_names` spell them as the scenario does.

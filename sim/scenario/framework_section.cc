@@ -18,7 +18,11 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "zero3_prefetch_elements",
                                                  "zero3_persistence_elements",
                                                  "zero3_reuse_distance_elements",
-                                                 "zero3_max_inflight_fetches"};
+                                                 "zero3_max_inflight_fetches",
+                                                 "async_tp_dgrad_reduce",
+                                                 "blocking_p2p_1f1b",
+                                                 "te_fp8_storage",
+                                                 "fp8_param_gather"};
 
 // A count of elements: up to 1e15 (far past any model), -1 only where `negative_ok`.
 constexpr double kMaxElements = 1e15;
@@ -75,6 +79,10 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   }
   if (auto v = r_.get_int(f, p, "zero3_max_inflight_fetches", 0, 1 << 20))
     out.zero3_max_inflight_fetches = static_cast<int>(*v);
+  if (auto v = r_.get_bool(f, p, "async_tp_dgrad_reduce")) out.async_tp_dgrad_reduce = *v;
+  if (auto v = r_.get_bool(f, p, "blocking_p2p_1f1b")) out.blocking_p2p_1f1b = *v;
+  if (auto v = r_.get_bool(f, p, "te_fp8_storage")) out.te_fp8_storage = *v;
+  if (auto v = r_.get_bool(f, p, "fp8_param_gather")) out.fp8_param_gather = *v;
 }
 
 }  // namespace stepcast::detail

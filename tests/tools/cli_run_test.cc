@@ -74,6 +74,20 @@ TEST(Cli, BadScenarioExitsTwoWithFileLineAndKey) {
   EXPECT_NE(r.err.find("training"), std::string::npos) << "suggests the closest key: " << r.err;
 }
 
+// A framework rule misspelt in the scenario's `framework:` map: file:line:column and the
+// key, exit 2.
+TEST(Cli, UnknownFrameworkRuleExitsTwoWithFileLineAndKey) {
+  fs::path d = tmpdir();
+  std::string text = kSmall;
+  text += "framework: {name: megatron-lm, blocking_p2p: false}\n";  // line 7
+  write(d / "fw.yaml", text);
+  CliRun r = stepcast("run " + (d / "fw.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("fw.yaml:7:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("framework.blocking_p2p"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown key"), std::string::npos) << r.err;
+}
+
 // Profile keys that would be silent what-ifs are refused with file:line and key (exit 2):
 // GPUs without an NVSwitch (not modelled), and a calibrated entry that does not say which
 // algorithm it measured (it could not be set aside when that algorithm is off).

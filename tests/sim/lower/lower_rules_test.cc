@@ -45,12 +45,11 @@ TEST(LowerRules, AsyncTpDgradReduceRunsBehindTheWeightGradient) {
   Plan p;
   p.tp = 2;
   p.microbatches = 2;
-  const Scenario sc = make_scenario(tiny_gpt(), p);
-  LowerOptions async_opt, sync_opt;
-  async_opt.rules.async_tp_dgrad_reduce = true;
-  sync_opt.rules.async_tp_dgrad_reduce = false;
-  const Program prog = lower(sc, async_opt);
-  const Program old = lower(sc, sync_opt);
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  sc.framework.async_tp_dgrad_reduce = true;
+  const Program prog = lower(sc);
+  sc.framework.async_tp_dgrad_reduce = false;
+  const Program old = lower(sc);
   const testing::Synth synth{.aux_free = true, .comm_ns_per_byte = 0.002};
   const Durations d = synth_durations(prog, synth);
   const RankProgram& rp = prog.ranks[0];
@@ -165,11 +164,11 @@ TEST(LowerRules, TeFp8SavesFp8InputsAndCachesFp8Weights) {
   p.microbatches = 3;
   Scenario sc = make_scenario(tiny_gpt(), p);
   sc.training.dtype = DType::kFp8;
-  LowerOptions on, off;
-  on.rules.te_fp8_storage = true;
-  off.rules.te_fp8_storage = false;
-  const Program prog = lower(sc, on);
-  const Program old = lower(sc, off);
+  Scenario off = sc;
+  sc.framework.te_fp8_storage = true;
+  off.framework.te_fp8_storage = false;
+  const Program prog = lower(sc);
+  const Program old = lower(off);
   EXPECT_DOUBLE_EQ(
       alloc_bytes(prog.ranks[0], "act.L0.mb0") - alloc_bytes(old.ranks[0], "act.L0.mb0"),
       -655360.0);
@@ -184,8 +183,46 @@ TEST(LowerRules, TeFp8SavesFp8InputsAndCachesFp8Weights) {
   EXPECT_EQ(casts, (std::map<int, int>{{0, 8}}));
   // Full recompute keeps only the layer input: no change there.
   sc.parallel.recompute = Recompute::kFull;
-  EXPECT_DOUBLE_EQ(alloc_bytes(lower(sc, on).ranks[0], "act.L0.mb0"),
-                   alloc_bytes(lower(sc, off).ranks[0], "act.L0.mb0"));
+  off.parallel.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(alloc_bytes(lower(sc).ranks[0], "act.L0.mb0"),
+                   alloc_bytes(lower(off).ranks[0], "act.L0.mb0"));
+}
+
+// FP8 primary weights (fp8_param_gather), dp 2 with the distributed optimizer: the fp8 data
+// and its transpose are the weight (the 16-bit "weights" allocation's 2 bytes a parameter),
+// so no cache beside it; the first microbatch's pass only transposes (1 byte read, 1
+// written a parameter: 786432 per layer); the parameter all-gathers carry the linears'
+// 786432 weights a layer at 1 byte instead of 2: 8 * 786432 = 6291456 bytes less.
+TEST(LowerRules, Fp8ParamGatherHoldsNoCacheAndGathersOneByte) {
+  Plan p;
+  p.dp = 2;
+  p.zero = 1;
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  sc.training.dtype = DType::kFp8;
+  Scenario primary = sc;
+  primary.framework.fp8_param_gather = true;
+  const Program cached = lower(sc);
+  const Program prog = lower(primary);
+  EXPECT_DOUBLE_EQ(alloc_bytes(cached.ranks[0], "fp8_weights"), 12582912.0);
+  EXPECT_DOUBLE_EQ(alloc_bytes(prog.ranks[0], "fp8_weights"), 0.0);
+  EXPECT_DOUBLE_EQ(alloc_bytes(prog.ranks[0], "weights"), alloc_bytes(cached.ranks[0], "weights"));
+  int casts = 0;
+  for (const Task& t : prog.ranks[0].tasks)
+    if (t.what == "fp8_weight_cast") {
+      ++casts;
+      EXPECT_DOUBLE_EQ(t.bytes_written, 786432.0);
+    }
+  EXPECT_EQ(casts, 8);
+  auto gathered = [](const Program& pr) {
+    double b = 0;
+    for (const Task& t : pr.ranks[0].tasks)
+      if (t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather &&
+          t.phase == Phase::kOptimizer)
+        b += t.bytes;
+    return b;
+  };
+  ASSERT_GT(gathered(cached), 0);
+  EXPECT_DOUBLE_EQ(gathered(cached) - gathered(prog), 6291456.0);
 }
 
 // ---- blocking p2p of non-interleaved 1F1B ------------------------------------------------
@@ -200,12 +237,11 @@ TEST(LowerRules, Blocking1F1BP2pWaitsForEverySend) {
   Plan p;
   p.pp = 2;
   p.microbatches = 2;
-  const Scenario sc = make_scenario(tiny_gpt(), p);
-  LowerOptions blocking, async_opt;
-  blocking.rules.blocking_p2p_1f1b = true;
-  async_opt.rules.blocking_p2p_1f1b = false;
-  const Program prog = lower(sc, blocking);
-  const Program old = lower(sc, async_opt);
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  sc.framework.blocking_p2p_1f1b = true;
+  const Program prog = lower(sc);
+  sc.framework.blocking_p2p_1f1b = false;
+  const Program old = lower(sc);
   const testing::Synth synth{.aux_free = true, .comm_ns_per_byte = 0.01};
   const Durations d = synth_durations(prog, synth);
   TimeNs c = 0;
@@ -228,7 +264,9 @@ TEST(LowerRules, Blocking1F1BP2pWaitsForEverySend) {
   Plan pi = p;
   pi.schedule = Schedule::kInterleaved;
   pi.vpp = 2;
-  for (const RankProgram& rp : lower(make_scenario(tiny_gpt(), pi), blocking).ranks)
+  Scenario si = make_scenario(tiny_gpt(), pi);
+  si.framework.blocking_p2p_1f1b = true;
+  for (const RankProgram& rp : lower(si).ranks)
     for (const Task& t : rp.tasks)
       for (int dep : t.deps)
         EXPECT_FALSE(testing::is_compute(t.kind) &&
