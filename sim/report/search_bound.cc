@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "model/error.h"
+#include "model/memory.h"
 #include "model/workload.h"
 #include "sim/cost/cost.h"
 #include "sim/cost/coster.h"
+#include "sim/lower/schedule.h"
 #include "sim/plan/layout.h"
 
 namespace stepcast {
@@ -349,6 +351,60 @@ TimeNs StepBound::step_floor_ns(const ParallelSpec& par) {
     if (!f.last_backward.empty()) tail += f.last_backward[s];
   }
   return best;
+}
+
+std::vector<double> held_activation_floor_bytes(const Scenario& sc) {
+  const ModelArch& arch = sc.model;
+  const ParallelSpec& par = sc.parallel;
+  const DType dt = sc.training.dtype;
+  if (arch.moe || !(dt == DType::kBf16 || dt == DType::kFp16 || dt == DType::kFp32)) return {};
+  const int p = par.pp, v = par.vpp, nv = p * v;
+  const std::int64_t m64 = sc.microbatches();
+  if (p < 1 || v < 1 || m64 < 1 || m64 > (1 << 20)) return {};
+  const int m = static_cast<int>(m64);
+  std::vector<int> layers = par.pipeline_layers;
+  if (layers.empty()) {
+    if (arch.layers % nv != 0) return {};
+    layers.assign(static_cast<size_t>(nv), arch.layers / nv);
+  }
+  if (static_cast<int>(layers.size()) != nv) return {};
+  ShardSpec shard;  // as the lowering's (lower.cc)
+  shard.microbatch = par.microbatch;
+  shard.seq_len = sc.training.seq_len;
+  shard.tp = par.tp;
+  shard.cp = par.cp;
+  shard.ep = par.ep;
+  shard.expert_tp = par.expert_tp;
+  shard.sequence_parallel = par.sequence_parallel;
+  shard.dtype = dt;
+  shard.flash_attention = sc.profile.compute.attn_flash;
+  // Per virtual stage, one microbatch's saved activations (lower.cc, build_units).
+  std::vector<double> per_chunk(static_cast<size_t>(nv), 0.0);
+  int layer = 0;
+  for (int vs = 0; vs < nv; ++vs) {
+    double& b = per_chunk[static_cast<size_t>(vs)];
+    for (int i = 0; i < layers[static_cast<size_t>(vs)]; ++i, ++layer)
+      b += layer_activation_bytes(arch, layer, shard, par.recompute, shard.flash_attention);
+    if (vs == nv - 1)
+      b += static_cast<double>(par.microbatch) * static_cast<double>(shard.seq_len / par.cp) *
+           static_cast<double>(arch.vocab) / par.tp * 4.0;
+  }
+  std::vector<std::vector<PassOp>> orders;
+  try {
+    orders = pipeline_schedule(par.schedule, p, v, m);
+  } catch (const InvariantError&) {
+    return {};
+  }
+  std::vector<double> out;
+  for (int s = 0; s < p; ++s) {
+    double held = 0;
+    for (const PassOp& op : orders[static_cast<size_t>(s)]) {
+      if (op.kind != PassKind::kF) break;  // the first backward (or weight pass)
+      held += per_chunk[static_cast<size_t>(op.chunk * p + s)];
+    }
+    out.push_back(held);
+  }
+  return out;
 }
 
 }  // namespace stepcast

@@ -137,4 +137,16 @@ class StepBound {
   mutable std::map<ShapeKey, GroupShape> dp_shapes_;
 };
 
+// A floor of the activations each pipeline stage of `sc` holds, per stage in bytes, without
+// lowering it: when its first backward starts, a stage has allocated the activations of
+// every forward its schedule runs before that backward (pipeline_schedule, sim/lower/
+// schedule.h: 1F1B's p - s warm-up and steady forwards, the interleaved warm-up of every
+// chunk) and freed none of them (the lowering frees a unit's activations in its backward,
+// passes.cc), each unit's as the lowering sizes it (layer_activation_bytes under the plan's
+// recompute, the head's fp32 softmax slice; the embedding saves none). Added to the training
+// state, which is allocated all step, it bounds the simulated peak from below. Empty (no
+// floor) for MoE models and fp8-family dtypes, whose saved activations the lowering sizes
+// with more inputs (the dispatcher, Transformer Engine's fp8 copies).
+std::vector<double> held_activation_floor_bytes(const Scenario& sc);
+
 }  // namespace stepcast

@@ -129,5 +129,36 @@ TEST(StepBoundComm, DataParallelFloorBoundsFsdp) {
   EXPECT_LE(to_s(floor), predict(sc).result.step_time_s);
 }
 
+// The activation floor (held_activation_floor_bytes): over random plans of the six spaces,
+// the training state plus the activations a stage holds at its first backward is never
+// above the lowered rank's own peak of compute-stream allocations (memory_floor_bytes,
+// itself below the simulated peak), and is above the state alone whenever the stage runs
+// a forward before its first backward (always): without the schedule's warm-up forwards,
+// or with the activations freed too early, it would not be. Empty for the MoE space.
+TEST(StepBoundComm, HeldActivationsBoundTheLoweredAllocations) {
+  std::mt19937 rng(4242);
+  int checked = 0;
+  for (const Scenario& base : test_plans::scenarios()) {
+    for (const Scenario& sc : test_plans::random_plans(base, 10, rng)) {
+      const std::vector<double> held = held_activation_floor_bytes(sc);
+      if (sc.model.moe) {
+        EXPECT_TRUE(held.empty());
+        continue;
+      }
+      ASSERT_EQ(held.size(), static_cast<size_t>(sc.parallel.pp)) << sc.file;
+      const auto state = training_state_bytes(sc);
+      const Program prog = lower(sc);
+      for (const RankProgram& rp : prog.ranks) {
+        const size_t s = static_cast<size_t>(rp.pp_stage);
+        const double floor = state[s][0] + state[s][1] + state[s][2] + held[s];
+        EXPECT_GT(held[s], 0) << sc.file;
+        EXPECT_LE(floor, memory_floor_bytes(rp) * (1 + 1e-12)) << sc.file << " stage " << s;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 40);
+}
+
 }  // namespace
 }  // namespace stepcast
