@@ -4,12 +4,16 @@
 #include "sim/report/search_bound.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "model/error.h"
+#include "model/memory.h"
 #include "model/workload.h"
 #include "sim/cost/cost.h"
 #include "sim/cost/coster.h"
+#include "sim/lower/schedule.h"
+#include "sim/plan/layout.h"
 
 namespace stepcast {
 
@@ -56,11 +60,62 @@ TimeNs steps_ns(const std::vector<Step>& steps, int pass, bool selective_only,
 }
 
 // The first layer of the wanted kind (layer_ops depends on the layer only through
-// is_moe_layer, model/workload.h); -1 when the model has none.
-int first_layer(const ModelArch& arch, bool moe) {
+// is_moe_layer and windowed_layer, model/workload.h); -1 when the model has none.
+int first_layer(const ModelArch& arch, bool moe, bool windowed) {
   for (int l = 0; l < arch.layers; ++l)
-    if (arch.is_moe_layer(l) == moe) return l;
+    if (arch.is_moe_layer(l) == moe && arch.windowed_layer(l) == windowed) return l;
   return -1;
+}
+
+using UnitKind = StepBound::UnitKind;
+
+UnitKind layer_kind(bool moe, bool windowed) {
+  if (windowed) return moe ? UnitKind::kWindowedMoe : UnitKind::kWindowedDense;
+  return moe ? UnitKind::kMoeLayer : UnitKind::kDenseLayer;
+}
+
+bool is_layer(UnitKind k) { return k != UnitKind::kEmbed && k != UnitKind::kHead; }
+
+// A collective's time as the coster has it (sim/cost/coster.cc, task_durations).
+TimeNs collective_ns(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw) {
+  return to_ns(collective_time(op, bytes, g, hw).time_s);
+}
+
+// The TP collectives the compute stream waits for in one forward of a unit (search_bound.h),
+// as emit_comm_point and emit_tp_overlap emit them.
+TimeNs forward_tp_comm_ns(const std::vector<Step>& fwd, const ParallelSpec& par,
+                          const GroupShape& tp_group, const HwProfile& hw) {
+  if (par.tp <= 1 || tp_group.ranks <= 1) return 0;
+  for (const Step& st : fwd)
+    if (st.beside_comm) return 0;  // its communication is waited for after the run beside it
+  TimeNs sum = 0;
+  for (const Step& st : fwd) {
+    if (!st.is_comm || !st.comm.feeds_wgrad.empty()) continue;
+    const CommPoint& cp = st.comm;
+    CollOp op;
+    if (cp.kind == CommPointKind::kTpReduce)
+      op = par.sequence_parallel ? CollOp::kReduceScatter : CollOp::kAllReduce;
+    else if (cp.kind == CommPointKind::kTpGather && par.sequence_parallel)
+      op = CollOp::kAllGather;
+    else
+      continue;
+    if (par.overlap_tp_comm && cp.gemm_overlap && op != CollOp::kAllReduce) {
+      // The ring exchange of an all-gather runs under its GEMM; of a reduce-scatter the
+      // last chunk, bytes / tp, follows the GEMM and the next kernel waits for it.
+      if (op == CollOp::kReduceScatter) sum += collective_ns(op, cp.bytes / par.tp, tp_group, hw);
+    } else {
+      sum += collective_ns(op, cp.bytes, tp_group, hw);
+    }
+  }
+  return sum;
+}
+
+// Whether a calibrated entry may replace the model for `op` on groups of this shape (then
+// the time is not the concave model's, search_bound.h).
+bool calibrated_for(CollOp op, const GroupShape& g, const HwProfile& hw) {
+  for (const CollectiveCalib& c : hw.collectives.calibrated)
+    if (c.op == coll_op_name(op) && c.ranks == g.ranks && c.nodes == g.nodes) return true;
+  return false;
 }
 
 }  // namespace
@@ -72,7 +127,8 @@ size_t StepBound::shapes_costed() const {
   return memo_.size();
 }
 
-StepBound::UnitCost StepBound::cost_unit(UnitKind kind, const ParallelSpec& par) const {
+StepBound::UnitCost StepBound::cost_unit(UnitKind kind, const ParallelSpec& par,
+                                         const GroupShape& tp_group) const {
   const ModelArch& arch = base_.model;
   const HwProfile& hw = base_.profile;
   ShardSpec shard;  // as the lowering's (sim/lower/lower.cc, Lowerer::Lowerer)
@@ -91,7 +147,9 @@ StepBound::UnitCost StepBound::cost_unit(UnitKind kind, const ParallelSpec& par)
   } else if (kind == UnitKind::kHead) {
     ops = logits_loss_ops(arch, shard);
   } else {
-    const int layer = first_layer(arch, kind == UnitKind::kMoeLayer);
+    const bool moe = kind == UnitKind::kMoeLayer || kind == UnitKind::kWindowedMoe;
+    const bool windowed = kind == UnitKind::kWindowedDense || kind == UnitKind::kWindowedMoe;
+    const int layer = first_layer(arch, moe, windowed);
     STEPCAST_CHECK(layer >= 0, "StepBound: no layer of the kind asked for");
     ops = layer_ops(arch, layer, shard);
   }
@@ -103,21 +161,88 @@ StepBound::UnitCost StepBound::cost_unit(UnitKind kind, const ParallelSpec& par)
   c.bwd_input = pass_ns(ops.bwd_input, 1, false);
   c.bwd_weight = pass_ns(ops.bwd_weight, 1, false);
   // Recomputation re-runs layers only (sim/lower/passes.cc, emit_recompute).
-  if (kind == UnitKind::kDenseLayer || kind == UnitKind::kMoeLayer) {
+  if (is_layer(kind)) {
     c.rc_full = pass_ns(ops.fwd, 2, false);
     c.rc_selective = pass_ns(ops.fwd, 2, true);
   }
+  if (comm_counted()) c.fwd_comm = forward_tp_comm_ns(ops.fwd, par, tp_group, hw);
+  // Parameters as the lowering's units hold them (lower.cc, build_units / make_aux).
+  c.expert_params = is_layer(kind) ? ops.expert_param_count : 0.0;
+  c.dense_params = ops.param_count - c.expert_params;
   return c;
 }
 
-StepBound::UnitCost StepBound::unit_cost(UnitKind kind, const ParallelSpec& par) {
-  const Key key{
-      static_cast<int>(kind),        par.microbatch,       par.tp, par.cp, par.ep, par.expert_tp,
-      static_cast<int>(par.cp_kind), par.sequence_parallel};
+StepBound::UnitCost StepBound::unit_cost(UnitKind kind, const ParallelSpec& par,
+                                         const GroupShape& tp_group) {
+  const Key key{static_cast<int>(kind),
+                par.microbatch,
+                par.tp,
+                par.cp,
+                par.ep,
+                par.expert_tp,
+                static_cast<int>(par.cp_kind),
+                par.sequence_parallel,
+                par.overlap_tp_comm,
+                {tp_group.ranks, tp_group.nodes, tp_group.ranks_per_node, tp_group.pods}};
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = memo_.find(key);
-  if (it == memo_.end()) it = memo_.emplace(key, cost_unit(kind, par)).first;
+  if (it == memo_.end()) it = memo_.emplace(key, cost_unit(kind, par, tp_group)).first;
   return it->second;
+}
+
+bool StepBound::comm_counted() const { return base_.network != NetworkMode::kFlow; }
+
+GroupShape StepBound::dp_group_shape(const RankLayout& layout, int rank, bool expert) const {
+  const ShapeKey key{layout.tp(), layout.cp(), layout.dp(), layout.pp(),
+                     layout.ep(), layout.etp(), rank,        expert};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = dp_shapes_.find(key); it != dp_shapes_.end()) return it->second;
+  }
+  const GroupShape g = group_shape(expert               ? layout.edp_group(rank)
+                                   : layout.cp() > 1 ? layout.dp_cp_group(rank)
+                                                     : layout.dp_group(rank),
+                                   base_.profile.node.gpus, base_.profile.fabric.pod_gpus);
+  std::lock_guard<std::mutex> lock(mutex_);
+  dp_shapes_.emplace(key, g);
+  return g;
+}
+
+TimeNs StepBound::dp_stream_floor(const ParallelSpec& par, int s, double dense,
+                                  double expert) const {
+  if (!comm_counted()) return 0;
+  const HwProfile& hw = base_.profile;
+  const RankLayout layout(par.tp, par.cp, par.dp, par.pp, par.ep,
+                          expert_tp_of(par.tp, par.ep, par.expert_tp));
+  const int rank = layout.rank(0, 0, 0, s);  // the rank a folded program lowers (lower.cc)
+  const double grad_bytes = dtype_bytes(grad_reduce_dtype(base_.training));
+  const double param_bytes = dtype_bytes(activation_dtype(base_.training.dtype));
+  const double m = static_cast<double>(base_.training.global_batch / (par.dp * par.microbatch));
+  // Gradient reductions and parameter gathers per step, in units of the stage's gradients
+  // and parameters (search_bound.h).
+  const double reduces = par.zero >= 2 ? m : 1.0;
+  const bool per_unit_z3 = base_.framework.zero3_gather != GatherUnit::kSubmodule;
+  const double gathers = par.zero == 1 || par.zero == 2 ? 1.0
+                         : par.zero == 3 && per_unit_z3 ? 2.0 * m
+                                                        : 0.0;
+  const CollOp reduce_op = par.zero >= 1 ? CollOp::kReduceScatter : CollOp::kAllReduce;
+  // Float sums of the same bytes in another order may differ in the last bits: a margin.
+  constexpr double kMargin = 1 - 1e-9;
+  TimeNs floor = 0;
+  auto add = [&](CollOp op, double bytes, const GroupShape& g) {
+    if (g.ranks <= 1 || !(bytes > 0) || calibrated_for(op, g, hw)) return;
+    // Down to the nanosecond below: each bucket's time is rounded to the nearest one.
+    floor += static_cast<TimeNs>(
+        std::floor(std::min(collective_time(op, bytes * kMargin, g, hw).time_s, 1e9) * 1e9));
+  };
+  for (const bool x : {false, true}) {
+    const double params = x ? expert : dense;
+    if (!(params > 0)) continue;
+    const GroupShape g = dp_group_shape(layout, rank, x);
+    add(reduce_op, reduces * params * grad_bytes, g);
+    add(CollOp::kAllGather, gathers * params * param_bytes, g);
+  }
+  return floor;
 }
 
 StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
@@ -135,43 +260,75 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
   }
   if (static_cast<int>(layers.size()) != nv) return {};
   try {
-    const UnitCost dense =
-        first_layer(arch, false) >= 0 ? unit_cost(UnitKind::kDenseLayer, par) : UnitCost{};
-    const UnitCost moe =
-        first_layer(arch, true) >= 0 ? unit_cost(UnitKind::kMoeLayer, par) : UnitCost{};
-    const UnitCost embed = unit_cost(UnitKind::kEmbed, par);
-    const UnitCost head = unit_cost(UnitKind::kHead, par);
-    auto all = [&](const UnitCost& u) {
-      const TimeNs rc = par.recompute == Recompute::kFull        ? u.rc_full
-                        : par.recompute == Recompute::kSelective ? u.rc_selective
-                                                                 : TimeNs{0};
-      return u.fwd + u.bwd_input + u.bwd_weight + rc;
-    };
-    // Per virtual stage: its units' forward and backward (one microbatch) and all their
-    // compute.
-    std::vector<TimeNs> fwd(static_cast<size_t>(nv), 0), work(static_cast<size_t>(nv), 0);
-    std::vector<TimeNs> bwd(static_cast<size_t>(nv), 0);
-    int layer = 0;
-    for (int vs = 0; vs < nv; ++vs) {
-      auto add = [&](const UnitCost& u) {
-        fwd[static_cast<size_t>(vs)] += u.fwd;
-        work[static_cast<size_t>(vs)] += all(u);
-        bwd[static_cast<size_t>(vs)] += all(u) - u.fwd;
-      };
-      if (vs == 0) add(embed);
-      for (int i = 0; i < layers[static_cast<size_t>(vs)]; ++i, ++layer)
-        add(arch.is_moe_layer(layer) ? moe : dense);
-      if (vs == nv - 1) add(head);
-    }
-    // Schedules whose last pass on every stage is B(m - 1, chunk 0) (search_bound.h).
-    const bool drains = par.schedule != Schedule::kZbH1;
+    const HwProfile& hw = base_.profile;
+    const RankLayout layout(par.tp, par.cp, par.dp, par.pp, par.ep,
+                            expert_tp_of(par.tp, par.ep, par.expert_tp));
+    std::vector<int> first_layer_of(static_cast<size_t>(nv), 0);  // per virtual stage
+    for (int vs = 1; vs < nv; ++vs)
+      first_layer_of[static_cast<size_t>(vs)] =
+          first_layer_of[static_cast<size_t>(vs - 1)] + layers[static_cast<size_t>(vs - 1)];
     StageFloors out;
+    std::array<UnitCost, 6> kinds{};  // by UnitKind, costed when first met
+    std::array<bool, 6> costed{};
+    GroupShape costed_for{0, 0, 0, 0};
     for (int s = 0; s < p; ++s) {
-      TimeNs stage = 0;
-      for (int c = 0; c < par.vpp; ++c) stage += work[static_cast<size_t>(c * p + s)];
-      out.compute.push_back(m * stage);
-      out.first_forward.push_back(fwd[static_cast<size_t>(s)]);
-      if (drains) out.last_backward.push_back(bwd[static_cast<size_t>(s)]);
+      // The TP group of the rank a folded program lowers for stage s.
+      const GroupShape tp_group = group_shape(layout.tp_group(layout.rank(0, 0, 0, s)),
+                                              hw.node.gpus, hw.fabric.pod_gpus);
+      if (!(tp_group == costed_for)) costed.fill(false);
+      costed_for = tp_group;
+      auto cost = [&](UnitKind k) -> const UnitCost& {
+        const auto i = static_cast<size_t>(k);
+        if (!costed[i]) kinds[i] = unit_cost(k, par, tp_group);
+        costed[i] = true;
+        return kinds[i];
+      };
+      auto all = [&](const UnitCost& u) {
+        const TimeNs rc = par.recompute == Recompute::kFull        ? u.rc_full
+                          : par.recompute == Recompute::kSelective ? u.rc_selective
+                                                                   : TimeNs{0};
+        return u.fwd + u.bwd_input + u.bwd_weight + rc;
+      };
+      TimeNs work = 0, comm = 0, first = 0, first_comm = 0, last = 0;
+      double dense = 0, expert = 0;
+      for (int c = 0; c < par.vpp; ++c) {
+        const int vs = c * p + s;
+        int layer = first_layer_of[static_cast<size_t>(vs)];
+        auto add = [&](const UnitCost& u, bool head) {
+          work += all(u);
+          comm += u.fwd_comm;
+          if (c == 0) {
+            first += u.fwd;
+            first_comm += u.fwd_comm;
+            last += all(u) - u.fwd;
+          }
+          // The tied output layer on the embedding's stage is held once (build_units).
+          double own = u.dense_params;
+          if (head && arch.tied_embeddings && p == 1)
+            own = std::max(0.0, own - static_cast<double>(arch.vocab) *
+                                          static_cast<double>(arch.hidden) / par.tp);
+          dense += own;
+          expert += u.expert_params;
+        };
+        if (vs == 0) add(cost(UnitKind::kEmbed), false);
+        for (int i = 0; i < layers[static_cast<size_t>(vs)]; ++i, ++layer)
+          add(cost(layer_kind(arch.is_moe_layer(layer), arch.windowed_layer(layer))), false);
+        if (vs == nv - 1) add(cost(UnitKind::kHead), true);
+      }
+      out.compute.push_back(m * work);
+      out.fwd_comm.push_back(m * comm);
+      out.first_forward.push_back(first);
+      out.first_forward_comm.push_back(first_comm);
+      // Schedules whose last pass on every stage is B(m - 1, chunk 0) (search_bound.h).
+      if (par.schedule != Schedule::kZbH1) out.last_backward.push_back(last);
+      // The optimizer step on the rank's shard (sim/lower/passes.cc, emit_step_end).
+      const double local = dense / (par.zero >= 1 ? par.dp * par.cp : 1) +
+                           expert / (par.zero >= 1 ? layout.edp() : 1);
+      const Op opt = optimizer_op(local, base_.training.optimizer == Optimizer::kAdam,
+                                  grad_reduce_dtype(base_.training),
+                                  base_.training.dtype == DType::kFp16);
+      out.optimizer.push_back(op_ns(opt, hw));
+      out.dp_comm.push_back(dp_stream_floor(par, s, dense, expert));
     }
     return out;
   } catch (const InputError&) {
@@ -185,11 +342,69 @@ TimeNs StepBound::step_floor_ns(const ParallelSpec& par) {
   const StageFloors f = stage_floors(par);
   TimeNs best = 0, head = 0, tail = 0;
   for (size_t s = 0; s < f.compute.size(); ++s) {
-    best = std::max(best, head + f.compute[s] + tail);
-    head += f.first_forward[s];  // stage s's first forward, which stage s + 1 waits for
-    if (!f.last_backward.empty()) tail += f.last_backward[s];  // and its last backward
+    const TimeNs opt = f.optimizer[s];
+    best = std::max(best, head + f.compute[s] + f.fwd_comm[s] + std::max(tail, opt));
+    best = std::max(best, f.dp_comm[s] + opt);  // the optimizer waits for the DP stream
+    // Stage s's first forward, with its TP waits, which stage s + 1 waits for; and its last
+    // backward.
+    head += f.first_forward[s] + f.first_forward_comm[s];
+    if (!f.last_backward.empty()) tail += f.last_backward[s];
   }
   return best;
+}
+
+std::vector<double> held_activation_floor_bytes(const Scenario& sc) {
+  const ModelArch& arch = sc.model;
+  const ParallelSpec& par = sc.parallel;
+  const DType dt = sc.training.dtype;
+  if (arch.moe || !(dt == DType::kBf16 || dt == DType::kFp16 || dt == DType::kFp32)) return {};
+  const int p = par.pp, v = par.vpp, nv = p * v;
+  const std::int64_t m64 = sc.microbatches();
+  if (p < 1 || v < 1 || m64 < 1 || m64 > (1 << 20)) return {};
+  const int m = static_cast<int>(m64);
+  std::vector<int> layers = par.pipeline_layers;
+  if (layers.empty()) {
+    if (arch.layers % nv != 0) return {};
+    layers.assign(static_cast<size_t>(nv), arch.layers / nv);
+  }
+  if (static_cast<int>(layers.size()) != nv) return {};
+  ShardSpec shard;  // as the lowering's (lower.cc)
+  shard.microbatch = par.microbatch;
+  shard.seq_len = sc.training.seq_len;
+  shard.tp = par.tp;
+  shard.cp = par.cp;
+  shard.ep = par.ep;
+  shard.expert_tp = par.expert_tp;
+  shard.sequence_parallel = par.sequence_parallel;
+  shard.dtype = dt;
+  shard.flash_attention = sc.profile.compute.attn_flash;
+  // Per virtual stage, one microbatch's saved activations (lower.cc, build_units).
+  std::vector<double> per_chunk(static_cast<size_t>(nv), 0.0);
+  int layer = 0;
+  for (int vs = 0; vs < nv; ++vs) {
+    double& b = per_chunk[static_cast<size_t>(vs)];
+    for (int i = 0; i < layers[static_cast<size_t>(vs)]; ++i, ++layer)
+      b += layer_activation_bytes(arch, layer, shard, par.recompute, shard.flash_attention);
+    if (vs == nv - 1)
+      b += static_cast<double>(par.microbatch) * static_cast<double>(shard.seq_len / par.cp) *
+           static_cast<double>(arch.vocab) / par.tp * 4.0;
+  }
+  std::vector<std::vector<PassOp>> orders;
+  try {
+    orders = pipeline_schedule(par.schedule, p, v, m);
+  } catch (const InvariantError&) {
+    return {};
+  }
+  std::vector<double> out;
+  for (int s = 0; s < p; ++s) {
+    double held = 0;
+    for (const PassOp& op : orders[static_cast<size_t>(s)]) {
+      if (op.kind != PassKind::kF) break;  // the first backward (or weight pass)
+      held += per_chunk[static_cast<size_t>(op.chunk * p + s)];
+    }
+    out.push_back(held);
+  }
+  return out;
 }
 
 }  // namespace stepcast

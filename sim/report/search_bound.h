@@ -4,7 +4,7 @@
 // the plans of one search, so a plan's bound costs a few sums.
 //
 // The bound, for a plan with pp stages, vpp chunks and m microbatches, is
-//   max over stages s of  head(s) + C(s) + tail(s)
+//   max over stages s of  head(s) + C(s) + max(tail(s), opt(s)),  DP(s) + opt(s)
 // where
 //  - C(s) is the sum of the compute-stream kernel costs of stage s in one step: for every
 //    microbatch and every unit (embedding, layers, head) of its chunks, the forward, the
@@ -27,9 +27,35 @@
 //    s's compute ends with it, and stage j's waits for the gradient stage j + 1 sends after
 //    its own (the drain, the backward part of the bubble). 0 under ZB-H1, whose weight
 //    passes may follow.
-// Communication is not counted (any of it may overlap compute). Scenarios with stragglers
-// (a GPU faster or slower than nominal) get no bound (0), nor do plans whose ops the model
-// cannot shape (the full evaluation reports why).
+// Communication that cannot overlap is counted in three ways (none with network: flow,
+// where communication runs as flows and takes other times):
+//  - In every forward, a tensor-parallel collective the lowering emits behind a compute task
+//    and before the next one waits for it (sim/lower/tensor_parallel.cc, emit_comm_point:
+//    it depends on the last compute task and goes into `pending`, which the next compute
+//    task waits for) separates those two kernels by at least its duration, so the compute
+//    stream's span grows by it: all of them without TP overlap; with it, the last chunk of
+//    each reduce-scatter (emit_tp_overlap: bytes / tp after the GEMM). Costed as the coster
+//    costs them (same op, bytes, group shape), counted in C(s) and in the first forward of
+//    head(s). Collectives that feed only a weight gradient, the expert-parallel ones and
+//    units with steps beside their communication (MoE shared experts) add nothing.
+//  - The data-parallel stream of stage s runs its collectives one at a time, so the step
+//    is at least their sum. Per kind of collective and group (dense over dp (x cp), experts
+//    over the expert-dp group) the bytes it moves in a step are known without lowering
+//    (data_parallel.cc): ZeRO 0 all-reduces the gradients G once, ZeRO 1 reduce-scatters
+//    them once, ZeRO 2 and 3 in every one of the m microbatches; ZeRO 1 and 2 all-gather
+//    the parameters P once, ZeRO 3 (per unit, not DeepSpeed's per-submodule fetches) in
+//    every forward and every backward, 2 m P. A collective's modelled time is the cheapest
+//    of affine functions of the bytes with positive latency (sim/cost/collective.cc), a
+//    concave function f with f(0) > 0, so f(a) + f(b) >= f(a + b) + f(0): however the
+//    lowering cuts those bytes into buckets, their times add up to at least f(all bytes).
+//    Groups whose op has a calibrated entry (measured, not affine in the bytes) add
+//    nothing. The optimizer step waits for every gradient collective, so the bound of
+//    stage s is at least this sum plus the step.
+//  - The optimizer step (optimizer_op on the rank's shard) runs on the compute stream after
+//    the stage's last backward, beside the drain: head(s) + C(s) + max(tail(s), opt(s)).
+// The rest of the communication is not counted (any of it may overlap compute). Scenarios
+// with stragglers (a GPU faster or slower than nominal) get no bound (0), nor do plans whose
+// ops the model cannot shape (the full evaluation reports why).
 #pragma once
 
 #include <array>
@@ -40,6 +66,8 @@
 #include <vector>
 
 #include "model/units.h"
+#include "sim/cost/cost.h"
+#include "sim/plan/layout.h"
 #include "sim/scenario/scenario.h"
 
 namespace stepcast {
@@ -60,8 +88,14 @@ class StepBound {
   // no bound.
   // last_backward[s]: its backward of the last microbatch, chunk 0, when the schedule ends
   // every stage with it (tail(s) = the sum of last_backward[j] for j < s); else empty.
+  // The communication terms (above), per stage: fwd_comm[s], the TP collectives between
+  // the compute kernels of its forwards in one step (added to C(s)); first_forward_comm[s],
+  // those of its first forward (added to its first forward in head(s)); dp_comm[s], the
+  // floor of its data-parallel stream; optimizer[s], its optimizer step. All 0 under
+  // network: flow.
   struct StageFloors {
     std::vector<TimeNs> compute, first_forward, last_backward;
+    std::vector<TimeNs> fwd_comm, first_forward_comm, dp_comm, optimizer;
   };
   StageFloors stage_floors(const ParallelSpec& par);
 
@@ -69,22 +103,50 @@ class StepBound {
   size_t shapes_costed() const;
 
   // Per unit and microbatch, the compute-stream cost of: forward, input gradient, weight
-  // gradient, full recompute, selective recompute.
+  // gradient, full recompute, selective recompute; the TP collectives its forward's compute
+  // waits for (above); its dense and expert parameters on a rank (LayerOps::param_count).
   struct UnitCost {
     TimeNs fwd = 0, bwd_input = 0, bwd_weight = 0, rc_full = 0, rc_selective = 0;
+    TimeNs fwd_comm = 0;
+    double dense_params = 0, expert_params = 0;
   };
-  enum class UnitKind { kEmbed, kDenseLayer, kMoeLayer, kHead };
+  // Layers by kind as the lowering shapes them (layer_ops depends on the layer only through
+  // is_moe_layer and windowed_layer).
+  enum class UnitKind { kEmbed, kDenseLayer, kMoeLayer, kHead, kWindowedDense, kWindowedMoe };
   // The memoised cost of one unit under `par` (the shard its ops take: microbatch, tp, cp
-  // and its kind, ep, expert tp, sequence parallelism).
-  UnitCost unit_cost(UnitKind kind, const ParallelSpec& par);
+  // and its kind, ep, expert tp, sequence parallelism; the TP overlap), its TP collectives
+  // on a group of shape `tp_group` (fwd_comm 0 without one).
+  UnitCost unit_cost(UnitKind kind, const ParallelSpec& par, const GroupShape& tp_group = {});
 
  private:
-  using Key = std::tuple<int, std::int64_t, int, int, int, int, int, bool>;
-  UnitCost cost_unit(UnitKind kind, const ParallelSpec& par) const;
+  using Key = std::tuple<int, std::int64_t, int, int, int, int, int, bool, bool,
+                         std::array<int, 4>>;
+  UnitCost cost_unit(UnitKind kind, const ParallelSpec& par, const GroupShape& tp_group) const;
+  // The floor of stage s's data-parallel stream (above) for a stage holding `dense` and
+  // `expert` parameters per rank.
+  TimeNs dp_stream_floor(const ParallelSpec& par, int s, double dense, double expert) const;
+  // Whether communication is costed at all (not network: flow).
+  bool comm_counted() const;
+  // The shape of `rank`'s dense (dp, or dp x cp) or expert-dp group, memoised by layout.
+  using ShapeKey = std::tuple<int, int, int, int, int, int, int, bool>;
+  GroupShape dp_group_shape(const RankLayout& layout, int rank, bool expert) const;
 
   const Scenario& base_;
   mutable std::mutex mutex_;
   std::map<Key, UnitCost> memo_;
+  mutable std::map<ShapeKey, GroupShape> dp_shapes_;
 };
+
+// A floor of the activations each pipeline stage of `sc` holds, per stage in bytes, without
+// lowering it: when its first backward starts, a stage has allocated the activations of
+// every forward its schedule runs before that backward (pipeline_schedule, sim/lower/
+// schedule.h: 1F1B's p - s warm-up and steady forwards, the interleaved warm-up of every
+// chunk) and freed none of them (the lowering frees a unit's activations in its backward,
+// passes.cc), each unit's as the lowering sizes it (layer_activation_bytes under the plan's
+// recompute, the head's fp32 softmax slice; the embedding saves none). Added to the training
+// state, which is allocated all step, it bounds the simulated peak from below. Empty (no
+// floor) for MoE models and fp8-family dtypes, whose saved activations the lowering sizes
+// with more inputs (the dispatcher, Transformer Engine's fp8 copies).
+std::vector<double> held_activation_floor_bytes(const Scenario& sc);
 
 }  // namespace stepcast

@@ -9,6 +9,7 @@
 #include "sim/cost/coster.h"
 #include "sim/lower/lower.h"
 #include "sim/report/pipeline.h"
+#include "sim/report/search_bound.h"
 
 namespace stepcast {
 
@@ -32,12 +33,22 @@ bool state_exceeds_memory(const Scenario& sc, std::vector<double>& state_per_sta
   // The state is known before lowering (training_state_bytes: the same numbers as the
   // program's "weights" / "grads" / "optimizer" allocations, summed in that order).
   const double capacity_gib = sc.profile.gpu.usable_memory_bytes() / kGiB;
-  double state_gib = 0;
+  // With the activations each stage holds at its first backward (search_bound.h): a floor
+  // too, allocated besides the state. A margin for the order of the sums.
+  const std::vector<double> held = held_activation_floor_bytes(sc);
+  double state_gib = 0, floor_gib = 0;
   for (const auto& stage : training_state_bytes(sc)) {
     double bytes = 0;
     for (double b : stage) bytes += b;
+    const size_t s = state_per_stage_gib.size();
     state_per_stage_gib.push_back(bytes / kGiB);
     state_gib = std::max(state_gib, bytes / kGiB);
+    if (s < held.size()) floor_gib = std::max(floor_gib, (bytes + held[s]) * (1 - 1e-9) / kGiB);
+  }
+  if (state_gib <= capacity_gib && floor_gib > capacity_gib) {
+    for (size_t s = 0; s < held.size() && s < state_per_stage_gib.size(); ++s)
+      state_per_stage_gib[s] += held[s] * (1 - 1e-9) / kGiB;
+    return true;
   }
   return state_gib > capacity_gib;
 }

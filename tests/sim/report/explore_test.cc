@@ -783,7 +783,10 @@ TEST(Search, APlanStopsLoweringAtItsFirstStageThatCannotFit) {
   // beyond 80 GiB, while its state (8.03 B / 8 parameters per GPU, about 16-18 B each) is a
   // few GiB. The search gives up after lowering stage 0 (one simulated rank; the other
   // stages' bounds are their state alone), and each stage's bound stays below the peak the
-  // full simulation gives that stage.
+  // full simulation gives that stage. In fp8 (the activations as in bf16 without
+  // Transformer Engine's fp8 storage rule), which the closed-form activation floor leaves
+  // out; in bf16 that floor (state plus the 4 warm-up microbatches' activations) rules the
+  // plan out before any lowering, each stage's floor again below its simulated peak.
   YAML::Node doc = llama3_8b_doc();
   doc["parallel"]["tp"] = 2;
   doc["parallel"]["pp"] = 4;
@@ -791,9 +794,20 @@ TEST(Search, APlanStopsLoweringAtItsFirstStageThatCannotFit) {
   doc["parallel"]["microbatch"] = 4;
   doc["parallel"]["recompute"] = "none";
   doc["training"]["global_batch"] = 32;
-  const Scenario sc = load_scenario_node(doc, "stage0-too-big.yaml");
   SearchRunOptions skip;
   skip.skip_when_state_exceeds_memory = true;
+  {
+    const Scenario bf16 = load_scenario_node(YAML::Clone(doc), "stage0-too-big-bf16.yaml");
+    const Result unlowered = predict_pruned(bf16, skip).result;
+    EXPECT_FALSE(unlowered.fits_memory);
+    EXPECT_EQ(unlowered.simulated_ranks, 0);
+    EXPECT_GT(unlowered.memory_peak_gib_per_stage[0], unlowered.memory_capacity_gib);
+    const Result full = predict(bf16).result;
+    for (size_t s = 0; s < 4; ++s)
+      EXPECT_LE(unlowered.memory_peak_gib_per_stage[s], full.memory_peak_gib_per_stage[s]) << s;
+  }
+  doc["training"]["dtype"] = "fp8";
+  const Scenario sc = load_scenario_node(doc, "stage0-too-big.yaml");
   const Result quick = predict_pruned(sc, skip).result;
   EXPECT_FALSE(quick.simulated);
   EXPECT_FALSE(quick.fits_memory);
