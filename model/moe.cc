@@ -144,9 +144,15 @@ void routed_path(const ModelArch& a, const Local& l, const MoeLoad& ld, Block& b
   if (dropless && !allgather && (l.ep > 1 || l.tp > 1))
     blk.fwd.push_back(op_step(memory_op("moe.host_sync", 0, 0)));
   const double recv = dispatch_copies(m, l, ld) * h * e * ld.recv_factor;
+  // DeepEP's fused dispatch / combine run as its own kernels, not NCCL's all-to-all.
+  auto ep_step = [&](CommPointKind kind, const char* name) {
+    Step s = comm_step(kind, recv, name);
+    s.comm.ep_kernels = deepep;
+    return s;
+  };
   if (l.ep > 1 && (a2a || deepep)) {
-    blk.fwd.push_back(comm_step(CommPointKind::kEpDispatch, recv, "moe.dispatch"));
-    rev.push_back(comm_step(CommPointKind::kEpCombine, recv, "moe.combine"));
+    blk.fwd.push_back(ep_step(CommPointKind::kEpDispatch, "moe.dispatch"));
+    rev.push_back(ep_step(CommPointKind::kEpCombine, "moe.combine"));
     if (a2a) {
       const double probs = ld.send_copies * 4.0 * ld.recv_factor;
       blk.fwd.push_back(comm_step(CommPointKind::kEpDispatch, probs, "moe.dispatch_probs"));
@@ -201,8 +207,8 @@ void routed_path(const ModelArch& a, const Local& l, const MoeLoad& ld, Block& b
     }
   }
   if (l.ep > 1 && (a2a || deepep)) {
-    blk.fwd.push_back(comm_step(CommPointKind::kEpCombine, recv, "moe.combine"));
-    rev.push_back(comm_step(CommPointKind::kEpDispatch, recv, "moe.dispatch"));
+    blk.fwd.push_back(ep_step(CommPointKind::kEpCombine, "moe.combine"));
+    rev.push_back(ep_step(CommPointKind::kEpDispatch, "moe.dispatch"));
   }
   if (l.ep > 1 && allgather) {
     const double all = t * h * e * l.ep;

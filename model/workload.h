@@ -108,6 +108,9 @@ struct CommPoint {
   // userbuffers can pipeline with the adjacent GEMM (parallel.overlap.tp_comm). False for the
   // MoE token dispatcher's own tp gathers and reduce-scatters, which are plain collectives.
   bool gemm_overlap = true;
+  // The MoE dispatch / combine of the deepep dispatcher: DeepEP's own kernels, not NCCL's
+  // all-to-all (Task::ep_kernels).
+  bool ep_kernels = false;
 };
 
 // One entry of an ordered op sequence: either an op or a communication point.

@@ -187,7 +187,7 @@ class Lowerer {
                    const Unit& u, int mb, int chunk, std::vector<int> extra_deps = {});
   int emit_collective(Emit& e, CollOp op, GroupKind gk, StreamKind stream, Category cat,
                       double bytes, DType dtype, Phase phase, std::string label, int layer, int mb,
-                      int chunk, std::vector<int> deps);
+                      int chunk, std::vector<int> deps, bool ep_kernels = false);
   void emit_mem(Emit& e, TaskKind kind, double bytes, std::string what, Phase phase, int layer,
                 int mb, int chunk, StreamKind stream = StreamKind::kCompute,
                 std::vector<int> deps = {});

@@ -142,8 +142,15 @@ TEST(Moe, DeepEpSendsATokenOncePerNode) {
   EXPECT_NEAR(comm_bytes(o.fwd, "moe.dispatch"), 4096.0 * 4 * (1 - miss) * 7168 * 2, 1.0);
   EXPECT_EQ(find(o.fwd, "moe.dispatch_probs", true), nullptr);  // fused
   EXPECT_EQ(find(o.fwd, "moe.sort"), nullptr);
+  // DeepEP's own kernels move them, not NCCL's all-to-all (costed at the NIC's ring rate).
+  for (const char* n : {"moe.dispatch", "moe.combine"}) {
+    EXPECT_TRUE(find(o.fwd, n, true)->comm.ep_kernels) << n;
+    EXPECT_TRUE(find(o.bwd_input, n, true)->comm.ep_kernels) << n;
+  }
   s.dispatcher = MoeDispatcher::kAllToAll;
-  EXPECT_DOUBLE_EQ(comm_bytes(layer_ops(a, 3, s).fwd, "moe.dispatch"), 4096.0 * 8 * 7168 * 2);
+  const LayerOps t = layer_ops(a, 3, s);
+  EXPECT_DOUBLE_EQ(comm_bytes(t.fwd, "moe.dispatch"), 4096.0 * 8 * 7168 * 2);
+  EXPECT_FALSE(find(t.fwd, "moe.dispatch", true)->comm.ep_kernels);
 }
 
 TEST(Moe, AllGatherDispatcherGathersEveryToken) {
