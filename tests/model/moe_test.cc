@@ -201,6 +201,50 @@ TEST(Moe, MemoryKeepsNoExpertOutputAndFp8GemmInputs) {
   EXPECT_DOUBLE_EQ(bf16, want);
 }
 
+TEST(Moe, Fp8ExpertGemmOperandsAreQuantizedByTheirOwnKernels) {
+  // small_moe at ep 4, T = 4096, k = 2, capacity 1: 2 local experts of 4096 * 2 / 8 * 4 =
+  // 4096 rows, R = 8192 rows, h = 1024, f = 1024 (SwiGLU: fc1 out 2f). Per-tensor fp8: each
+  // GEMM's A operand read in bf16 (2 B), written row-wise and transposed (2 x 1 B), before
+  // the GEMM: forward fc1 [R, h], fc2 [R, f]; backward fc2 dgrad dy [R, h], fc1 dgrad [R, 2f].
+  const ModelArch a = small_moe();
+  ShardSpec s = shard(4);
+  s.dtype = DType::kFp8;
+  const LayerOps o = layer_ops(a, 0, s);
+  const double R = 8192, h = 1024, f = 1024;
+  const std::pair<const char*, double> fwd[] = {{"moe.fc1.quant", R * h}, {"moe.fc2.quant", R * f}};
+  for (const auto& [n, elems] : fwd) {
+    const Step* q = find(o.fwd, n);
+    ASSERT_NE(q, nullptr) << n;
+    EXPECT_DOUBLE_EQ(q->op.bytes_read, elems * 2) << n;
+    EXPECT_DOUBLE_EQ(q->op.bytes_written, elems * 2) << n;
+  }
+  const std::pair<const char*, double> bwd[] = {{"moe.fc2.quant", R * h}, {"moe.fc1.quant", R * 2 * f}};
+  for (const auto& [n, elems] : bwd) {
+    const Step* q = find(o.bwd_input, n);
+    ASSERT_NE(q, nullptr) << n;
+    EXPECT_DOUBLE_EQ(q->op.bytes_read, elems * 2) << n;
+  }
+  // Each quantize kernel runs right before its GEMM, in both passes.
+  for (const auto* steps : {&o.fwd, &o.bwd_input}) {
+    const std::vector<std::string> v = names(*steps);
+    for (const char* g : {"moe.fc1", "moe.fc2"}) {
+      const auto it = std::find(v.begin(), v.end(), g);
+      ASSERT_NE(it, v.end()) << g;
+      ASSERT_NE(it, v.begin());
+      EXPECT_EQ(*(it - 1), std::string(g) + ".quant");
+    }
+  }
+  // bf16 GEMMs have no quantize kernel; nor do the dense (non-expert) fp8 linears here.
+  s.dtype = DType::kBf16;
+  for (const std::string& n : names(layer_ops(a, 0, s).fwd))
+    EXPECT_EQ(n.find(".quant"), std::string::npos) << n;
+  for (const std::string& n : names(o.fwd)) {
+    if (n.find(".quant") != std::string::npos) {
+      EXPECT_EQ(n.rfind("moe.", 0), 0u) << n;
+    }
+  }
+}
+
 TEST(Arch, QkNormSinksAndSlidingWindow) {
   const ModelArch& q = builtin("qwen3-30b-a3b");
   ShardSpec s = shard(1);
