@@ -178,6 +178,23 @@ ModelArch kimi_k2_like() {
   return a;
 }
 
+// DeepSeek-V3 as trained and as Megatron-Bridge runs it (DeepSeekV3ModelProvider,
+// mtp_num_layers 1): deepseek-v3-like with its one multi-token-prediction module
+// (num_nextn_predict_layers 1 in config.json). MLA stays approximated as there.
+ModelArch deepseek_v3() {
+  ModelArch a = deepseek_v3_like();
+  a.name = "deepseek-v3";
+  a.mtp_layers = 1;
+  return a;
+}
+
+// Kimi K2 (MoonshotAI/Kimi-K2 config.json: num_nextn_predict_layers 0): kimi-k2-like.
+ModelArch kimi_k2() {
+  ModelArch a = kimi_k2_like();
+  a.name = "kimi-k2";
+  return a;
+}
+
 // Qwen3 MoE (Qwen3 model cards, config.json; Megatron-Bridge Qwen3MoEModelProvider): GQA
 // with 4 KV heads of 128, qk-norm, 128 routed experts top-8 with no shared expert, every
 // layer MoE, softmax router with top-k renormalised, vocab 151936, untied.
@@ -237,6 +254,8 @@ const std::vector<ModelArch>& builtins() {
     v.push_back(mixtral("mixtral-8x22b", 56, 6144, 16384, 48, 8, 32768));
     v.push_back(deepseek_v3_like());
     v.push_back(kimi_k2_like());
+    v.push_back(deepseek_v3());
+    v.push_back(kimi_k2());
     v.push_back(qwen3_moe("qwen3-30b-a3b", 48, 2048, 32, 768));
     v.push_back(qwen3_moe("qwen3-235b-a22b", 94, 4096, 64, 1536));
     v.push_back(gpt_oss_120b());

@@ -77,6 +77,14 @@ struct ModelArch {
   // size: an approximation of low-rank projections (MLA) by one GEMM [h, qkv_features] with
   // the same parameter count and FLOPs per token. 0: the standard fused QKV.
   std::int64_t qkv_features = 0;
+  // Multi-token prediction modules (DeepSeek-V3 section 2.2; Megatron-Core
+  // multi_token_prediction.py, --mtp-num-layers): each predicts one more token ahead from
+  // the previous depth's hidden states and the shifted tokens' embeddings, through two
+  // norms, a projection [2h -> h] (eh_proj), one transformer layer like the model's last,
+  // a final norm and the shared output layer with its own loss. They run on the last pipeline stage,
+  // after its transformer layers. Their parameters are not in the model's published total
+  // (DeepSeek-V3: 671B + 14B of MTP with its own embedding and head copies).
+  int mtp_layers = 0;
 
   std::int64_t dim_per_head() const { return head_dim > 0 ? head_dim : hidden / heads; }
   std::int64_t dim_qk() const { return qk_head_dim > 0 ? qk_head_dim : dim_per_head(); }

@@ -106,6 +106,43 @@ double dispatch_copies(const MoeSpec& m, const Local& l, const MoeLoad& ld) {
   return t * expected_distinct_bins(pool_experts, pool_nodes, m.top_k);
 }
 
+// Per-tensor fp8 expert GEMMs (Transformer Engine GroupedLinear, module/grouped_linear.py):
+// each GEMM's activation or gradient operand (A: m x k, the dispatched rows, the activation
+// output, or an output gradient) is quantized by its own kernel, tex.split_quantize over the
+// experts' row blocks, before the grouped GEMM; no producer kernel has the cast fused into
+// it, as a dense LayerNormLinear has. Hopper's fp8 GEMMs take only the TN layout, so the
+// kernel writes the row-wise copy and the transposed (column-wise) copy the weight gradient
+// reads: reads m x k at e bytes, writes 2 x m x k at 1 byte (cast_transpose). Under current
+// scaling a separate amax pass reads the operand once more: not modelled (stepcast has no
+// fp8 recipe key). mxfp8 / nvfp4 get their quantize kernels on every GEMM already
+// (add_quantize_ops, model/workload.cc). Forward: before each GEMM; backward (rev, reversed
+// by the caller): after each input-gradient GEMM in rev, i.e. before it once reversed.
+void quantize_expert_operands(std::vector<Step>& fwd, std::vector<Step>& rev,
+                              std::size_t rev_from, const Local& l) {
+  if (l.dt != DType::kFp8) return;
+  auto quant = [&](const Step& s) {
+    const GemmShape& g = s.op.gemm;
+    const double elems = d(g.m) * d(g.k) * d(g.batch);
+    return op_step(memory_op(s.op.name + ".quant", elems * l.e, 2.0 * elems));
+  };
+  auto is_gemm = [](const Step& s) { return !s.is_comm && s.op.kind == OpKind::kGemm; };
+  std::vector<Step> out;
+  for (Step& s : fwd) {
+    if (is_gemm(s)) out.push_back(quant(s));
+    out.push_back(std::move(s));
+  }
+  fwd = std::move(out);
+  std::vector<Step> back(std::make_move_iterator(rev.begin() + static_cast<std::ptrdiff_t>(rev_from)),
+                         std::make_move_iterator(rev.end()));
+  rev.resize(rev_from);
+  for (Step& s : back) {
+    const bool gemm = is_gemm(s);
+    Step q = gemm ? quant(s) : Step{};
+    rev.push_back(std::move(s));
+    if (gemm) rev.push_back(std::move(q));
+  }
+}
+
 // The experts' and the dispatcher's steps between the router and the combine, forward and
 // (into rev, reversed by the caller) backward.
 void routed_path(const ModelArch& a, const Local& l, const MoeLoad& ld, Block& blk,
@@ -144,9 +181,15 @@ void routed_path(const ModelArch& a, const Local& l, const MoeLoad& ld, Block& b
   if (dropless && !allgather && (l.ep > 1 || l.tp > 1))
     blk.fwd.push_back(op_step(memory_op("moe.host_sync", 0, 0)));
   const double recv = dispatch_copies(m, l, ld) * h * e * ld.recv_factor;
+  // DeepEP's fused dispatch / combine run as its own kernels, not NCCL's all-to-all.
+  auto ep_step = [&](CommPointKind kind, const char* name) {
+    Step s = comm_step(kind, recv, name);
+    s.comm.ep_kernels = deepep;
+    return s;
+  };
   if (l.ep > 1 && (a2a || deepep)) {
-    blk.fwd.push_back(comm_step(CommPointKind::kEpDispatch, recv, "moe.dispatch"));
-    rev.push_back(comm_step(CommPointKind::kEpCombine, recv, "moe.combine"));
+    blk.fwd.push_back(ep_step(CommPointKind::kEpDispatch, "moe.dispatch"));
+    rev.push_back(ep_step(CommPointKind::kEpCombine, "moe.combine"));
     if (a2a) {
       const double probs = ld.send_copies * 4.0 * ld.recv_factor;
       blk.fwd.push_back(comm_step(CommPointKind::kEpDispatch, probs, "moe.dispatch_probs"));
@@ -177,7 +220,9 @@ void routed_path(const ModelArch& a, const Local& l, const MoeLoad& ld, Block& b
     both(memory_op("moe.sort", rows, rows), memory_op("moe.sort", rows, rows));
   {
     Block ex;
+    const std::size_t rev_from = rev.size();
     append_mlp(a, l, "moe.", ld.rows_per_expert, m.ffn_hidden / etp, local, ex, rev);
+    quantize_expert_operands(ex.fwd, rev, rev_from, l);
     for (auto& s : ex.fwd) {
       // The activation is weighted by the fp32 probabilities (weighted_bias_swiglu_impl).
       if (!s.is_comm && s.op.name == "moe.act") s.op.bytes_read += ld.rows * 4.0;
@@ -201,8 +246,8 @@ void routed_path(const ModelArch& a, const Local& l, const MoeLoad& ld, Block& b
     }
   }
   if (l.ep > 1 && (a2a || deepep)) {
-    blk.fwd.push_back(comm_step(CommPointKind::kEpCombine, recv, "moe.combine"));
-    rev.push_back(comm_step(CommPointKind::kEpDispatch, recv, "moe.dispatch"));
+    blk.fwd.push_back(ep_step(CommPointKind::kEpCombine, "moe.combine"));
+    rev.push_back(ep_step(CommPointKind::kEpDispatch, "moe.dispatch"));
   }
   if (l.ep > 1 && allgather) {
     const double all = t * h * e * l.ep;

@@ -75,6 +75,9 @@ ParamCounts count_params(const ModelArch& arch) {
     pc.total += c.total;
     pc.active += c.active;
   }
+  const double h = static_cast<double>(arch.hidden);
+  pc.mtp = arch.mtp_layers * (layer_params(arch, arch.layers - 1).total + 2.0 * h * h +
+                              3.0 * static_cast<double>(arch.norm_params()));
   return pc;
 }
 

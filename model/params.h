@@ -15,6 +15,10 @@ struct ParamCounts {
   double output = 0;       // output projection (0 when tied)
   double final_norm = 0;
   std::vector<double> per_layer;  // each transformer layer
+  // Multi-token prediction modules (ModelArch::mtp_layers), not in total / active: each a
+  // transformer layer like the last, eh_proj (2h x h) and three norms; the embedding and the
+  // output layer are shared.
+  double mtp = 0;
 };
 
 ParamCounts count_params(const ModelArch& arch);

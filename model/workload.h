@@ -108,6 +108,9 @@ struct CommPoint {
   // userbuffers can pipeline with the adjacent GEMM (parallel.overlap.tp_comm). False for the
   // MoE token dispatcher's own tp gathers and reduce-scatters, which are plain collectives.
   bool gemm_overlap = true;
+  // The MoE dispatch / combine of the deepep dispatcher: DeepEP's own kernels, not NCCL's
+  // all-to-all (Task::ep_kernels).
+  bool ep_kernels = false;
 };
 
 // One entry of an ordered op sequence: either an op or a communication point.
@@ -195,6 +198,9 @@ Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_
 // vocab-parallel over tp as in Megatron.
 LayerOps embedding_ops(const ModelArch& arch, const ShardSpec& shard);
 LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard);
+// What one multi-token-prediction module adds before its transformer layer (model/mtp.cc):
+// the shifted tokens' embedding lookup, the two norms and eh_proj.
+LayerOps mtp_input_ops(const ModelArch& arch, const ShardSpec& shard);
 
 // Model FLOPs of one training sequence of `seq_len` tokens (forward + backward, no
 // recomputation): 3 x the forward matmul FLOPs of every layer and the logits, with the

@@ -211,10 +211,13 @@ void read_args(Reader& rd, const Json& a, const std::string& ap, Task& t) {
       rd.string(a, ap, "what", t.what, false);
       return;
     case Kind::kCollective:
-      if (!rd.object(a, ap, {"op", "group", "bytes", "dtype"})) return;
+      // "kernels": "deepep" marks an all-to-all the simulator costs as DeepEP's own kernels;
+      // the executor has no DeepEP and runs it as NCCL's all-to-all of the same bytes.
+      if (!rd.object(a, ap, {"op", "group", "bytes", "dtype", "kernels"})) return;
       t.op = rd.choice(a, ap, "op", kCollOps, true);
       rd.integer(a, ap, "group", t.group, true, 0);
       rd.amount(a, ap, "bytes", t.bytes, true);
+      rd.choice(a, ap, "kernels", {"deepep"}, false);
       dtype(false);
       return;
     case Kind::kSend:

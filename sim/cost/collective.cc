@@ -42,9 +42,16 @@
 //   NVLS-Tree = min(NVLS(ppn), inter).
 //   Protocol factor: LL 0.5, LL128 0.92 (=120/128), Simple 1.
 // All-to-all (runs as grouped send/recv; no tuner entry): uniform traffic, g = ppn,
-//   t = lat + max(S (g-1)/n / intra, S (n-g)/n / (nic_busbw x share / oversub)) (docs/model.md "Collectives and network",
-//   MoE): never aggregates NICs (share = min(1, nics/gpus), above); lat = one ring step of
-//   the slowest hop crossed (base + hop).
+//   t = lat + max(S (g-1)/n / intra, S (n-g)/n / (nic_busbw x a2a x share / oversub))
+//   (docs/model.md "Collectives and network", MoE): never aggregates NICs (share = min(1,
+//   nics/gpus), above); lat = one ring step of the slowest hop crossed (base + hop).
+//   a2a = kAllToAllNicShare: NCCL's all-to-all reaches less of a NIC than its rings do. It
+//   runs as n-1 send/recv pairs per rank, each peer on its own few p2p channels
+//   (NCCL_NCHANNELS_PER_NET_PEER), with every NIC receiving from all remote ranks at once
+//   (incast). Measured 2 x 8 A100 with 8 HDR NICs a node (NCCL 2.17, mscclpp NDmv4 table):
+//   37.8 GB/s busbw, where a NIC at the ring's 24 GB/s would give (15/16)/(8/16)/24 = 45;
+//   37.8/45 = 0.84 of nic_busbw. No H100 multi-node all-to-all measurement is here: the same
+//   share is taken for every NIC.
 // Send/recv (pipeline): one hop, LL or Simple; across nodes nic_busbw x share / oversub
 //   (oversubscription when the two ranks are in different pods, as for collectives).
 // Fabric latency (fabric.latency, per switch): every inter-node step adds the switches it
@@ -79,6 +86,10 @@
 
 namespace stepcast {
 namespace {
+
+// Share of collectives.nic_busbw NCCL's all-to-all reaches across nodes (header: measured
+// 2 x 8 A100 HDR, 37.8 GB/s busbw against 45 at the full per-NIC rate).
+constexpr double kAllToAllNicShare = 37.8 / 45.0;
 
 constexpr double kUs = 1e-6;
 enum Proto { kLL = 0, kLL128 = 1, kSimple = 2 };
@@ -236,7 +247,7 @@ GroupShape group_shape(const std::vector<int>& ranks, int gpus_per_node, int pod
 }
 
 std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, const GroupShape& g,
-                                                    const HwProfile& hw) {
+                                                    const HwProfile& hw, bool nccl) {
   STEPCAST_CHECK(bytes >= 0, "collective bytes must be >= 0");
   STEPCAST_CHECK(g.ranks >= 1 && g.nodes >= 1 && g.ranks_per_node >= 1,
                  "bad group shape");
@@ -260,7 +271,10 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
     // Uniform all-to-all: the NVLink and NIC parts run concurrently; t as in docs/model.md "Collectives and network".
     // Expressed as a busbw for S*(n-1)/n: busbw = (n-1)/n / max(a, b).
     const double a = static_cast<double>(ppn - 1) / n / intra;
-    const double b = multi ? static_cast<double>(n - ppn) / n / gpu_nic_busbw(g, hw) : 0.0;
+    const double b =
+        multi ? static_cast<double>(n - ppn) / n /
+                    (gpu_nic_busbw(g, hw) * (nccl ? kAllToAllNicShare : 1.0))
+              : 0.0;
     const double per_byte = std::max(a, b);
     for (int p = 0; p < 3; ++p) {
       const double hop = multi ? kNetRing[p] : kNvlinkRing[p];
@@ -334,11 +348,11 @@ CollAlgo bandwidth_algorithm(CollOp op, const GroupShape& g, const HwProfile& hw
 }
 
 CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g,
-                                 const HwProfile& hw) {
+                                 const HwProfile& hw, bool nccl) {
   CollectiveChoice best;
   if (g.ranks <= 1) return best;  // a one-rank communicator moves nothing
   // A measurement of the algorithm the model runs replaces the model (header).
-  if (!hw.collectives.calibrated.empty()) {
+  if (nccl && !hw.collectives.calibrated.empty()) {
     const CollAlgo algo = bandwidth_algorithm(op, g, hw);
     if (const CollectiveCalib* c = find_calib(coll_op_name(op), g.ranks, g.nodes, bytes, algo, hw)) {
       best.time_s = c->latency_s + bytes * bus_factor(op, g.ranks) / c->busbw_bytes_per_s;
@@ -348,7 +362,7 @@ CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g,
     }
   }
   best.time_s = std::numeric_limits<double>::infinity();
-  for (const CollectiveChoice& c : collective_candidates(op, bytes, g, hw))
+  for (const CollectiveChoice& c : collective_candidates(op, bytes, g, hw, nccl))
     if (c.time_s < best.time_s) best = c;
   STEPCAST_CHECK(std::isfinite(best.time_s),
                  "no collective algorithm has positive bandwidth (profile '" + hw.name + "')");

@@ -35,11 +35,14 @@ double gemm_efficiency(const GemmShape& g, const HwProfile& hw);
 
 // Collectives: per algorithm and protocol, as NCCL composes them, cheapest chosen
 // (sim/cost/collective.cc). `bytes` is S as nccl-tests counts it (see docs/model.md "Collectives and network").
-CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw);
+// `nccl` false: an all-to-all run by the MoE dispatcher's own kernels (DeepEP), which reach
+// the NICs' ring rate (no kAllToAllNicShare) and no NCCL calibration entry describes.
+CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw,
+                                 bool nccl = true);
 // Every (algorithm, protocol) the model allows for this op and group, with its time for
 // `bytes` (no calibration override); collective_time picks the cheapest. For tests/reports.
 std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, const GroupShape& g,
-                                                    const HwProfile& hw);
+                                                    const HwProfile& hw, bool nccl = true);
 // The algorithm the model runs for `op` on `g` once messages are large (the candidate with
 // the highest bus bandwidth, ties to the lowest latency): a calibrated entry applies only
 // when its algorithm is this one (collective.cc header). Needs a group of >= 2 ranks.

@@ -17,8 +17,9 @@ struct CollKey {
   int group;
   CollOp op;
   double bytes;
+  bool nccl;
   bool operator==(const CollKey& o) const {
-    return group == o.group && op == o.op && bytes == o.bytes;
+    return group == o.group && op == o.op && bytes == o.bytes && nccl == o.nccl;
   }
 };
 
@@ -27,7 +28,8 @@ struct CollKeyHash {
     std::uint64_t b;
     std::memcpy(&b, &k.bytes, sizeof b);
     std::uint64_t h = b * 0x9E3779B97F4A7C15ull;
-    h ^= (static_cast<std::uint64_t>(k.group) << 8) ^ static_cast<std::uint64_t>(k.op);
+    h ^= (static_cast<std::uint64_t>(k.group) << 8) ^ static_cast<std::uint64_t>(k.op) ^
+         (k.nccl ? 0u : 0x80u);
     return static_cast<size_t>(h ^ (h >> 29));
   }
 };
@@ -131,20 +133,21 @@ double slowed_s(double t, double alpha, double f) {
 
 }  // namespace
 
-double collective_latency_s(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw) {
-  const CollectiveChoice c = collective_time(op, bytes, g, hw);
+double collective_latency_s(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw,
+                            bool nccl) {
+  const CollectiveChoice c = collective_time(op, bytes, g, hw, nccl);
   if (g.ranks <= 1) return 0.0;
   if (c.calibrated || !(bytes > 0))
-    return latency_by_difference(bytes, [&](double b) { return collective_time(op, b, g, hw).time_s; });
+    return latency_by_difference(bytes, [&](double b) { return collective_time(op, b, g, hw, nccl).time_s; });
   // The chosen (algorithm, protocol) is linear in S: its slope from two sizes.
   auto same = [&](double b) {
-    for (const CollectiveChoice& k : collective_candidates(op, b, g, hw))
+    for (const CollectiveChoice& k : collective_candidates(op, b, g, hw, nccl))
       if (k.algo == c.algo && k.proto == c.proto) return k.time_s;
     return std::nan("");
   };
   const double hi = same(bytes), lo = same(bytes * (1.0 - kRelStep));
   if (!std::isfinite(hi) || !std::isfinite(lo))
-    return latency_by_difference(bytes, [&](double b) { return collective_time(op, b, g, hw).time_s; });
+    return latency_by_difference(bytes, [&](double b) { return collective_time(op, b, g, hw, nccl).time_s; });
   return c.time_s - bytes * (hi - lo) / (kRelStep * bytes);
 }
 
@@ -189,15 +192,16 @@ Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds&
               STEPCAST_CHECK(group >= 0 && group < static_cast<int>(shapes.size()),
                              "collective '" + t.label + "' names a missing group");
               const GroupShape& g = shapes[static_cast<size_t>(group)];
-              const CollKey key{group, t.coll, t.bytes};
+              const bool nccl = !t.ep_kernels;
+              const CollKey key{group, t.coll, t.bytes, nccl};
               const double f = g.nodes > 1 ? v.nic : v.nvlink;
               if (slow && f != 1 && g.ranks > 1) {
                 auto it = slow_cache.find(key);
                 if (it == slow_cache.end()) {
-                  const double total = collective_time(t.coll, t.bytes, g, hw).time_s;
+                  const double total = collective_time(t.coll, t.bytes, g, hw, nccl).time_s;
                   it = slow_cache
                            .emplace(key, task_ns(slowed_s(total, collective_latency_s(
-                                                                     t.coll, t.bytes, g, hw),
+                                                                     t.coll, t.bytes, g, hw, nccl),
                                                           f),
                                                  t))
                            .first;
@@ -208,7 +212,7 @@ Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds&
               auto it = coll_cache.find(key);
               if (it == coll_cache.end())
                 it = coll_cache
-                         .emplace(key, task_ns(collective_time(t.coll, t.bytes, g, hw).time_s, t))
+                         .emplace(key, task_ns(collective_time(t.coll, t.bytes, g, hw, nccl).time_s, t))
                          .first;
               d[i] = it->second;
               break;

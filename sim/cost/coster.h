@@ -39,7 +39,8 @@ Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds&
 // of the model, alpha + S * F / busbw per algorithm and protocol; dt/dS is taken on the
 // chosen algorithm/protocol, or by a one-sided difference of relative width 1e-3 for
 // calibrated tables and send/recv). Not clamped.
-double collective_latency_s(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw);
+double collective_latency_s(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw,
+                            bool nccl = true);
 double p2p_latency_s(double bytes, const GroupShape& pair, const HwProfile& hw);
 inline double p2p_latency_s(double bytes, bool same_node, const HwProfile& hw) {
   return p2p_latency_s(bytes, pair_shape(same_node), hw);

@@ -82,9 +82,10 @@ int Lowerer::emit_compute(Emit& e, const Op& op, Phase phase, Category cat, cons
 
 int Lowerer::emit_collective(Emit& e, CollOp op, GroupKind gk, StreamKind stream, Category cat,
                              double bytes, DType dtype, Phase phase, std::string label, int layer,
-                             int mb, int chunk, std::vector<int> deps) {
+                             int mb, int chunk, std::vector<int> deps, bool ep_kernels) {
   Task t = base_task(TaskKind::kCollective, stream, phase, cat, layer, mb, chunk);
   t.coll = op;
+  t.ep_kernels = ep_kernels;
   t.group = group_of(gk, e.rank);
   t.bytes = bytes;
   t.dtype = dtype;

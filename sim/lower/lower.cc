@@ -144,6 +144,7 @@ void Lowerer::build_units() {
   vs_layers_ = virtual_stage_layers(sc_);
   embed_ops_ = embedding_ops(arch_, shard_);
   head_ops_ = logits_loss_ops(arch_, shard_);
+  if (arch_.mtp_layers > 0) mtp_ops_ = mtp_input_ops(arch_, shard_);
   act_dtype_ = activation_dtype(sc_.training.dtype);
   act_elem_bytes_ = dtype_bytes(act_dtype_);
   // Gradient accumulation and reduction dtype: training.grad_reduce_dtype, else what
@@ -159,35 +160,23 @@ void Lowerer::build_units() {
   for (int vs = 0; vs < nv_; ++vs) {
     auto& units = chunks_[static_cast<size_t>(vs)];
     if (vs == 0) units.push_back(make_aux(Unit::Kind::kEmbed, &embed_ops_, "emb"));
-    for (int i = 0; i < vs_layers_[static_cast<size_t>(vs)]; ++i, ++layer) {
-      // One LayerOps per kind of layer (layer_ops depends on the layer only through
-      // is_moe_layer and windowed_layer, model/workload.h), shared by the units: computing
-      // it for each of the model's layers took 5% of a search.
-      const int k = (arch_.is_moe_layer(layer) ? 1 : 0) + (arch_.windowed_layer(layer) ? 2 : 0);
-      std::optional<LayerOps>& kind = layer_ops_[static_cast<size_t>(k)];
-      if (!kind) kind = layer_ops(arch_, layer, shard_);
-      const LayerOps& ops = *kind;
-      Unit u;
-      u.kind = Unit::Kind::kLayer;
-      u.layer = layer;
-      u.ops = &ops;
-      u.name = fmt::format("L{}", layer);
-      u.act_bytes =
-          layer_activation_bytes(arch_, layer, shard_, par_.recompute, shard_.flash_attention) +
-          te_fp8_activation_delta(layer, par_.recompute);
-      u.act_full_bytes =
-          layer_activation_bytes(arch_, layer, shard_, Recompute::kNone, shard_.flash_attention) +
-          te_fp8_activation_delta(layer, Recompute::kNone);
-      u.expert_params = ops.expert_param_count;
-      u.dense_params = ops.param_count - u.expert_params;
-      const double frac = ops.param_count > 0 ? u.expert_params / ops.param_count : 0.0;
-      u.expert_grad_bytes = ops.param_count * grad_bytes_per_param_ * frac;
-      u.dense_grad_bytes = ops.param_count * grad_bytes_per_param_ - u.expert_grad_bytes;
-      fill_flops(u);
-      units.push_back(std::move(u));
-    }
+    for (int i = 0; i < vs_layers_[static_cast<size_t>(vs)]; ++i, ++layer)
+      units.push_back(make_layer(layer, layer));
     if (vs == nv_ - 1) {
-      units.push_back(make_aux(Unit::Kind::kHead, &head_ops_, "head"));
+      // Multi-token prediction on the last stage, after its layers (Megatron-Core
+      // GPTModel: the MTP block runs after the decoder; each module's input kernels, its
+      // layer, and the shared output layer with its own loss).
+      for (int i = 0; i < arch_.mtp_layers; ++i) {
+        const std::string n = fmt::format("mtp{}", i);
+        units.push_back(make_aux(Unit::Kind::kHead, &mtp_ops_, (n + ".in").c_str()));
+        units.push_back(make_layer(arch_.layers + i, arch_.layers - 1));
+        units.back().name = n;
+        units.push_back(make_head((n + ".head").c_str()));
+        // The output layer is the model's own: its weight and gradient are the head's.
+        units.back().dense_params = 0;
+        units.back().dense_grad_bytes = 0;
+      }
+      units.push_back(make_head("head"));
       if (arch_.tied_embeddings && p_ == 1) {
         // Tied output layer on the embedding's own stage: one weight, held and reduced once
         // (only the final norm is the head's own).
@@ -198,13 +187,44 @@ void Lowerer::build_units() {
         h.dense_grad_bytes *= h.dense_params > 0 ? own / h.dense_params : 0.0;
         h.dense_params = own;
       }
-      // Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py) saves the
-      // fp32 softmax of this rank's vocabulary slice for the backward: b x s/cp x V/tp x 4.
-      units.back().act_bytes = static_cast<double>(par_.microbatch) *
-                               static_cast<double>(shard_.seq_len / par_.cp) *
-                               static_cast<double>(arch_.vocab) / par_.tp * 4.0;
     }
   }
+}
+
+Unit Lowerer::make_layer(int layer, int like) {
+  // One LayerOps per kind of layer (layer_ops depends on the layer only through
+  // is_moe_layer and windowed_layer, model/workload.h), shared by the units: computing
+  // it for each of the model's layers took 5% of a search.
+  const int k = (arch_.is_moe_layer(like) ? 1 : 0) + (arch_.windowed_layer(like) ? 2 : 0);
+  std::optional<LayerOps>& kind = layer_ops_[static_cast<size_t>(k)];
+  if (!kind) kind = layer_ops(arch_, like, shard_);
+  const LayerOps& ops = *kind;
+  Unit u;
+  u.kind = Unit::Kind::kLayer;
+  u.layer = layer;
+  u.ops = &ops;
+  u.name = fmt::format("L{}", layer);
+  u.act_bytes = layer_activation_bytes(arch_, like, shard_, par_.recompute, shard_.flash_attention) +
+                te_fp8_activation_delta(like, par_.recompute);
+  u.act_full_bytes =
+      layer_activation_bytes(arch_, like, shard_, Recompute::kNone, shard_.flash_attention) +
+      te_fp8_activation_delta(like, Recompute::kNone);
+  u.expert_params = ops.expert_param_count;
+  u.dense_params = ops.param_count - u.expert_params;
+  const double frac = ops.param_count > 0 ? u.expert_params / ops.param_count : 0.0;
+  u.expert_grad_bytes = ops.param_count * grad_bytes_per_param_ * frac;
+  u.dense_grad_bytes = ops.param_count * grad_bytes_per_param_ - u.expert_grad_bytes;
+  fill_flops(u);
+  return u;
+}
+
+Unit Lowerer::make_head(const char* name) {
+  Unit u = make_aux(Unit::Kind::kHead, &head_ops_, name);
+  // Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py) saves the
+  // fp32 softmax of this rank's vocabulary slice for the backward: b x s/cp x V/tp x 4.
+  u.act_bytes = static_cast<double>(par_.microbatch) * static_cast<double>(shard_.seq_len / par_.cp) *
+                static_cast<double>(arch_.vocab) / par_.tp * 4.0;
+  return u;
 }
 
 Unit Lowerer::make_aux(Unit::Kind kind, const LayerOps* ops, const char* name) {

@@ -163,6 +163,11 @@ class Lowerer {
 
   void build_units();
   Unit make_aux(Unit::Kind kind, const LayerOps* ops, const char* name);
+  // A transformer layer's unit: index `layer` in labels and tasks, its ops and activation
+  // terms those of model layer `like` (a multi-token-prediction layer: like the last).
+  Unit make_layer(int layer, int like);
+  // The output layer's unit (Megatron's cross entropy keeps the fp32 softmax slice).
+  Unit make_head(const char* name);
   void fill_flops(Unit& u) const;
   void build_schedule();
   size_t vidx(int vs, int mb) const {
@@ -187,7 +192,7 @@ class Lowerer {
                    const Unit& u, int mb, int chunk, std::vector<int> extra_deps = {});
   int emit_collective(Emit& e, CollOp op, GroupKind gk, StreamKind stream, Category cat,
                       double bytes, DType dtype, Phase phase, std::string label, int layer, int mb,
-                      int chunk, std::vector<int> deps);
+                      int chunk, std::vector<int> deps, bool ep_kernels = false);
   void emit_mem(Emit& e, TaskKind kind, double bytes, std::string what, Phase phase, int layer,
                 int mb, int chunk, StreamKind stream = StreamKind::kCompute,
                 std::vector<int> deps = {});
@@ -329,7 +334,7 @@ class Lowerer {
   std::vector<int> vs_layers_;
   // By kind of layer: [moe + 2 windowed]; the units point into these.
   std::array<std::optional<LayerOps>, 4> layer_ops_;
-  LayerOps embed_ops_, head_ops_;
+  LayerOps embed_ops_, head_ops_, mtp_ops_;
   std::vector<std::vector<Unit>> chunks_;  // per virtual stage
   std::vector<std::vector<PassOp>> orders_;
   std::vector<double> f_start_, b_start_;  // nominal, per (virtual stage, microbatch)

@@ -100,6 +100,9 @@ struct Task {
   // kCollective
   CollOp coll = CollOp::kAllReduce;
   int group = -1;        // index into Program::groups
+  // An all-to-all run by the MoE dispatcher's own kernels (DeepEP's fused dispatch and
+  // combine), not by NCCL: costed at the NICs' ring rate (sim/cost/collective.cc).
+  bool ep_kernels = false;
   // kCollective (buffer bytes per rank as nccl-tests counts S), kSend/kRecv, kAlloc/kFree
   double bytes = 0;
   DType dtype = DType::kBf16;

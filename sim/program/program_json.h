@@ -22,7 +22,8 @@
 //                     "causal", "pass": "fwd|bwd", "dtype", "bytes_read", "bytes_written"},
 //       "memory_bound": {"bytes_read", "bytes_written", "what"},
 //       "collective": {"op": "allreduce|reduce_scatter|allgather|all_to_all|broadcast",
-//                      "group": <index into groups>, "bytes", "dtype"},
+//                      "group": <index into groups>, "bytes", "dtype",
+//                      "kernels": "deepep" (optional: DeepEP's own kernels, not NCCL)},
 //       "send" / "recv": {"peer": <global rank>, "bytes", "tag"},
 //       "alloc" / "free": {"bytes", "what"}
 //     } ]

@@ -275,11 +275,13 @@ void read_task(Reader& rd, const json& j, const std::string& path, Task& t) {
       rd.string(*a, ap, "what", t.what, false);
       break;
     case TaskKind::kCollective:
-      if (!rd.object(*a, ap, {"op", "group", "bytes", "dtype"})) return;
+      if (!rd.object(*a, ap, {"op", "group", "bytes", "dtype", "kernels"})) return;
       rd.enumeration(*a, ap, "op", t.coll, coll_names(), true);
       rd.integer(*a, ap, "group", t.group, true, 0);
       rd.number(*a, ap, "bytes", t.bytes, true);
       rd.enumeration(*a, ap, "dtype", t.dtype, dtype_names(), false);
+      // "kernels": "deepep" (Task::ep_kernels); absent: NCCL.
+      t.ep_kernels = rd.choice(*a, ap, "kernels", {"deepep"}, false) == 0;
       break;
     case TaskKind::kSend:
     case TaskKind::kRecv:

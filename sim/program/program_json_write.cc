@@ -66,6 +66,7 @@ json task_to_json(const RankProgram& rp, const Task& t) {
     case TaskKind::kCollective:
       a = {{"op", coll_op_name(t.coll)}, {"group", rp.group_of(t)}, {"bytes", t.bytes},
            {"dtype", dtype_name(t.dtype)}};
+      if (t.ep_kernels) a["kernels"] = "deepep";
       break;
     case TaskKind::kSend:
     case TaskKind::kRecv:
@@ -233,6 +234,7 @@ void write_args(CompactWriter& w, const RankProgram& rp, const Task& t) {
       w.kv("bytes", t.bytes);
       w.kv("dtype", dtype_name(t.dtype));
       w.kv("group", rp.group_of(t));
+      if (t.ep_kernels) w.kv("kernels", "deepep");
       w.kv("op", coll_op_name(t.coll));
       break;
     case TaskKind::kSend:

@@ -24,7 +24,7 @@ const std::vector<std::string> kModelKeys = {
     "name",  "layers",     "hidden", "ffn_hidden",      "heads",    "kv_heads",
     "vocab", "activation", "norm",   "tied_embeddings", "head_dim", "max_positions",
     "moe",   "dropout",    "qk_head_dim", "qkv_features", "linear_bias", "qk_norm",
-    "attention_sinks", "window", "window_every"};
+    "attention_sinks", "window", "window_every", "mtp_layers"};
 const std::vector<std::string> kMoeKeys = {"experts",         "top_k",          "ffn_hidden",
                                            "every",           "capacity_factor", "shared_experts",
                                            "first_dense_layers", "imbalance", "router_groups",
@@ -112,6 +112,7 @@ bool Loader::parse_model(const YAML::Node& m, ModelArch& out) {
   if (auto v = r_.get_int(m, p, "window", 0, kMaxI64)) out.window = *v;
   if (auto v = r_.get_int(m, p, "window_every", 1, kMaxLayers))
     out.window_every = static_cast<int>(*v);
+  if (auto v = r_.get_int(m, p, "mtp_layers", 0, kMaxLayers)) out.mtp_layers = static_cast<int>(*v);
   // Grouped-query attention: each KV head serves heads/kv_heads query heads.
   if (heads && kv && *kv > *heads)
     r_.error(m["kv_heads"], join_path(p, "kv_heads"),
@@ -433,9 +434,16 @@ bool Loader::parse_parallel(const YAML::Node& par, ParallelSpec& out) {
         const std::string ip = fmt::format("parallel.pipeline_layers[{}]", i);
         if (!pl[i].IsScalar() || !YAML::convert<std::int64_t>::decode(pl[i], v)) {
           r_.error(pl[i], ip, "expected an integer, got " + show_node(pl[i]));
-        } else if (v < 1) {
+        } else if (v < 0 || (v == 0 && i != 0 && i + 1 != pl.size())) {
+          // 0 only where the stage still holds something: the first (the embedding) or the
+          // last (the output layer and loss, and the MTP layers), as Megatron's custom
+          // pipeline layouts allow (DeepSeek-V3's "Et|(tt|)*30mL" ends in a stage of MTP
+          // and loss only).
           r_.error(pl[i], ip,
-                   fmt::format("expected a positive number of layers, got {}", v));
+                   fmt::format("expected a positive number of layers (0 only for the first "
+                               "or last virtual stage, which hold the embedding or the "
+                               "output layer), got {}",
+                               v));
         } else if (v > kMaxLayers) {
           r_.error(pl[i], ip,
                    fmt::format("expected a number of layers in [1, {}], got {}", kMaxLayers, v));

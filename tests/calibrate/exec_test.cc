@@ -348,6 +348,18 @@ TEST(ExecProgram, HandProgramIsValid) {
   expect_valid_order(plan);
 }
 
+// A collective the simulator costs as DeepEP's kernels ("kernels": "deepep") is read and run
+// as NCCL's; any other value is refused with its key.
+TEST(ExecProgram, CollectiveKernelsDeepEpIsReadAsNccl) {
+  const std::string deepep =
+      edit(hand_program(), "\"dtype\":\"bf16\"}},", "\"dtype\":\"bf16\",\"kernels\":\"deepep\"}},");
+  const ex::Program p = ex::parse_program(deepep, "hand.json");
+  EXPECT_EQ(ex::make_plan(p).rendezvous.size(), 2u);
+  const std::string nccl =
+      edit(hand_program(), "\"dtype\":\"bf16\"}},", "\"dtype\":\"bf16\",\"kernels\":\"nccl\"}},");
+  EXPECT_NE(error_of(nccl).find("collective/kernels"), std::string::npos) << error_of(nccl);
+}
+
 TEST(ExecProgram, EveryBadProgramRuleNamesTheKey) {
   struct Case {
     std::string text, want;

@@ -298,14 +298,15 @@ TEST(FitRoundTrip, KeepsEveryBaseKeyAndRecordsProvenance) {
   EXPECT_EQ(got.compute.gemm_max_eff, base.compute.gemm_max_eff);
   EXPECT_EQ(got.compute.attn_fwd_eff, base.compute.attn_fwd_eff);
   // Calibrated entries: the base's Ring entries (allgather, reduce_scatter 8/1) replaced by
-  // the fitted ones, written with their algorithm; its NVLS allreduce entries kept (a Ring
-  // sweep says nothing of NVLS), and the fitted Ring allreduce beside them.
-  std::size_t fitted_entries = 0, base_nvls = 0;
+  // the fitted ones, written with their algorithm; its NVLS allreduce entries and its
+  // all-to-all entry kept (a Ring sweep says nothing of NVLS or all-to-all), and the fitted
+  // Ring allreduce beside them.
+  std::size_t fitted_entries = 0, base_kept = 0;
   for (const CollectiveFit& c : rep.collectives) fitted_entries += c.segments.size();
   for (const CollectiveCalib& c : base.collectives.calibrated)
-    base_nvls += c.algo == CollAlgo::kNvls ? 1 : 0;
-  EXPECT_EQ(base_nvls, 3u);
-  EXPECT_EQ(got.collectives.calibrated.size(), fitted_entries + base_nvls);
+    base_kept += c.algo == CollAlgo::kNvls || c.op == "all_to_all" ? 1 : 0;
+  EXPECT_EQ(base_kept, 4u);
+  EXPECT_EQ(got.collectives.calibrated.size(), fitted_entries + base_kept);
   for (const CollectiveCalib& c : got.collectives.calibrated) {
     const bool fitted = c.source.find("h100_together_nccl_ring.json") != std::string::npos;
     EXPECT_EQ(fitted, c.algo == CollAlgo::kRing) << c.op << " " << c.source;

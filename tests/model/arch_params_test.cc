@@ -132,6 +132,27 @@ TEST(Params, MoeActive) {
   expect_rel(kimi.active - kimi.embedding, 32e9, 0.02, "kimi active");
 }
 
+TEST(Params, DeepSeekV3AndKimiK2AsPublished) {
+  // deepseek-v3: 671B main model, 37B activated (arXiv 2412.19437; README_WEIGHTS), and one
+  // MTP module. README_WEIGHTS: 685B = 671B + 14B of MTP, whose checkpoint holds its own
+  // copies of the embedding and the output head (129280 x 7168 each, 0.93B); in training
+  // they are shared, so ParamCounts::mtp is 14B less those two, within 4% (the MLA
+  // approximation, the router bias and norm rounding).
+  const ParamCounts ds = count_params(builtin("deepseek-v3"));
+  expect_rel(ds.total, 671e9, 0.005, "deepseek-v3");
+  expect_rel(ds.active, 37e9, 0.02, "deepseek-v3 active");
+  const double tables = 2.0 * 129280 * 7168;
+  expect_rel(ds.mtp + tables, 14e9, 0.04, "deepseek-v3 mtp");
+  // The MTP module: the last layer's parameters, eh_proj 2 x 7168^2, three RMSNorm gains.
+  EXPECT_DOUBLE_EQ(ds.mtp, ds.per_layer.back() + 2.0 * 7168 * 7168 + 3.0 * 7168);
+  EXPECT_EQ(count_params(builtin("deepseek-v3-like")).mtp, 0.0);
+  // kimi-k2: "1T" (1.04T by its config) total, 32B activated; no MTP module.
+  const ParamCounts k2 = count_params(builtin("kimi-k2"));
+  expect_rel(k2.total, 1.04e12, 0.015, "kimi-k2");
+  expect_rel(k2.active - k2.embedding, 32e9, 0.02, "kimi-k2 active");
+  EXPECT_EQ(k2.mtp, 0.0);
+}
+
 TEST(Params, LlamaLayerTensorByTensor) {
   // llama3-8b layer: q 4096^2 + k, v 2 * 4096 * 1024 + o 4096^2 + MLP 3 * 4096 * 14336
   // + 2 RMSNorm gains 2 * 4096 = 218,112,000.

@@ -142,8 +142,15 @@ TEST(Moe, DeepEpSendsATokenOncePerNode) {
   EXPECT_NEAR(comm_bytes(o.fwd, "moe.dispatch"), 4096.0 * 4 * (1 - miss) * 7168 * 2, 1.0);
   EXPECT_EQ(find(o.fwd, "moe.dispatch_probs", true), nullptr);  // fused
   EXPECT_EQ(find(o.fwd, "moe.sort"), nullptr);
+  // DeepEP's own kernels move them, not NCCL's all-to-all (costed at the NIC's ring rate).
+  for (const char* n : {"moe.dispatch", "moe.combine"}) {
+    EXPECT_TRUE(find(o.fwd, n, true)->comm.ep_kernels) << n;
+    EXPECT_TRUE(find(o.bwd_input, n, true)->comm.ep_kernels) << n;
+  }
   s.dispatcher = MoeDispatcher::kAllToAll;
-  EXPECT_DOUBLE_EQ(comm_bytes(layer_ops(a, 3, s).fwd, "moe.dispatch"), 4096.0 * 8 * 7168 * 2);
+  const LayerOps t = layer_ops(a, 3, s);
+  EXPECT_DOUBLE_EQ(comm_bytes(t.fwd, "moe.dispatch"), 4096.0 * 8 * 7168 * 2);
+  EXPECT_FALSE(find(t.fwd, "moe.dispatch", true)->comm.ep_kernels);
 }
 
 TEST(Moe, AllGatherDispatcherGathersEveryToken) {
@@ -192,6 +199,50 @@ TEST(Moe, MemoryKeepsNoExpertOutputAndFp8GemmInputs) {
   const double attn = tn * h * 2 * 2 + tn * (8 * 128 * 3) * 2 + tn * h * 2;  // ln1, QKV, proj in
   const double want = attn + tn * h * 2 /*ln2 in*/ + tn * h * 2 + tn * 8 * 13 + R * 8196;
   EXPECT_DOUBLE_EQ(bf16, want);
+}
+
+TEST(Moe, Fp8ExpertGemmOperandsAreQuantizedByTheirOwnKernels) {
+  // small_moe at ep 4, T = 4096, k = 2, capacity 1: 2 local experts of 4096 * 2 / 8 * 4 =
+  // 4096 rows, R = 8192 rows, h = 1024, f = 1024 (SwiGLU: fc1 out 2f). Per-tensor fp8: each
+  // GEMM's A operand read in bf16 (2 B), written row-wise and transposed (2 x 1 B), before
+  // the GEMM: forward fc1 [R, h], fc2 [R, f]; backward fc2 dgrad dy [R, h], fc1 dgrad [R, 2f].
+  const ModelArch a = small_moe();
+  ShardSpec s = shard(4);
+  s.dtype = DType::kFp8;
+  const LayerOps o = layer_ops(a, 0, s);
+  const double R = 8192, h = 1024, f = 1024;
+  const std::pair<const char*, double> fwd[] = {{"moe.fc1.quant", R * h}, {"moe.fc2.quant", R * f}};
+  for (const auto& [n, elems] : fwd) {
+    const Step* q = find(o.fwd, n);
+    ASSERT_NE(q, nullptr) << n;
+    EXPECT_DOUBLE_EQ(q->op.bytes_read, elems * 2) << n;
+    EXPECT_DOUBLE_EQ(q->op.bytes_written, elems * 2) << n;
+  }
+  const std::pair<const char*, double> bwd[] = {{"moe.fc2.quant", R * h}, {"moe.fc1.quant", R * 2 * f}};
+  for (const auto& [n, elems] : bwd) {
+    const Step* q = find(o.bwd_input, n);
+    ASSERT_NE(q, nullptr) << n;
+    EXPECT_DOUBLE_EQ(q->op.bytes_read, elems * 2) << n;
+  }
+  // Each quantize kernel runs right before its GEMM, in both passes.
+  for (const auto* steps : {&o.fwd, &o.bwd_input}) {
+    const std::vector<std::string> v = names(*steps);
+    for (const char* g : {"moe.fc1", "moe.fc2"}) {
+      const auto it = std::find(v.begin(), v.end(), g);
+      ASSERT_NE(it, v.end()) << g;
+      ASSERT_NE(it, v.begin());
+      EXPECT_EQ(*(it - 1), std::string(g) + ".quant");
+    }
+  }
+  // bf16 GEMMs have no quantize kernel; nor do the dense (non-expert) fp8 linears here.
+  s.dtype = DType::kBf16;
+  for (const std::string& n : names(layer_ops(a, 0, s).fwd))
+    EXPECT_EQ(n.find(".quant"), std::string::npos) << n;
+  for (const std::string& n : names(o.fwd)) {
+    if (n.find(".quant") != std::string::npos) {
+      EXPECT_EQ(n.rfind("moe.", 0), 0u) << n;
+    }
+  }
 }
 
 TEST(Arch, QkNormSinksAndSlidingWindow) {

@@ -87,8 +87,9 @@ TEST(Profiles, DatasheetNumbers) {
   EXPECT_GT(h.compute.gemm_max_eff, 0.7);
   EXPECT_LT(h.compute.gemm_max_eff, 0.95);
   // `stepcast fit` entries for one node of 8 (3 allreduce, 3 allgather, 2 reduce_scatter
-  // ranges; tests/sim/cost checks them against the sweeps they came from).
-  ASSERT_EQ(h.collectives.calibrated.size(), 8u);
+  // ranges, 1 all_to_all; tests/sim/cost checks them against the sweeps they came from).
+  ASSERT_EQ(h.collectives.calibrated.size(), 9u);
+  EXPECT_EQ(h.collectives.calibrated.back().op, "all_to_all");
   EXPECT_EQ(h.collectives.calibrated[0].op, "allreduce");
   EXPECT_DOUBLE_EQ(h.collectives.calibrated[0].latency_s, 36.67e-6);
 

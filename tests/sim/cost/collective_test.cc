@@ -105,8 +105,12 @@ TEST(CollectiveBandwidth, MatchesNetworkMdFigures) {
   EXPECT_GE(ndr, 46);
   EXPECT_LE(ndr, 49);
   // All-to-all never aggregates NICs: 2 nodes x 8, S(n-g)/n of the data over one NIC.
-  // t ~ S/2 / 24 GB/s -> busbw = (15/16) S / t = 45 GB/s, far below the 192 of a ring.
-  EXPECT_NEAR(busbw(CollOp::kAllToAll, big, shape(16, 2, 8), a100) / 1e9, 45, 1);
+  // At the ring's 24 GB/s a NIC: t ~ S/2 / 24 GB/s -> busbw = (15/16) S / t = 45 GB/s, far
+  // below the 192 of a ring. NCCL's all-to-all reaches 0.84 of that NIC rate (measured
+  // 37.8, NDmv4); DeepEP's own kernels (nccl false) the whole of it.
+  EXPECT_NEAR(busbw(CollOp::kAllToAll, big, shape(16, 2, 8), a100) / 1e9, 37.8, 0.5);
+  const double deepep = collective_time(CollOp::kAllToAll, big, shape(16, 2, 8), a100, false).time_s;
+  EXPECT_NEAR(big * (15.0 / 16) / deepep / 1e9, 45, 1);
 }
 
 // Half-bandwidth size S_1/2 (busbw = half its large-message value): docs/model.md "Collectives and network" ~12 MB for
@@ -230,6 +234,26 @@ TEST(CollectiveBandwidth, ShippedH100ProfileReproducesTheMeasuredSweeps) {
   }
 }
 
+// All-to-all over one H100 node (the MoE dispatch of an ep-8 group): the shipped profile's
+// calibrated entry reproduces XLA's sm_90 table from 32 MiB up within 4% (7 sizes; at 256
+// MiB 0.76 ms measured), where the model alone at intra_ring_busbw is 12% fast.
+TEST(CollectiveBandwidth, ShippedH100ProfileReproducesXlaAllToAll) {
+  const HwProfile hw = load_profile("h100-sxm", std::string(STEPCAST_SOURCE_DIR) + "/hw_profiles");
+  int checked = 0;
+  for (const auto& r : read_measured_csv("xla_collectives_perf_table_sm90_8gpu.csv")) {
+    if (r.at("op") != "all-to-all" || r.at("devices_per_group") != "8") continue;
+    const double bytes = std::stod(r.at("tensor_size_bytes_derived"));
+    if (bytes < 32.0 * 1024 * 1024) continue;
+    const CollectiveChoice ch = collective_time(CollOp::kAllToAll, bytes, shape(8, 1, 8), hw);
+    EXPECT_TRUE(ch.calibrated) << bytes;
+    EXPECT_NEAR(ch.time_s * 1e6 / std::stod(r.at("runtime_us_derived")), 1.0, 0.04) << bytes;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 7);
+  // DeepEP's kernels are not NCCL's: no NCCL calibration applies to them.
+  EXPECT_FALSE(collective_time(CollOp::kAllToAll, 256e6, shape(8, 1, 8), hw, false).calibrated);
+}
+
 // Two ranks in a node: each ring step is a send/recv between the same two GPUs, so the
 // busbw is bounded by the measured send/recv rate (A100 sendrecv_perf 195 GB/s against 230
 // for 8 GPUs). XLA's sm_90 table (an independent measurement, H100) has 2-GPU groups well
@@ -308,7 +332,9 @@ TEST(CollectiveBandwidth, MatchesNvlsByGpuCountTable) {
 // NDmv4 (A100 + 8x HDR) points, NCCL 2.17: 1 node and 2x8 AG/AR at 1G/4G within 10%
 // (A100 allgather reaches 254 GB/s on one node vs 232 for allreduce: one intra busbw for
 // every op costs ~9%);
-// 2x8 all-to-all (37.8 GB/s measured) within 20% (model: 45). 2x1 (one GPU per node, one
+// 2x8 all-to-all (37.8 GB/s measured) within 3% (the all-to-all NIC share is taken from
+// it; at the ring's per-NIC rate the model gave 45, 19% high); 1x8 within 10% (the model,
+// at the allreduce ring's 230 GB/s, is 9% below the 254.7 measured). 2x1 (one GPU per node, one
 // NIC): measured 15.5-18.7 GB/s against one HDR NIC's 24 GB/s, i.e. 2-rank runs reach only
 // 65-78% of a NIC; the model is an upper bound there (measured <= model <= 1.6 measured).
 TEST(CollectiveBandwidth, MatchesNdmv4Points) {
@@ -327,7 +353,7 @@ TEST(CollectiveBandwidth, MatchesNdmv4Points) {
       EXPECT_GE(ratio, 1.0) << coll;
       EXPECT_LE(ratio, 1.6) << coll;
     } else {
-      EXPECT_NEAR(ratio, 1.0, op == CollOp::kAllToAll ? 0.20 : 0.10)
+      EXPECT_NEAR(ratio, 1.0, op == CollOp::kAllToAll && nodes > 1 ? 0.03 : 0.10)
           << coll << " " << nodes << "x" << ppn;
     }
     ++checked;
@@ -444,11 +470,11 @@ TEST(CollectiveBandwidth, SharedNicsDivideAmongTheGpusOfANode) {
   HwProfile two = h100_profile();
   two.node.nics = 2;
   EXPECT_NEAR(p2p_time_s(1e9, false, two), 22.4e-6 + 1e9 / 12e9, 1e-12);
-  // All-to-all, 2 nodes x 8: t = lat + S (n - g)/n / (48 GB/s / 8) at large S (the NVLink
-  // part, S 7/16 / 370 GB/s, is smaller).
+  // All-to-all, 2 nodes x 8: t = lat + S (n - g)/n / (48 GB/s x 37.8/45 / 8) at large S
+  // (the NVLink part, S 7/16 / 370 GB/s, is smaller).
   const double s = 1e10;
   const double a2a = collective_time(CollOp::kAllToAll, s, shape(16, 2, 8), one).time_s;
-  EXPECT_NEAR(a2a, (8.4 + 14) * 1e-6 + s * 0.5 / 6e9, 1e-9);
+  EXPECT_NEAR(a2a, (8.4 + 14) * 1e-6 + s * 0.5 / (6e9 * 37.8 / 45), 1e-9);
   // Flow mode costs a transfer alone (its flows share the NIC): a whole NIC per GPU.
   one.lone_transfers = true;
   EXPECT_NEAR(busbw(CollOp::kAllReduce, 1e12, dp, one) / 1e9, 48, 0.05);

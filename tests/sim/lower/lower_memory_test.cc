@@ -212,6 +212,82 @@ TEST(Lower, UnevenStagesFollowPipelineLayers) {
   EXPECT_THROW(lower(make_scenario(tiny_gpt(4), p)), InvariantError);
 }
 
+TEST(Lower, EndStagesOfZeroLayersHoldOnlyTheEmbeddingOrTheHead) {
+  // DeepSeek-V3's Megatron layout ends in a stage of loss (and MTP) only: pipeline_layers
+  // [4, 0] leaves stage 1 the output layer and loss, [0, 4] stage 0 the embedding; an
+  // interleaved [0, 2, 2, 0] both. Each lowers, its stages pass messages, and it runs.
+  for (const std::vector<int>& split :
+       {std::vector<int>{4, 0}, std::vector<int>{0, 4}, std::vector<int>{0, 2, 2, 0}}) {
+    Plan p;
+    p.pp = 2;
+    p.pipeline_layers = split;
+    if (split.size() == 4) {
+      p.vpp = 2;
+      p.schedule = Schedule::kInterleaved;
+    }
+    const Program prog = lower(make_scenario(tiny_gpt(4), p));
+    validate_program(prog);
+    std::set<int> layers[2];
+    bool head[2] = {false, false}, embed[2] = {false, false};
+    for (int s = 0; s < 2; ++s)
+      for (const Task& t : prog.ranks[static_cast<size_t>(s)].tasks) {
+        if (t.layer >= 0) layers[s].insert(t.layer);
+        if (t.label.find(".head.") != std::string::npos) head[s] = true;
+        if (t.label.find(".emb.") != std::string::npos) embed[s] = true;
+      }
+    EXPECT_TRUE(embed[0] && !embed[1] && head[1] && !head[0]) << split.size();
+    const std::set<int> want0 = split == std::vector<int>{4, 0}   ? std::set<int>{0, 1, 2, 3}
+                                : split == std::vector<int>{0, 4} ? std::set<int>{}
+                                                                  : std::set<int>{2, 3};
+    EXPECT_EQ(layers[0], want0) << split.size();
+    EXPECT_EQ(layers[1].size(), 4 - want0.size()) << split.size();
+    run(prog);  // no deadlock between the stages
+  }
+}
+
+TEST(Lower, MtpModulesRunOnTheLastStageAfterItsLayers) {
+  // tiny_moe (4 layers, all MoE) with one MTP module, pp 2: the last stage runs, after
+  // layers 2 and 3, the module's input kernels (embedding lookup, enorm, hnorm, eh_proj
+  // [T, 2h] x [2h, h]), a layer like layer 3 (task layer index 4) and the shared output
+  // layer with its loss, then the model's own head. It holds the module's parameters:
+  // the last layer's, eh_proj 2h^2 and three norms (ParamCounts::mtp), nothing for the
+  // shared output layer; stage 0 does not change.
+  Plan p;
+  p.pp = 2;
+  ModelArch a = tiny_moe();
+  const Program before = lower(make_scenario(a, p));
+  a.mtp_layers = 1;
+  const Program prog = lower(make_scenario(a, p));
+  validate_program(prog);
+  std::vector<std::string> order;
+  for (const Task& t : prog.ranks[1].tasks)
+    if (t.phase == Phase::kFwd && t.microbatch == 0 && t.kind == TaskKind::kGemm) {
+      const std::string unit = t.label.substr(4, t.label.find('.', 4) - 4);
+      if (order.empty() || order.back() != unit) order.push_back(unit);
+    }
+  EXPECT_EQ(order, (std::vector<std::string>{"L2", "L3", "mtp0", "head"}));
+  int layer4 = 0, eh = 0, heads = 0;
+  for (const Task& t : prog.ranks[1].tasks) {
+    if (t.microbatch != 0 || t.phase != Phase::kFwd) continue;
+    if (t.layer == 4) ++layer4;
+    if (t.label == "fwd.mtp0.in.eh_proj.mb0") {
+      ++eh;
+      EXPECT_EQ(t.gemm.k, 2 * a.hidden);
+      EXPECT_EQ(t.gemm.n, a.hidden);
+    }
+    if (t.label.find(".logits.mb0") != std::string::npos) ++heads;
+  }
+  EXPECT_GT(layer4, 0);
+  EXPECT_EQ(eh, 1);
+  EXPECT_EQ(heads, 2);  // the module's loss and the model's
+  const double mtp = count_params(a).mtp;
+  EXPECT_GT(mtp, 0);
+  // 18 bytes a parameter (bf16 weight, fp32 main grad, fp32 master and two Adam moments).
+  EXPECT_NEAR(state_bytes(prog.ranks[1]) - state_bytes(before.ranks[1]), 18.0 * mtp, 1.0);
+  EXPECT_DOUBLE_EQ(state_bytes(prog.ranks[0]), state_bytes(before.ranks[0]));
+  run(prog);
+}
+
 TEST(Lower, GradReduceWithoutOverlapWaitsForTheWholeBackward) {
   // overlap.grad_reduce off: every bucket starts after the last backward compute, so the dp
   // stream is idle during the backward and the reduction is fully exposed.

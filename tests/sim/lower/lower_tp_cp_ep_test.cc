@@ -125,6 +125,21 @@ TEST(Lower, EpAllToAllPerMoeLayer) {
     EXPECT_EQ((probs[{l, Phase::kFwd}]), 1);
     EXPECT_EQ((probs[{l, Phase::kBwdInput}]), 1);
   }
+  // NCCL runs these; under the deepep dispatcher DeepEP's own kernels run the dispatch and
+  // combine (Task::ep_kernels), four a layer and microbatch.
+  for (const bool deepep : {false, true}) {
+    Scenario sc = make_scenario(tiny_moe(), p);
+    sc.parallel.moe_dispatcher = deepep ? MoeDispatcher::kDeepEp : MoeDispatcher::kAllToAll;
+    int flagged = 0;
+    const Program dp = lower(sc);
+    for (const Task& t : dp.ranks[0].tasks) {
+      if (t.kind == TaskKind::kCollective && t.microbatch == 0 && t.ep_kernels) ++flagged;
+      if (t.ep_kernels) {
+        EXPECT_EQ(t.coll, CollOp::kAllToAll);
+      }
+    }
+    EXPECT_EQ(flagged, deepep ? 4 * 4 : 0) << deepep;
+  }
 }
 
 TEST(Lower, SharedExpertOverlapRunsBesideTheDispatch) {

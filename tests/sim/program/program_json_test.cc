@@ -54,6 +54,7 @@ Program every_kind() {
   coll.dtype = DType::kFp32;
   coll.deps = {1, 2};
   b.add(r0, coll, 1);
+  coll.ep_kernels = true;  // "kernels": "deepep"
   b.add(r1, coll, 1);
   b.p2p(r0, true, "send", 1, (std::int64_t{1} << 40) + 5, 1);
   b.p2p(r1, false, "recv", 0, (std::int64_t{1} << 40) + 5, 1);
@@ -80,6 +81,8 @@ TEST(ProgramJson, RoundTripEveryKind) {
   EXPECT_EQ(a.attn.dtype, DType::kFp16);
   EXPECT_EQ(a.flops, 1e12 / 3);
   EXPECT_EQ(q.ranks[0].tasks[3].coll, CollOp::kReduceScatter);
+  EXPECT_FALSE(q.ranks[0].tasks[3].ep_kernels);
+  EXPECT_TRUE(q.ranks[1].tasks[0].ep_kernels);
   EXPECT_EQ(q.ranks[0].tasks[4].tag, (std::int64_t{1} << 40) + 5);
   EXPECT_EQ(q.ranks[1].tasks[3].stream, StreamKind::kPpRecv);
   EXPECT_EQ(q.ranks[1].stands_for, (std::vector<int>{1, 3}));
@@ -297,6 +300,21 @@ TEST(ProgramJson, WrongKindArgumentsAndDenseIds) {
     EXPECT_NE(msg.find("ranks[0].tasks[1].id: expected 1 (ids are dense: tasks[i].id == i), got 5"),
               std::string::npos)
         << msg;
+  }
+}
+
+// A collective's "kernels" names DeepEP or is absent (NCCL).
+TEST(ProgramJson, CollectiveKernelsIsDeepEpOnly) {
+  nlohmann::json j = program_to_json(every_kind());
+  EXPECT_EQ(j["ranks"][1]["tasks"][0]["collective"]["kernels"], "deepep");
+  j["ranks"][1]["tasks"][0]["collective"]["kernels"] = "nccl";
+  try {
+    program_from_json(j.dump(), "p.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("ranks[1].tasks[0].collective.kernels"),
+              std::string::npos)
+        << e.what();
   }
 }
 

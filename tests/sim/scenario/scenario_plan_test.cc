@@ -115,8 +115,19 @@ TEST(ScenarioRules, PipelineLayers) {
                "expected pp*vpp = 2*1 = 2 entries, got 3");
   expect_issue(base().insert(19, "  pipeline_layers: [3, 4]"), "parallel.pipeline_layers", 19,
                "the entries sum to 7 but the model has 8 layers");
-  expect_issue(base().insert(19, "  pipeline_layers: [8, 0]"), "parallel.pipeline_layers[1]", 19,
-               "expected a positive number of layers, got 0");
+  // 0 layers only on the first or last virtual stage (the embedding's, the output layer's):
+  // 4 stages (pp 2, vpp 2), a 0 in the middle is refused, at either end accepted.
+  const Doc four = base().insert(19, "  vpp: 2").insert(20, "  schedule: interleaved");
+  expect_issue(Doc(four).insert(21, "  pipeline_layers: [4, 0, 2, 2]"), "parallel.pipeline_layers[1]",
+               21,
+               "expected a positive number of layers (0 only for the first or last virtual "
+               "stage, which hold the embedding or the output layer), got 0");
+  EXPECT_EQ(load(Doc(four).insert(21, "  pipeline_layers: [0, 3, 3, 2]")).parallel.pipeline_layers,
+            (std::vector<int>{0, 3, 3, 2}));
+  EXPECT_EQ(load(base().insert(19, "  pipeline_layers: [8, 0]")).parallel.pipeline_layers,
+            (std::vector<int>{8, 0}));
+  expect_issue(base().insert(19, "  pipeline_layers: [9, -1]"), "parallel.pipeline_layers[1]", 19,
+               "got -1");
   // Entries beyond int used to be truncated: 4294967300 became 4 and the sum matched.
   expect_issue(base().insert(19, "  pipeline_layers: [4294967300, 4]"),
                "parallel.pipeline_layers[0]", 19, "expected a number of layers in [1, 100000]");

@@ -183,6 +183,7 @@ TEST(ScenarioLoad, InlineModelCanRestateEveryBuiltIn) {
     if (a.qk_norm) m += ", qk_norm: true";
     if (a.attention_sinks) m += ", attention_sinks: true";
     if (a.window > 0) m += fmt::format(", window: {}, window_every: {}", a.window, a.window_every);
+    if (a.mtp_layers > 0) m += fmt::format(", mtp_layers: {}", a.mtp_layers);
     if (a.moe) {
       m += fmt::format(
           ", moe: {{experts: {}, top_k: {}, ffn_hidden: {}, every: {}, imbalance: {}, "
@@ -230,6 +231,7 @@ TEST(ScenarioLoad, InlineModelCanRestateEveryBuiltIn) {
     EXPECT_EQ(got.qk_norm, a.qk_norm) << name;
     EXPECT_EQ(got.attention_sinks, a.attention_sinks) << name;
     EXPECT_EQ(got.window, a.window) << name;
+    EXPECT_EQ(got.mtp_layers, a.mtp_layers) << name;
   }
 }
 
@@ -271,6 +273,9 @@ TEST(ScenarioRules, MoeRoutingKeys) {
   expect_issue(base().insert(19, "  overlap: {moe_shared_experts: sometimes}"),
                "parallel.overlap.moe_shared_experts", 19, "expected true or false");
   expect_issue(base().insert(8, "  window: -1"), "model.window", 8, "expected an integer in [0,");
+  expect_issue(base().insert(8, "  mtp_layers: -1"), "model.mtp_layers", 8,
+               "expected an integer in [0,");
+  EXPECT_EQ(load(base().insert(8, "  mtp_layers: 1")).model.mtp_layers, 1);
   const Scenario ok = load(base()
                                .set(7, "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, "
                                        "imbalance: 1.5, router_groups: 2, router_group_topk: 1}")
