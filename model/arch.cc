@@ -34,8 +34,8 @@ std::vector<std::string> validate_arch(const ModelArch& a) {
     out.push_back(fmt::format("kv_heads: {} does not divide heads ({})", a.kv_heads, a.heads));
   }
   if (a.heads > 0 && a.hidden > 0 && a.head_dim == 0 && a.hidden % a.heads != 0) {
-    out.push_back(fmt::format("heads: {} does not divide hidden ({}); give head_dim", a.heads,
-                              a.hidden));
+    out.push_back(
+        fmt::format("heads: {} does not divide hidden ({}); give head_dim", a.heads, a.hidden));
   }
   if (a.moe.has_value()) {
     const MoeSpec& m = *a.moe;
@@ -56,11 +56,12 @@ std::vector<std::string> validate_arch(const ModelArch& a) {
                                 static_cast<double>(m.experts) / m.top_k, m.imbalance));
     }
     if ((m.router_groups > 0) != (m.router_group_topk > 0) ||
-        (m.router_groups > 0 && (m.experts % m.router_groups != 0 ||
-                                 m.router_group_topk > m.router_groups))) {
-      out.push_back(fmt::format("moe.router_groups: {} groups (top {}) must divide the "
-                                "experts ({}) and come with router_group_topk <= groups",
-                                m.router_groups, m.router_group_topk, m.experts));
+        (m.router_groups > 0 &&
+         (m.experts % m.router_groups != 0 || m.router_group_topk > m.router_groups))) {
+      out.push_back(
+          fmt::format("moe.router_groups: {} groups (top {}) must divide the "
+                      "experts ({}) and come with router_group_topk <= groups",
+                      m.router_groups, m.router_group_topk, m.experts));
     }
     if (m.shared_experts < 0) {
       out.push_back(fmt::format("moe.shared_experts: expected >= 0, got {}", m.shared_experts));
@@ -111,8 +112,8 @@ ModelArch llama(std::string name, int layers, std::int64_t hidden, std::int64_t 
   return a;
 }
 
-ModelArch mixtral(std::string name, int layers, std::int64_t hidden, std::int64_t ffn,
-                  int heads, int kv_heads, std::int64_t vocab) {
+ModelArch mixtral(std::string name, int layers, std::int64_t hidden, std::int64_t ffn, int heads,
+                  int kv_heads, std::int64_t vocab) {
   ModelArch a = llama(std::move(name), layers, hidden, ffn, heads, kv_heads, vocab);
   MoeSpec m;
   m.experts = 8;

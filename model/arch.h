@@ -14,11 +14,11 @@ enum class Activation { kGelu, kSwiglu };
 enum class Norm { kLayerNorm, kRmsNorm };
 
 struct MoeSpec {
-  int experts = 0;             // routed experts
-  int top_k = 0;               // experts per token
-  std::int64_t ffn_hidden = 0; // each expert's FFN size
-  int every = 1;               // a MoE layer every `every` layers (layer l is MoE when
-                               // (l + 1) % every == 0, counting from 0), others dense
+  int experts = 0;              // routed experts
+  int top_k = 0;                // experts per token
+  std::int64_t ffn_hidden = 0;  // each expert's FFN size
+  int every = 1;                // a MoE layer every `every` layers (layer l is MoE when
+                                // (l + 1) % every == 0, counting from 0), others dense
   // Token drop (Megatron --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity):
   // every expert takes exactly ceil(capacity_factor * T*top_k/experts) rows from each source
   // rank. 0 (not given): dropless, as DeepSeek-V3 trained (paper section 2.1.2).
@@ -39,10 +39,10 @@ struct ModelArch {
   std::string name;
   int layers = 0;
   std::int64_t hidden = 0;
-  std::int64_t ffn_hidden = 0;   // dense MLP size
+  std::int64_t ffn_hidden = 0;  // dense MLP size
   int heads = 0;
-  int kv_heads = 0;              // == heads for MHA
-  std::int64_t head_dim = 0;     // 0: hidden / heads
+  int kv_heads = 0;           // == heads for MHA
+  std::int64_t head_dim = 0;  // 0: hidden / heads
   std::int64_t vocab = 0;
   Activation activation = Activation::kGelu;
   Norm norm = Norm::kLayerNorm;
@@ -50,7 +50,7 @@ struct ModelArch {
   // GPT-2/3 style learned position embeddings of this many positions (0: rotary, none).
   std::int64_t max_positions = 0;
   std::optional<MoeSpec> moe;
-  std::string approximation;     // how the model is approximated, if it is (MLA, ...)
+  std::string approximation;  // how the model is approximated, if it is (MLA, ...)
   // Dropout after attention softmax, attention output and MLP output (GPT-3 / Megatron
   // GPT: true; Llama, Mixtral, DeepSeek train without: false). Decides whether the 1-byte
   // dropout masks of Korthikanti et al. 2022 (section 4.1) are stored.
@@ -81,8 +81,8 @@ struct ModelArch {
   // multi_token_prediction.py, --mtp-num-layers): each predicts one more token ahead from
   // the previous depth's hidden states and the shifted tokens' embeddings, through two
   // norms, a projection [2h -> h] (eh_proj), one transformer layer like the model's last,
-  // a final norm and the shared output layer with its own loss. They run on the last pipeline stage,
-  // after its transformer layers. Their parameters are not in the model's published total
+  // a final norm and the shared output layer with its own loss. They run on the last pipeline
+  // stage, after its transformer layers. Their parameters are not in the model's published total
   // (DeepSeek-V3: 671B + 14B of MTP with its own embedding and head copies).
   int mtp_layers = 0;
 

@@ -15,7 +15,12 @@
 namespace stepcast {
 
 enum class BusOp : std::uint8_t {
-  kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kSendRecv
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kAllToAll,
+  kBroadcast,
+  kSendRecv
 };
 
 // F of nccl-tests for `n` ranks (n >= 1).

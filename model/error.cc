@@ -17,10 +17,14 @@ std::string printable(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
     const unsigned char c = byte(i);
     size_t len = 0;  // length of a valid UTF-8 sequence starting at i, 0 if none
-    if (c >= 0x20 && c < 0x7f) len = 1;
-    else if (c >= 0xc2 && c <= 0xdf) len = 2;
-    else if (c >= 0xe0 && c <= 0xef) len = 3;
-    else if (c >= 0xf0 && c <= 0xf4) len = 4;
+    if (c >= 0x20 && c < 0x7f)
+      len = 1;
+    else if (c >= 0xc2 && c <= 0xdf)
+      len = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+      len = 3;
+    else if (c >= 0xf0 && c <= 0xf4)
+      len = 4;
     if (len > 1) {
       if (i + len > s.size()) len = 0;
       for (size_t k = 1; k < len; ++k)
@@ -74,8 +78,8 @@ void IssueList::throw_if_any() const {
 
 namespace detail {
 void check_failed(const char* cond, const char* file, int line, const std::string& msg) {
-  throw InvariantError(fmt::format("internal error: check '{}' failed at {}:{}: {}", cond, file,
-                                   line, msg));
+  throw InvariantError(
+      fmt::format("internal error: check '{}' failed at {}:{}: {}", cond, file, line, msg));
 }
 }  // namespace detail
 

@@ -53,9 +53,9 @@ class InvariantError : public std::logic_error {
 
 // Always-on check (also in Release): throws InvariantError with the condition, the place
 // and a message. Never use assert().
-#define STEPCAST_CHECK(cond, msg)                                                        \
-  do {                                                                                   \
-    if (!(cond)) ::stepcast::detail::check_failed(#cond, __FILE__, __LINE__, (msg));     \
+#define STEPCAST_CHECK(cond, msg)                                                    \
+  do {                                                                               \
+    if (!(cond)) ::stepcast::detail::check_failed(#cond, __FILE__, __LINE__, (msg)); \
   } while (0)
 
 namespace detail {

@@ -130,7 +130,8 @@ struct HugeAlloc {
   HugeAlloc(const HugeAlloc<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
 
   T* allocate(std::size_t n) {
-    if (n > std::numeric_limits<std::ptrdiff_t>::max() / 2 / sizeof(T)) throw std::bad_array_new_length();
+    if (n > std::numeric_limits<std::ptrdiff_t>::max() / 2 / sizeof(T))
+      throw std::bad_array_new_length();
     const std::size_t bytes = n * sizeof(T);
     if (bytes < kHugeMin) return static_cast<T*>(::operator new(bytes));
     const std::size_t rounded = huge_block_bytes(bytes);

@@ -52,9 +52,9 @@ double d(std::int64_t v) { return static_cast<double>(v); }
 // Full recompute keeps the layer input only (2sbh; sharded by sp).
 double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec& shard,
                               Recompute rc, bool flash_attention) {
-  STEPCAST_CHECK(shard.tp >= 1 && shard.cp >= 1 && shard.ep >= 1 && shard.microbatch >= 1 &&
-                     shard.seq_len > 0,
-                 "layer_activation_bytes: bad shard");
+  STEPCAST_CHECK(
+      shard.tp >= 1 && shard.cp >= 1 && shard.ep >= 1 && shard.microbatch >= 1 && shard.seq_len > 0,
+      "layer_activation_bytes: bad shard");
   STEPCAST_CHECK(layer >= 0 && layer < arch.layers, "layer_activation_bytes: bad layer");
   STEPCAST_CHECK(arch.heads % shard.tp == 0, "heads not divisible by tp");
   const double e = dtype_bytes(activation_dtype(shard.dtype));
@@ -74,21 +74,21 @@ double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec&
 
   double bytes = 0;
   // Attention block.
-  bytes += 2 * tn * h * e;                                   // ln1 input, QKV input
-  bytes += tokens * (heads * dqk + kv * (dqk + dv)) * e;     // Q, K, V
+  bytes += 2 * tn * h * e;                                // ln1 input, QKV input
+  bytes += tokens * (heads * dqk + kv * (dqk + dv)) * e;  // Q, K, V
   if (rc == Recompute::kNone && !flash_attention) {
     const double per_score = e + mask * (1.0 + e);
     bytes += heads * tokens * d(shard.seq_len) * per_score;
   }
-  bytes += tokens * heads * dv * e;                          // proj input
-  bytes += tn * h * mask;                                    // attention dropout mask
+  bytes += tokens * heads * dv * e;  // proj input
+  bytes += tn * h * mask;            // attention dropout mask
   // MLP block.
-  bytes += tn * h * e;                                       // ln2 input
-  bytes += tn * h * mask;                                    // mlp dropout mask
+  bytes += tn * h * e;     // ln2 input
+  bytes += tn * h * mask;  // mlp dropout mask
   if (!arch.is_moe_layer(layer)) {
     const double ffn = d(arch.ffn_hidden) / t;
-    bytes += tn * h * e;                                     // fc1 input
-    bytes += tokens * ffn * (gate + 1.0) * e;                // act input, fc2 input
+    bytes += tn * h * e;                       // fc1 input
+    bytes += tokens * ffn * (gate + 1.0) * e;  // act input, fc2 input
     return bytes;
   }
   // MoE block, split as in layer_ops (model/moe.cc): with expert tp (expert_tp_of) and no ep
@@ -107,13 +107,13 @@ double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec&
   const MoeLoad ld = moe_load(arch, shard);
   const double routed_tokens = static_cast<double>(ld.tokens);
   const bool whole_input = expert_tp || m.shared_experts > 0;
-  bytes += (whole_input ? tn : routed_tokens) * h * e;      // router / shared fc1 input
+  bytes += (whole_input ? tn : routed_tokens) * h * e;           // router / shared fc1 input
   bytes += routed_tokens * m.experts * (4.0 + 4.0 + 1.0 + 4.0);  // logits, probs, map, ids
   const double ffn_e = d(m.ffn_hidden) / etp;
   const double gemm_in = std::min(dtype_storage_bytes(shard.dtype), e);  // fp8 kept by TE
   bytes += ld.rows * ((h + ffn_e) * gemm_in + gate * ffn_e * e + 4.0);
   const double ffn_s = m.shared_experts * d(m.ffn_hidden) / t;
-  bytes += tokens * ffn_s * (gate + 1.0) * e;                // shared act input, fc2 input
+  bytes += tokens * ffn_s * (gate + 1.0) * e;  // shared act input, fc2 input
   return bytes;
 }
 

@@ -25,9 +25,7 @@ struct StateBytesPerParam {
 // gradients: 2). With fp32 compute the weights are the master copy (optimizer 8 / 4 B).
 StateBytesPerParam state_bytes_per_param(DType dtype, bool adam, int zero_stage, int dp,
                                          int grad_bytes = 4);
-inline double total_bytes(const StateBytesPerParam& s) {
-  return s.weights + s.grads + s.optimizer;
-}
+inline double total_bytes(const StateBytesPerParam& s) { return s.weights + s.grads + s.optimizer; }
 
 // Stored activation bytes of one transformer layer for one microbatch on one rank.
 // flash_attention: the 5*a*s^2*b score terms are not stored (they are recomputed in the

@@ -117,8 +117,8 @@ double dispatch_copies(const MoeSpec& m, const Local& l, const MoeLoad& ld) {
 // fp8 recipe key). mxfp8 / nvfp4 get their quantize kernels on every GEMM already
 // (add_quantize_ops, model/workload.cc). Forward: before each GEMM; backward (rev, reversed
 // by the caller): after each input-gradient GEMM in rev, i.e. before it once reversed.
-void quantize_expert_operands(std::vector<Step>& fwd, std::vector<Step>& rev,
-                              std::size_t rev_from, const Local& l) {
+void quantize_expert_operands(std::vector<Step>& fwd, std::vector<Step>& rev, std::size_t rev_from,
+                              const Local& l) {
   if (l.dt != DType::kFp8) return;
   auto quant = [&](const Step& s) {
     const GemmShape& g = s.op.gemm;
@@ -132,8 +132,9 @@ void quantize_expert_operands(std::vector<Step>& fwd, std::vector<Step>& rev,
     out.push_back(std::move(s));
   }
   fwd = std::move(out);
-  std::vector<Step> back(std::make_move_iterator(rev.begin() + static_cast<std::ptrdiff_t>(rev_from)),
-                         std::make_move_iterator(rev.end()));
+  std::vector<Step> back(
+      std::make_move_iterator(rev.begin() + static_cast<std::ptrdiff_t>(rev_from)),
+      std::make_move_iterator(rev.end()));
   rev.resize(rev_from);
   for (Step& s : back) {
     const bool gemm = is_gemm(s);

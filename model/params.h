@@ -9,10 +9,10 @@
 namespace stepcast {
 
 struct ParamCounts {
-  double total = 0;        // all parameters (tied embeddings counted once)
-  double active = 0;       // per token (MoE: top_k routed + shared experts); == total if dense
-  double embedding = 0;    // input embedding (+ learned positions)
-  double output = 0;       // output projection (0 when tied)
+  double total = 0;      // all parameters (tied embeddings counted once)
+  double active = 0;     // per token (MoE: top_k routed + shared experts); == total if dense
+  double embedding = 0;  // input embedding (+ learned positions)
+  double output = 0;     // output projection (0 when tied)
   double final_norm = 0;
   std::vector<double> per_layer;  // each transformer layer
   // Multi-token prediction modules (ModelArch::mtp_layers), not in total / active: each a

@@ -20,17 +20,14 @@ struct UnitDef {
 // Each dimension's accepted unit spellings with their factor to the SI base unit.
 const std::vector<UnitDef>& units_for(Dimension d) {
   static const std::vector<UnitDef> bytes = {
-      {"B", 1.0},          {"KB", 1e3},          {"MB", 1e6},          {"GB", 1e9},
-      {"TB", 1e12},        {"KiB", 1024.0},      {"MiB", 1048576.0},   {"GiB", kGiB},
-      {"TiB", kGiB * 1024.0}};
+      {"B", 1.0},      {"KB", 1e3},        {"MB", 1e6},   {"GB", 1e9},           {"TB", 1e12},
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", kGiB}, {"TiB", kGiB * 1024.0}};
   static const std::vector<UnitDef> bandwidth = {
-      {"B/s", 1.0},     {"KB/s", 1e3},    {"MB/s", 1e6},    {"GB/s", 1e9},    {"TB/s", 1e12},
-      {"b/s", 0.125},   {"Kb/s", 125.0},  {"Mb/s", 1.25e5}, {"Gb/s", 1.25e8}, {"Tb/s", 1.25e11},
+      {"B/s", 1.0},     {"KB/s", 1e3},      {"MB/s", 1e6},      {"GB/s", 1e9},    {"TB/s", 1e12},
+      {"b/s", 0.125},   {"Kb/s", 125.0},    {"Mb/s", 1.25e5},   {"Gb/s", 1.25e8}, {"Tb/s", 1.25e11},
       {"bit/s", 0.125}, {"Gbit/s", 1.25e8}, {"Tbit/s", 1.25e11}};
-  static const std::vector<UnitDef> flops = {{"FLOP/s", 1.0},
-                                             {"GFLOP/s", 1e9},
-                                             {"TFLOP/s", 1e12},
-                                             {"PFLOP/s", 1e15}};
+  static const std::vector<UnitDef> flops = {
+      {"FLOP/s", 1.0}, {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15}};
   static const std::vector<UnitDef> time = {
       {"ns", 1e-9}, {"us", 1e-6}, {"\xC2\xB5s", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
   switch (d) {
@@ -63,8 +60,7 @@ QuantityRange quantity_range(Dimension d) {
 const char* dimension_name(Dimension d) {
   switch (d) {
     case Dimension::kBytes: return "a size with a unit (e.g. \"80 GiB\", \"40 MB\")";
-    case Dimension::kBandwidth:
-      return "a bandwidth with a unit (e.g. \"450 GB/s\", \"400 Gb/s\")";
+    case Dimension::kBandwidth: return "a bandwidth with a unit (e.g. \"450 GB/s\", \"400 Gb/s\")";
     case Dimension::kFlopRate: return "a compute rate with a unit (e.g. \"989.4 TFLOP/s\")";
     case Dimension::kTime: return "a time with a unit (e.g. \"2 us\", \"1.5 ms\")";
   }
@@ -88,8 +84,8 @@ double parse_quantity(std::string_view text, Dimension dim) {
                                             dimension_name(dim), std::string(text)));
   }
   if (!std::isfinite(value) || value < 0) {
-    throw std::invalid_argument(fmt::format("expected a non-negative finite value, got \"{}\"",
-                                            std::string(text)));
+    throw std::invalid_argument(
+        fmt::format("expected a non-negative finite value, got \"{}\"", std::string(text)));
   }
   for (const auto& u : units_for(dim)) {
     if (u.text != unit) continue;

@@ -48,7 +48,7 @@ inline double to_s(TimeNs ns) { return static_cast<double>(ns) / kNsPerS; }
 
 // Human formatting for reports: "1.23 ms", "45.6 GiB", "370 GB/s".
 std::string format_time(double seconds);
-std::string format_bytes(double bytes);  // binary units
+std::string format_bytes(double bytes);            // binary units
 std::string format_bandwidth(double bytes_per_s);  // decimal units
 
 }  // namespace stepcast

@@ -17,8 +17,9 @@
 //    own 1/tp of the tokens (the sequence-parallel shard; without sp its slice of the
 //    replicated tokens, re-assembled by the "mlp.out" TpReduce). etp = tp with ep: each rank
 //    routes its sp shard, and after the dispatch all-to-all the copies are gathered across
-//    tp ("moe.tp_in") and reduce-scattered before the combine ("moe.tp_out"). Shared experts are a dense MLP split over tp in either case
-//    (Megatron-Core SharedExpertMLP), with their own sequence-parallel gather and reduction.
+//    tp ("moe.tp_in") and reduce-scattered before the combine ("moe.tp_out"). Shared experts are a
+//    dense MLP split over tp in either case (Megatron-Core SharedExpertMLP), with their own
+//    sequence-parallel gather and reduction.
 #include "model/workload.h"
 
 #include <cmath>
@@ -96,14 +97,14 @@ namespace workload_parts {
 Local make_local(const ModelArch& a, const ShardSpec& sh) {
   STEPCAST_CHECK(sh.tp >= 1 && sh.cp >= 1 && sh.ep >= 1 && sh.microbatch >= 1,
                  "shard sizes must be >= 1");
-  STEPCAST_CHECK(sh.seq_len > 0 && sh.seq_len % sh.cp == 0,
-                 "seq_len " + std::to_string(sh.seq_len) + " not divisible by cp " +
-                     std::to_string(sh.cp));
+  STEPCAST_CHECK(
+      sh.seq_len > 0 && sh.seq_len % sh.cp == 0,
+      "seq_len " + std::to_string(sh.seq_len) + " not divisible by cp " + std::to_string(sh.cp));
   STEPCAST_CHECK(a.heads % sh.tp == 0, "heads " + std::to_string(a.heads) +
                                            " not divisible by tp " + std::to_string(sh.tp));
   STEPCAST_CHECK(a.kv_heads % sh.tp == 0 || sh.tp % a.kv_heads == 0,
-                 "kv_heads " + std::to_string(a.kv_heads) + " and tp " +
-                     std::to_string(sh.tp) + ": neither divides the other");
+                 "kv_heads " + std::to_string(a.kv_heads) + " and tp " + std::to_string(sh.tp) +
+                     ": neither divides the other");
   Local l;
   l.b = sh.microbatch;
   l.s = sh.seq_len;
@@ -111,8 +112,8 @@ Local make_local(const ModelArch& a, const ShardSpec& sh) {
   l.cp = sh.cp;
   l.ep = sh.ep;
   l.etp = expert_tp_of(sh);
-  STEPCAST_CHECK(l.etp == 1 || l.etp == sh.tp,
-                 "expert_tp " + std::to_string(l.etp) + " must be 1 or tp " + std::to_string(sh.tp));
+  STEPCAST_CHECK(l.etp == 1 || l.etp == sh.tp, "expert_tp " + std::to_string(l.etp) +
+                                                   " must be 1 or tp " + std::to_string(sh.tp));
   l.sp = sh.sequence_parallel && sh.tp > 1;
   l.dt = sh.dtype;
   l.act = activation_dtype(sh.dtype);
@@ -220,8 +221,7 @@ void append_mlp(const ModelArch& a, const Local& l, const std::string& prefix, I
   blk.fwd.push_back(op_step(fc2.fwd(l)));
   // Backward in reverse order (the caller reverses bwd_in_rev at the end).
   bwd_in_rev.push_back(op_step(fc1.dgrad(l)));
-  bwd_in_rev.push_back(
-      op_step(memory_op(prefix + "act", act_read + act_write, act_read)));
+  bwd_in_rev.push_back(op_step(memory_op(prefix + "act", act_read + act_write, act_read)));
   bwd_in_rev.push_back(op_step(fc2.dgrad(l)));
   blk.bwd_weight.push_back(op_step(fc2.wgrad(l)));
   blk.bwd_weight.push_back(op_step(fc1.wgrad(l)));
@@ -235,8 +235,8 @@ void append_mlp(const ModelArch& a, const Local& l, const std::string& prefix, I
 // re-gather of fc1's input). Comm points are named `comm` + ".in" / ".out".
 Block tp_mlp_block(const ModelArch& a, const Local& l, const std::string& prefix,
                    const std::string& comm, I ffn) {
-  STEPCAST_CHECK(ffn % l.tp == 0, prefix + "ffn " + std::to_string(ffn) +
-                                      " not divisible by tp " + std::to_string(l.tp));
+  STEPCAST_CHECK(ffn % l.tp == 0, prefix + "ffn " + std::to_string(ffn) + " not divisible by tp " +
+                                      std::to_string(l.tp));
   Block blk;
   const double full = d(l.tokens) * d(a.hidden) * l.e;
   if (l.sp) blk.fwd.push_back(comm_step(CommPointKind::kTpGather, full, comm + ".in"));
@@ -364,9 +364,9 @@ Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_
 }
 
 LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
-  STEPCAST_CHECK(layer >= 0 && layer < arch.layers,
-                 "layer_ops: layer " + std::to_string(layer) + " outside 0.." +
-                     std::to_string(arch.layers - 1));
+  STEPCAST_CHECK(layer >= 0 && layer < arch.layers, "layer_ops: layer " + std::to_string(layer) +
+                                                        " outside 0.." +
+                                                        std::to_string(arch.layers - 1));
   const Local l = make_local(arch, shard);
   const double e = l.e;
   const double h = d(arch.hidden);
@@ -381,8 +381,7 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   // qk-norm (Qwen3; Megatron --qk-layernorm): an RMSNorm over each head's query and key
   // after the QKV GEMM, one kernel reading and writing Q and K; backward reads Q, K and
   // their gradients and writes the input gradients.
-  const double qk_bytes =
-      d(l.tokens) * (d(l.heads) + d(l.kv_heads)) * d(l.dqk) * e;
+  const double qk_bytes = d(l.tokens) * (d(l.heads) + d(l.kv_heads)) * d(l.dqk) * e;
 
   LayerOps out;
   // ---- forward
@@ -428,8 +427,8 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   // ---- parameters held on this rank
   double p = 2.0 * d(arch.norm_params()) + h * d(l.qkv_n) + d(l.proj_k) * h;
   if (arch.has_bias()) p += d(l.qkv_n) + h;
-  if (arch.qk_norm) p += 2.0 * d(l.dqk);               // q and k norm gains (replicated)
-  if (arch.attention_sinks) p += d(l.heads);          // one sink logit per local head
+  if (arch.qk_norm) p += 2.0 * d(l.dqk);      // q and k norm gains (replicated)
+  if (arch.attention_sinks) p += d(l.heads);  // one sink logit per local head
   p += ffn.params;
   out.param_count = p;
   out.expert_param_count = ffn.expert_params;

@@ -76,22 +76,22 @@ struct AttentionShape {
 struct Op {
   std::string name;  // "qkv", "attn", "proj", "fc1", "act", "fc2", "ln1", "router", ...
   OpKind kind = OpKind::kMemoryBound;
-  GemmShape gemm;          // kind == kGemm
-  AttentionShape attn;     // kind == kAttention
-  double flops = 0;        // floating point operations of this op on this rank
-  double bytes_read = 0;   // HBM traffic estimate
+  GemmShape gemm;         // kind == kGemm
+  AttentionShape attn;    // kind == kAttention
+  double flops = 0;       // floating point operations of this op on this rank
+  double bytes_read = 0;  // HBM traffic estimate
   double bytes_written = 0;
 };
 
 // Where a collective goes between ops. bytes: the full (unsharded-by-sp) activation tensor
 // on this rank that the collective reduces or gathers; for all-to-all, bytes this rank sends.
 enum class CommPointKind {
-  kTpReduce,      // partial sums after a row-parallel GEMM: allreduce, or RS under sp
-  kTpGather,      // before a column-parallel GEMM under sp: allgather (no-op without sp)
-  kEpDispatch,    // all-to-all tokens to experts
-  kEpCombine,     // all-to-all tokens back
-  kEpGather,      // all-gather over the ep group (bytes: the gathered tensor)
-  kEpScatter,     // reduce-scatter over the ep group (bytes: the unscattered tensor)
+  kTpReduce,    // partial sums after a row-parallel GEMM: allreduce, or RS under sp
+  kTpGather,    // before a column-parallel GEMM under sp: allgather (no-op without sp)
+  kEpDispatch,  // all-to-all tokens to experts
+  kEpCombine,   // all-to-all tokens back
+  kEpGather,    // all-gather over the ep group (bytes: the gathered tensor)
+  kEpScatter,   // reduce-scatter over the ep group (bytes: the unscattered tensor)
 };
 
 struct CommPoint {
@@ -116,8 +116,8 @@ struct CommPoint {
 // One entry of an ordered op sequence: either an op or a communication point.
 struct Step {
   bool is_comm = false;
-  Op op;           // !is_comm
-  CommPoint comm;  // is_comm
+  Op op;                             // !is_comm
+  CommPoint comm;                    // is_comm
   bool recompute_selective = false;  // re-run under selective recompute (attention core)
   // Runs on its own stream beside the communication issued before it: waits for none of
   // it (the MoE shared experts under --moe-shared-expert-overlap, model/moe.cc); the next
@@ -127,19 +127,19 @@ struct Step {
 
 // How one layer's microbatch is split on one rank.
 struct ShardSpec {
-  std::int64_t microbatch = 1;   // sequences
-  std::int64_t seq_len = 0;      // full sequence length
+  std::int64_t microbatch = 1;  // sequences
+  std::int64_t seq_len = 0;     // full sequence length
   int tp = 1;
-  int cp = 1;                    // sequence split across cp ranks (seq per rank = s/cp)
+  int cp = 1;  // sequence split across cp ranks (seq per rank = s/cp)
   int ep = 1;
   // Expert tensor parallel size (Megatron-Core --expert-tensor-parallel-size): 1 or tp;
   // 0 = the default, expert_tp_of() below.
   int expert_tp = 0;
   bool sequence_parallel = false;
-  DType dtype = DType::kBf16;    // compute dtype of GEMMs (fp8, mxfp8, nvfp4 allowed); others bf16
-  bool flash_attention = true;   // attention kernel: flash (true) or unfused (false)
+  DType dtype = DType::kBf16;   // compute dtype of GEMMs (fp8, mxfp8, nvfp4 allowed); others bf16
+  bool flash_attention = true;  // attention kernel: flash (true) or unfused (false)
   MoeDispatcher dispatcher = MoeDispatcher::kAllToAll;  // parallel.moe_dispatcher
-  int ep_nodes = 1;              // nodes one ep group spans (DeepEP's RDMA dedup)
+  int ep_nodes = 1;                    // nodes one ep group spans (DeepEP's RDMA dedup)
   bool shared_expert_overlap = false;  // parallel.overlap.moe_shared_experts
 };
 
@@ -172,12 +172,12 @@ double expected_distinct_bins(int experts, int bins, int picks);
 // splits it into cp chunks for ring attention using attention_op().
 struct LayerOps {
   std::vector<Step> fwd;
-  std::vector<Step> bwd_input;   // activation gradients, reverse order
-  std::vector<Step> bwd_weight;  // weight gradients (GEMMs only); ZB-H1 delays these
-  double param_count = 0;        // parameters of this layer held on this rank
-  double expert_param_count = 0; // of which routed experts' (their gradients are reduced
-                                 // over the expert data-parallel group, dp / ep)
-  double grad_bytes_fp32 = 0;    // main-grad bytes for this layer on this rank
+  std::vector<Step> bwd_input;    // activation gradients, reverse order
+  std::vector<Step> bwd_weight;   // weight gradients (GEMMs only); ZB-H1 delays these
+  double param_count = 0;         // parameters of this layer held on this rank
+  double expert_param_count = 0;  // of which routed experts' (their gradients are reduced
+                                  // over the expert data-parallel group, dp / ep)
+  double grad_bytes_fp32 = 0;     // main-grad bytes for this layer on this rank
 };
 
 // Depends on `layer` only through arch.is_moe_layer(layer): the lowering computes it once per

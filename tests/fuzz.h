@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "model/error.h"
 
@@ -38,11 +38,12 @@ inline unsigned long env_number(const char* name, unsigned long fallback) {
   return end != nullptr && *end == '\0' ? n : fallback;
 }
 inline std::mt19937 rng_for(unsigned long default_seed) {
-  return std::mt19937(static_cast<std::mt19937::result_type>(
-      env_number("STEPCAST_FUZZ_SEED", default_seed)));
+  return std::mt19937(
+      static_cast<std::mt19937::result_type>(env_number("STEPCAST_FUZZ_SEED", default_seed)));
 }
 inline int trials(int default_trials) {
-  return static_cast<int>(env_number("STEPCAST_FUZZ_TRIALS", static_cast<unsigned long>(default_trials)));
+  return static_cast<int>(
+      env_number("STEPCAST_FUZZ_TRIALS", static_cast<unsigned long>(default_trials)));
 }
 // True when a campaign overrides the trial count (tests then skip their "both outcomes
 // occur" floors, which are tuned to the default counts).
@@ -52,13 +53,51 @@ inline bool campaign() { return std::getenv("STEPCAST_FUZZ_TRIALS") != nullptr; 
 // numbers, wrong types, units where none belong, numbers at the limits of int32, uint32,
 // int64 and uint64 (2147483648 = 2^31, 4294967296 = 2^32, 1e19 > 2^63), and nested values.
 inline const std::vector<std::string>& hostile_texts() {
-  static const std::vector<std::string> v = {
-      "-1", "0", "0.0", "1e300", "-1e300", "nan", ".nan", ".inf", "-.inf", "abc", "''", "[]",
-      "{}", "3.5", "2", "7", "64", "true", "~", "1.5 GB", "-0", "1e-300",
-      "99999999999999999999", "0x10", "[1, 2]", "{a: 1}", "0 us", "-5 GB/s", "1/2",
-      "2147483647", "2147483648", "-2147483648", "-2147483649", "4294967295", "4294967296",
-      "9223372036854775807", "9223372036854775808", "-9223372036854775809", "1e19", "1e9",
-      "1000000", "65536", "1e6 Gb/s", "1 ps", "1e30 B"};
+  static const std::vector<std::string> v = {"-1",
+                                             "0",
+                                             "0.0",
+                                             "1e300",
+                                             "-1e300",
+                                             "nan",
+                                             ".nan",
+                                             ".inf",
+                                             "-.inf",
+                                             "abc",
+                                             "''",
+                                             "[]",
+                                             "{}",
+                                             "3.5",
+                                             "2",
+                                             "7",
+                                             "64",
+                                             "true",
+                                             "~",
+                                             "1.5 GB",
+                                             "-0",
+                                             "1e-300",
+                                             "99999999999999999999",
+                                             "0x10",
+                                             "[1, 2]",
+                                             "{a: 1}",
+                                             "0 us",
+                                             "-5 GB/s",
+                                             "1/2",
+                                             "2147483647",
+                                             "2147483648",
+                                             "-2147483648",
+                                             "-2147483649",
+                                             "4294967295",
+                                             "4294967296",
+                                             "9223372036854775807",
+                                             "9223372036854775808",
+                                             "-9223372036854775809",
+                                             "1e19",
+                                             "1e9",
+                                             "1000000",
+                                             "65536",
+                                             "1e6 Gb/s",
+                                             "1 ps",
+                                             "1e30 B"};
   return v;
 }
 // A very long string and a deeply nested value (a list inside a mapping inside a list ...).
@@ -194,12 +233,14 @@ inline std::string emit(const YAML::Node& n) {
 // ---- JSON ----
 
 // Pointers ("/gemm/3/time_us") of every value of the document.
-inline void collect(const nlohmann::json& j, const std::string& ptr, std::vector<std::string>& out) {
+inline void collect(const nlohmann::json& j, const std::string& ptr,
+                    std::vector<std::string>& out) {
   if (j.is_object()) {
     for (auto it = j.begin(); it != j.end(); ++it) {
       std::string k = it.key();
       std::string esc;
-      for (char c : k) esc += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+      for (char c : k)
+        esc += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
       out.push_back(ptr + "/" + esc);
       collect(*it, ptr + "/" + esc, out);
     }

@@ -28,7 +28,8 @@ int run_lower(const LowerFlags& f) {
     throw locate_in_scenario(e, s);
   }
   validate_program(prog);
-  write_stream(f.program_out, [&](std::ostream& out) { write_program_json(prog, out); }, true);
+  write_stream(
+      f.program_out, [&](std::ostream& out) { write_program_json(prog, out); }, true);
   size_t tasks = 0;
   for (const auto& r : prog.ranks) tasks += r.tasks.size();
   std::cout << fmt::format("wrote {}: {} simulated ranks, {} tasks, {} groups\n", f.program_out,

@@ -36,7 +36,8 @@ Command add_regress_command(CLI::App& app) {
   RegressOptions& ropt = f->ropt;
   auto* regress =
       app.add_subcommand("regress", "re-run scenarios and compare with their expected results");
-  regress->add_option("SCENARIOS", ropt.scenarios, "scenario files (default: every one under --dir)");
+  regress->add_option("SCENARIOS", ropt.scenarios,
+                      "scenario files (default: every one under --dir)");
   regress->add_option("--threads", ropt.threads, "worker threads (same outcome for any count)")
       ->check(CLI::Range(1, 1024));
   regress->add_option("--dir", ropt.dir, "scenarios directory (expected results in DIR/expected)");

@@ -27,10 +27,10 @@ int run_run(const RunFlags& f) {
   Scenario s = load_scenario(f.scenario);
   for (int r : f.trace_ranks)
     if (r < 0 || r >= s.gpus)  // else silently left out of the trace
-      throw InputError(InputIssue{
-          "", 0, 0, "--trace-ranks",
-          fmt::format("rank {} is not a global rank of the scenario's {} GPUs (0 to {})", r,
-                      s.gpus, s.gpus - 1)});
+      throw InputError(
+          InputIssue{"", 0, 0, "--trace-ranks",
+                     fmt::format("rank {} is not a global rank of the scenario's {} GPUs (0 to {})",
+                                 r, s.gpus, s.gpus - 1)});
   if (f.fidelity_option->count() > 0 && opt.folded && !s.stragglers.empty()) {
     const YAML::Mark m = s.source["cluster"]["stragglers"].Mark();
     throw InputError(InputIssue{

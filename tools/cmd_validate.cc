@@ -54,8 +54,8 @@ void print_scan(const ValidateFlags& f, const std::vector<ProfileOverride>& over
     auto with = overrides;
     with.push_back(key);
     with.back().value = fmt::format("{:g}", v);
-    reports.push_back(run_cases(keep_families(load_cases(f.cases_file, with), f.family_filter),
-                                {}, terminal_progress("scan"), f.threads));
+    reports.push_back(run_cases(keep_families(load_cases(f.cases_file, with), f.family_filter), {},
+                                terminal_progress("scan"), f.threads));
   }
   std::cout << render_lofo(leave_one_family_out(key, values, reports));
 }
@@ -76,15 +76,15 @@ int validate_cases(const ValidateFlags& f) {
   if (scan) print_scan(f, overrides, *scan);
   bool over = false;
   if (f.max_mape && 100 * rep.mape > *f.max_mape) {
-    std::cerr << fmt::format("stepcast: MAPE {:.2f}% exceeds --max-mape {:.2f}%\n",
-                             100 * rep.mape, *f.max_mape);
+    std::cerr << fmt::format("stepcast: MAPE {:.2f}% exceeds --max-mape {:.2f}%\n", 100 * rep.mape,
+                             *f.max_mape);
     over = true;
   }
   if (f.max_error) {
     for (const auto& c : rep.cases)
       if (100 * std::fabs(c.error) > *f.max_error) {
-        std::cerr << fmt::format("stepcast: {}: error {:+.2f}% exceeds --max-error {:.2f}%\n",
-                                 c.id, 100 * c.error, *f.max_error);
+        std::cerr << fmt::format("stepcast: {}: error {:+.2f}% exceeds --max-error {:.2f}%\n", c.id,
+                                 100 * c.error, *f.max_error);
         over = true;
       }
   }
@@ -125,7 +125,8 @@ int run_validate(const ValidateFlags& f, const CLI::App& validate) {
 Command add_validate_command(CLI::App& app) {
   auto f = std::make_shared<ValidateFlags>();
   auto* validate = app.add_subcommand(
-      "validate", "compare predictions with measurements: --cases FILE, or PREDICTED.json MEASURED.json");
+      "validate",
+      "compare predictions with measurements: --cases FILE, or PREDICTED.json MEASURED.json");
   validate->add_option("--cases", f->cases_file, "cases file (measured training runs)");
   validate
       ->add_option("FILES", f->compare_files,
@@ -134,16 +135,20 @@ Command add_validate_command(CLI::App& app) {
                    "out (a measured timeline may lack kinds)")
       ->expected(0, 2);
   validate->add_flag("--json", f->json, "print JSON instead of the table");
-  validate->add_option("--threads", f->threads, "worker threads for --cases (same report for any count)")
+  validate
+      ->add_option("--threads", f->threads,
+                   "worker threads for --cases (same report for any count)")
       ->check(CLI::Range(1, 1024));
   validate->add_option("--max-mape", f->max_mape, "exit 1 when MAPE (percent) exceeds this");
   validate->add_option("--max-error", f->max_error,
                        "exit 1 when any case's absolute error (percent) exceeds this");
-  validate->add_option("--override", f->override_texts,
-                       "[PROFILE:]KEY=VALUE: set a profile key for every case (of that profile)")
+  validate
+      ->add_option("--override", f->override_texts,
+                   "[PROFILE:]KEY=VALUE: set a profile key for every case (of that profile)")
       ->take_all();
-  validate->add_option("--families", f->family_filter,
-                       "only the cases of these source families (comma-separated)")
+  validate
+      ->add_option("--families", f->family_filter,
+                   "only the cases of these source families (comma-separated)")
       ->delimiter(',');
   validate->add_option("--scan", f->scan_text,
                        "[PROFILE:]KEY=V1,V2,...: also predict every case at each value and print "

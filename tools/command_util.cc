@@ -35,32 +35,33 @@ void write_stream(const std::string& path, const std::function<void(std::ostream
 }
 
 void write_file(const std::string& path, const std::string& text) {
-  write_stream(path, [&](std::ostream& out) { out << text; }, false);
+  write_stream(
+      path, [&](std::ostream& out) { out << text; }, false);
 }
 
 bool parse_fidelity(const std::string& f) {
   if (f == "folded") return true;
   if (f == "full") return false;
-  throw InputError(InputIssue{"", 0, 0, "--fidelity",
-                              "expected folded or full, got \"" + f + "\""});
+  throw InputError(
+      InputIssue{"", 0, 0, "--fidelity", "expected folded or full, got \"" + f + "\""});
 }
 
 // NaN compares false with everything, so `--max-mape nan` never failed a run, and a
 // negative tolerance flagged every scenario.
 void require_percent(const std::optional<double>& v, const char* flag) {
   if (v && !(std::isfinite(*v) && *v >= 0))
-    throw InputError(InputIssue{"", 0, 0, flag,
-                                fmt::format("expected a finite percentage >= 0, got {}", *v)});
+    throw InputError(
+        InputIssue{"", 0, 0, flag, fmt::format("expected a finite percentage >= 0, got {}", *v)});
 }
 
 std::vector<ExplorePoint> Context::evaluate_split(const std::vector<PlanCandidate>& cands,
                                                   const Scenario& s,
-                                                  const SearchRunOptions& run_opt,
-                                                  int threads, const Progress& progress) {
+                                                  const SearchRunOptions& run_opt, int threads,
+                                                  const Progress& progress) {
   in_split = true;
-  auto pts = gather_points(dist, evaluate_candidates(cands, s.file, run_opt, threads,
-                                                     dist.rank == 0 ? progress : nullptr,
-                                                     dist.rank, dist.size));
+  auto pts = gather_points(
+      dist, evaluate_candidates(cands, s.file, run_opt, threads,
+                                dist.rank == 0 ? progress : nullptr, dist.rank, dist.size));
   in_split = false;
   return pts;
 }

@@ -5,8 +5,8 @@
 #include <iostream>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "model/error.h"
 #include "tools/commands.h"
@@ -19,10 +19,10 @@ int main(int argc, char** argv) {
   CLI::App app{"stepcast: predict one training step of a large model on a GPU cluster"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
-  const std::vector<Command> commands = {
-      add_run_command(app),      add_lower_command(app),   add_sweep_command(app),
-      add_search_command(app),   add_validate_command(app), add_regress_command(app),
-      add_fit_command(app)};
+  const std::vector<Command> commands = {add_run_command(app),      add_lower_command(app),
+                                         add_sweep_command(app),    add_search_command(app),
+                                         add_validate_command(app), add_regress_command(app),
+                                         add_fit_command(app)};
 
   try {
     app.parse(argc, argv);

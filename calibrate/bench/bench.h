@@ -12,21 +12,21 @@ namespace stepcast::bench {
 inline constexpr const char* kMeasurementsSchema = "stepcast.measurements/1";
 
 struct Options {
-  bool quick = false;         // a shorter sweep (run_on_gpu.sh)
-  int warmup = 5;             // launches before timing
-  int repeats = 20;           // timed launches; the median is kept
+  bool quick = false;  // a shorter sweep (run_on_gpu.sh)
+  int warmup = 5;      // launches before timing
+  int repeats = 20;    // timed launches; the median is kept
   std::vector<std::string> dtypes = {"bf16", "fp16", "fp8"};
   std::vector<std::int64_t> gemm_dims;  // grid of m, n, k (all combinations); empty: default
-  std::string program_file;   // --program: GEMM shapes of a Program (stepcast lower)
-  double min_bytes = 1024;    // collective sizes, doubling (or x4 with --quick)
+  std::string program_file;             // --program: GEMM shapes of a Program (stepcast lower)
+  double min_bytes = 1024;              // collective sizes, doubling (or x4 with --quick)
   double max_bytes = 4.0 * 1024 * 1024 * 1024;
   double size_factor = 2;
   std::vector<int> group_sizes = {2, 4, 8};  // single-process communicators (<= GPUs)
-  std::vector<std::string> ops = {"allreduce", "reduce_scatter", "allgather",
-                                  "all_to_all", "broadcast", "send_recv"};
-  std::string algo;           // --algo ring|tree|nvls|...: sets NCCL_ALGO; empty: default
-  int device = 0;             // GPU for single-GPU benchmarks
-  std::string source;         // free text stored in the file's "source"
+  std::vector<std::string> ops = {"allreduce",  "reduce_scatter", "allgather",
+                                  "all_to_all", "broadcast",      "send_recv"};
+  std::string algo;    // --algo ring|tree|nvls|...: sets NCCL_ALGO; empty: default
+  int device = 0;      // GPU for single-GPU benchmarks
+  std::string source;  // free text stored in the file's "source"
 };
 
 struct GemmShapeSpec {
@@ -53,7 +53,7 @@ struct MemoryResult {
 struct CollectiveResult {
   std::string op;
   int ranks = 0, nodes = 1;
-  std::string algo;   // "default" or the pinned NCCL_ALGO
+  std::string algo;  // "default" or the pinned NCCL_ALGO
   std::string dtype = "fp32";
   double size_bytes = 0;  // S as nccl-tests counts it
   double time_us = 0;
@@ -90,8 +90,8 @@ struct Results {
   std::vector<CommunicatorResult> communicators;  // single-process groups only
   std::vector<OverlapResult> overlap;
   std::vector<std::string> notes;  // skipped parts and why
-  int processes = 1;  // MPI processes (one GPU each) or 1
-  int nodes = 1;      // distinct nodes under MPI
+  int processes = 1;               // MPI processes (one GPU each) or 1
+  int nodes = 1;                   // distinct nodes under MPI
 };
 
 // Subcommands (gemm_bench.cu, memory_bench.cu, nccl_bench.cu, overlap_bench.cu).

@@ -11,19 +11,19 @@
 
 #include "bench_error.h"
 
-#define STEPCAST_CUDA_CHECK(call)                                                         \
-  do {                                                                                    \
-    cudaError_t err_ = (call);                                                            \
-    if (err_ != cudaSuccess)                                                              \
-      ::stepcast::bench::call_failed(__FILE__, __LINE__, #call,                           \
-                                     std::string(cudaGetErrorName(err_)) + ": " +         \
-                                         cudaGetErrorString(err_));                       \
+#define STEPCAST_CUDA_CHECK(call)                                                 \
+  do {                                                                            \
+    cudaError_t err_ = (call);                                                    \
+    if (err_ != cudaSuccess)                                                      \
+      ::stepcast::bench::call_failed(                                             \
+          __FILE__, __LINE__, #call,                                              \
+          std::string(cudaGetErrorName(err_)) + ": " + cudaGetErrorString(err_)); \
   } while (0)
 
-#define STEPCAST_CUBLAS_CHECK(call)                                                       \
-  do {                                                                                    \
-    cublasStatus_t st_ = (call);                                                          \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                     \
+#define STEPCAST_CUBLAS_CHECK(call)                                                          \
+  do {                                                                                       \
+    cublasStatus_t st_ = (call);                                                             \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                        \
       ::stepcast::bench::call_failed(__FILE__, __LINE__, #call, cublasGetStatusString(st_)); \
   } while (0)
 

@@ -47,11 +47,11 @@ void fill(void* p, std::size_t n, unsigned seed, cudaStream_t s) {
 }
 
 struct DtypeInfo {
-  cudaDataType_t ab;   // inputs
-  cudaDataType_t cd;   // output
+  cudaDataType_t ab;  // inputs
+  cudaDataType_t cd;  // output
   int ab_bytes;
   int cd_bytes;
-  bool transpose_a;    // fp8 on Hopper/Ada requires A transposed ("TN")
+  bool transpose_a;  // fp8 on Hopper/Ada requires A transposed ("TN")
 };
 
 DtypeInfo dtype_info(const std::string& d) {
@@ -112,8 +112,10 @@ void GemmRunner::init() {
   STEPCAST_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = info.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = CUBLAS_OP_N;
-  STEPCAST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  STEPCAST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  STEPCAST_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  STEPCAST_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
 
   // Column-major cuBLAS view: D[m,n] = op(A)[m,k] * B[k,n]. A stored k x m when transposed.
   const std::uint64_t a_rows = info.transpose_a ? s.k : s.m;
@@ -139,12 +141,12 @@ void GemmRunner::init() {
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  STEPCAST_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, desc_, la_, lb_, ld_, ld_, pref, 1,
-                                                       &heur, &found));
+  STEPCAST_CUBLAS_CHECK(
+      cublasLtMatmulAlgoGetHeuristic(lt_, desc_, la_, lb_, ld_, ld_, pref, 1, &heur, &found));
   STEPCAST_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   if (found == 0) {
-    throw BenchError("cuBLASLt has no algorithm for " + s.dtype + " " + std::to_string(s.m) +
-                     "x" + std::to_string(s.n) + "x" + std::to_string(s.k));
+    throw BenchError("cuBLASLt has no algorithm for " + s.dtype + " " + std::to_string(s.m) + "x" +
+                     std::to_string(s.n) + "x" + std::to_string(s.k));
   }
   algo_ = heur.algo;
 }

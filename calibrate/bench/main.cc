@@ -61,7 +61,8 @@ double number(const std::string& flag, const std::string& v, double min) {
   char* end = nullptr;
   const double d = std::strtod(v.c_str(), &end);
   if (v.empty() || *end != '\0' || !(d >= min))
-    throw UsageError{flag + ": expected a number >= " + std::to_string(min) + ", got \"" + v + "\""};
+    throw UsageError{flag + ": expected a number >= " + std::to_string(min) + ", got \"" + v +
+                     "\""};
   return d;
 }
 
@@ -166,11 +167,16 @@ void run_benchmarks(const Options& opt, const std::vector<std::string>& subcomma
   const bool root = count_processes(results);
   for (const std::string& s : subcommands) {
     // Single-GPU benchmarks run on world rank 0 only; nccl runs everywhere.
-    if (s == "nccl") run_nccl(opt, results);
-    else if (!root) continue;
-    else if (s == "gemm") run_gemm(opt, results);
-    else if (s == "memory") run_memory(opt, results);
-    else if (s == "overlap" && results.processes == 1) run_overlap(opt, results);
+    if (s == "nccl")
+      run_nccl(opt, results);
+    else if (!root)
+      continue;
+    else if (s == "gemm")
+      run_gemm(opt, results);
+    else if (s == "memory")
+      run_memory(opt, results);
+    else if (s == "overlap" && results.processes == 1)
+      run_overlap(opt, results);
   }
   if (root) {
     write_measurements(output, opt, results, subcommands);

@@ -23,8 +23,8 @@ __global__ void copy_kernel(const float4* __restrict__ src, float4* __restrict__
 }
 
 __global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g,
-                            float* __restrict__ m, float* __restrict__ v, std::size_t n,
-                            float lr, float beta1, float beta2, float eps) {
+                            float* __restrict__ m, float* __restrict__ v, std::size_t n, float lr,
+                            float beta1, float beta2, float eps) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     const float gi = g[i];
@@ -100,7 +100,8 @@ void run_memory(const Options& opt, Results& out) {
   float *x = nullptr, *y = nullptr, *z = nullptr, *w = nullptr;
   for (float** p : {&x, &y, &z, &w}) {
     STEPCAST_CUDA_CHECK(cudaMalloc(p, max_bytes));
-    init_kernel<<<grid_for(max_bytes / 4, kThreads, sms), kThreads, 0, s>>>(*p, max_bytes / 4, 0.5f);
+    init_kernel<<<grid_for(max_bytes / 4, kThreads, sms), kThreads, 0, s>>>(*p, max_bytes / 4,
+                                                                            0.5f);
     STEPCAST_CUDA_CHECK_LAUNCH();
   }
   STEPCAST_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -36,12 +36,14 @@ void NcclGroup::enqueue(const std::string& op, std::size_t bytes) {
     const int rank = m.rank;
     const int world = world_size_;
     if (op == "allreduce") {
-      STEPCAST_NCCL_CHECK(ncclAllReduce(m.send, m.recv, count, ncclFloat, ncclSum, m.comm, m.stream));
+      STEPCAST_NCCL_CHECK(
+          ncclAllReduce(m.send, m.recv, count, ncclFloat, ncclSum, m.comm, m.stream));
     } else if (op == "reduce_scatter") {
-      STEPCAST_NCCL_CHECK(ncclReduceScatter(m.send, m.recv, count / world, ncclFloat, ncclSum,
-                                            m.comm, m.stream));
+      STEPCAST_NCCL_CHECK(
+          ncclReduceScatter(m.send, m.recv, count / world, ncclFloat, ncclSum, m.comm, m.stream));
     } else if (op == "allgather") {
-      STEPCAST_NCCL_CHECK(ncclAllGather(m.send, m.recv, count / world, ncclFloat, m.comm, m.stream));
+      STEPCAST_NCCL_CHECK(
+          ncclAllGather(m.send, m.recv, count / world, ncclFloat, m.comm, m.stream));
     } else if (op == "broadcast") {
       STEPCAST_NCCL_CHECK(ncclBroadcast(m.send, m.recv, count, ncclFloat, 0, m.comm, m.stream));
     } else if (op == "all_to_all") {
@@ -55,8 +57,8 @@ void NcclGroup::enqueue(const std::string& op, std::size_t bytes) {
     } else if (op == "send_recv") {
       // nccl-tests sendrecv_perf: each rank sends to rank+1 and receives from rank-1.
       STEPCAST_NCCL_CHECK(ncclSend(m.send, count, ncclFloat, (rank + 1) % world, m.comm, m.stream));
-      STEPCAST_NCCL_CHECK(ncclRecv(m.recv, count, ncclFloat, (rank - 1 + world) % world, m.comm,
-                                   m.stream));
+      STEPCAST_NCCL_CHECK(
+          ncclRecv(m.recv, count, ncclFloat, (rank - 1 + world) % world, m.comm, m.stream));
     } else {
       throw BenchError("unknown collective \"" + op + "\"");
     }
@@ -219,8 +221,8 @@ void sweep(NcclGroup& g, const Options& opt, Results& out) {
 void record_held(NcclGroup& g, const Options& opt, Results& out) {
   const double held = g.held_bytes();
   if (!g.is_root()) return;
-  out.communicators.push_back({g.ranks(), g.nodes(), opt.algo.empty() ? "default" : opt.algo,
-                               held});
+  out.communicators.push_back(
+      {g.ranks(), g.nodes(), opt.algo.empty() ? "default" : opt.algo, held});
   std::fprintf(stderr, "nccl communicator n=%d N=%d: %.1f MiB per GPU\n", g.ranks(), g.nodes(),
                held / 1048576.0);
 }
@@ -273,15 +275,15 @@ namespace stepcast::bench {
 
 #ifdef STEPCAST_BENCH_WITH_MPI
 
-#define STEPCAST_MPI_CHECK(call)                                                     \
-  do {                                                                               \
-    int rc_ = (call);                                                                \
-    if (rc_ != MPI_SUCCESS) {                                                        \
-      char msg_[MPI_MAX_ERROR_STRING];                                               \
-      int len_ = 0;                                                                  \
-      MPI_Error_string(rc_, msg_, &len_);                                            \
+#define STEPCAST_MPI_CHECK(call)                                                          \
+  do {                                                                                    \
+    int rc_ = (call);                                                                     \
+    if (rc_ != MPI_SUCCESS) {                                                             \
+      char msg_[MPI_MAX_ERROR_STRING];                                                    \
+      int len_ = 0;                                                                       \
+      MPI_Error_string(rc_, msg_, &len_);                                                 \
       ::stepcast::bench::call_failed(__FILE__, __LINE__, #call, std::string(msg_, len_)); \
-    }                                                                                \
+    }                                                                                     \
   } while (0)
 
 bool mpi_active() {
@@ -307,8 +309,8 @@ std::unique_ptr<NcclGroup> NcclGroup::mpi(MpiGroupKind kind, std::size_t bytes) 
   STEPCAST_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
   // Processes sharing a node: local rank picks the GPU; node count = number of local roots.
   MPI_Comm local;
-  STEPCAST_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank,
-                                         MPI_INFO_NULL, &local));
+  STEPCAST_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &local));
   int local_rank = 0;
   STEPCAST_MPI_CHECK(MPI_Comm_rank(local, &local_rank));
   STEPCAST_MPI_CHECK(MPI_Comm_free(&local));

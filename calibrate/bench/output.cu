@@ -23,11 +23,11 @@ namespace {
 
 std::string version_string(int v, int major_div, int minor_div) {
   // CUDA: 12040 -> "12.4"; NCCL: 22602 -> "2.26.2".
-  if (minor_div == 0) return std::to_string(v / major_div) + "." + std::to_string(v % major_div / 10);
+  if (minor_div == 0)
+    return std::to_string(v / major_div) + "." + std::to_string(v % major_div / 10);
   return std::to_string(v / major_div) + "." + std::to_string(v % major_div / minor_div) + "." +
          std::to_string(v % minor_div);
 }
-
 
 Json provenance(const Results& r) {
   int devices = 0;
@@ -45,8 +45,8 @@ Json provenance(const Results& r) {
   w["nodes"] = r.nodes;
   w["cuda_driver_version"] = version_string(driver, 1000, 0);
   w["cuda_runtime_version"] = version_string(runtime, 1000, 0);
-  w["nccl_version"] = nccl >= 10000 ? version_string(nccl, 10000, 100)
-                                    : version_string(nccl, 1000, 100);
+  w["nccl_version"] =
+      nccl >= 10000 ? version_string(nccl, 10000, 100) : version_string(nccl, 1000, 100);
   w["cublaslt_version"] = v.cublaslt;
   w["hostname"] = v.hostname;
   w["date_utc"] = utc_now();

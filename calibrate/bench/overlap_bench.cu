@@ -53,7 +53,8 @@ void run_overlap(const Options& opt, Results& out) {
     r.gemm_alone_time_us = alone_us;
     r.gemm_overlapped_time_us = overlapped_us;
     r.allreduce_alone_time_us = ar_us;
-    std::fprintf(stderr, "overlap gemm %lld^3 bf16: alone %.1f us, with allreduce %.1f us (x%.3f)\n",
+    std::fprintf(stderr,
+                 "overlap gemm %lld^3 bf16: alone %.1f us, with allreduce %.1f us (x%.3f)\n",
                  static_cast<long long>(d), alone_us, overlapped_us, overlapped_us / alone_us);
     out.overlap.push_back(r);
   }

@@ -64,7 +64,8 @@ int dtype_bytes(const std::string& d) {
 }
 
 ncclDataType_t nccl_type(const std::string& d) {
-  if (d == "fp8" || d == "mxfp8" || d == "nvfp4") return ncclInt8;  // timing only: NCCL moves bytes, the sum is not used
+  if (d == "fp8" || d == "mxfp8" || d == "nvfp4")
+    return ncclInt8;  // timing only: NCCL moves bytes, the sum is not used
   if (d == "fp32") return ncclFloat;
   if (d == "fp16") return ncclHalf;
   return ncclBfloat16;

@@ -44,12 +44,13 @@ std::vector<double> rank_ends(const Plan& plan, const Recorded& rec, MeasuredSum
       throw ProgramError("rank " + std::to_string(r) + ": recorded " + std::to_string(tt.size()) +
                          " task times, it has " + std::to_string(tasks.size()) + " tasks");
     for (size_t i = 0; i < tt.size(); ++i) {
-      if (!std::isfinite(tt[i].start_s) || !std::isfinite(tt[i].end_s) || tt[i].end_s < tt[i].start_s ||
-          tt[i].start_s < 0)
-        throw ProgramError("rank " + std::to_string(r) + ": " +
-                           task_where(p, plan.ranks[static_cast<size_t>(r)].sim, static_cast<int>(i)) +
-                           ": recorded start " + std::to_string(tt[i].start_s) + " s, end " +
-                           std::to_string(tt[i].end_s) + " s");
+      if (!std::isfinite(tt[i].start_s) || !std::isfinite(tt[i].end_s) ||
+          tt[i].end_s < tt[i].start_s || tt[i].start_s < 0)
+        throw ProgramError(
+            "rank " + std::to_string(r) + ": " +
+            task_where(p, plan.ranks[static_cast<size_t>(r)].sim, static_cast<int>(i)) +
+            ": recorded start " + std::to_string(tt[i].start_s) + " s, end " +
+            std::to_string(tt[i].end_s) + " s");
       end[static_cast<size_t>(r)] = std::max(end[static_cast<size_t>(r)], tt[i].end_s);
     }
     s.step_time_s = std::max(s.step_time_s, end[static_cast<size_t>(r)]);
@@ -68,7 +69,8 @@ void find_critical_rank(const Plan& plan, const Recorded& rec, const std::vector
     const auto& tasks = plan.tasks_of(r);
     for (size_t i = 0; i < tasks.size(); ++i)
       if (tasks[i].stream == 0)
-        busy += rec.times[static_cast<size_t>(r)][i].end_s - rec.times[static_cast<size_t>(r)][i].start_s;
+        busy += rec.times[static_cast<size_t>(r)][i].end_s -
+                rec.times[static_cast<size_t>(r)][i].start_s;
     if (busy > best_busy) {
       best_busy = busy;
       s.critical_rank = r;
@@ -113,7 +115,8 @@ void exposed_breakdown(const std::vector<Task>& tasks, const std::vector<TaskTim
     active[static_cast<size_t>(e.stream)] = e.start ? e.cat : -1;
   }
   exposed[attribute()] += s.step_time_s - prev;
-  for (int c = 0; c < ncat; ++c) s.breakdown_s[kCategories[static_cast<size_t>(c)]] = exposed[static_cast<size_t>(c)];
+  for (int c = 0; c < ncat; ++c)
+    s.breakdown_s[kCategories[static_cast<size_t>(c)]] = exposed[static_cast<size_t>(c)];
   s.breakdown_s["bubble"] = exposed[static_cast<size_t>(ncat)];
 }
 
@@ -122,8 +125,8 @@ void exposed_breakdown(const std::vector<Task>& tasks, const std::vector<TaskTim
 MeasuredSummary summarize(const Plan& plan, const Recorded& recorded) {
   const int world = plan.world_size();
   if (static_cast<int>(recorded.times.size()) != world)
-    throw ProgramError("recorded times for " + std::to_string(recorded.times.size()) + " ranks, the plan has " +
-                       std::to_string(world));
+    throw ProgramError("recorded times for " + std::to_string(recorded.times.size()) +
+                       " ranks, the plan has " + std::to_string(world));
   Recorded rec = recorded;
   align_rendezvous(plan, rec);
   MeasuredSummary s;
@@ -159,9 +162,11 @@ void write_measured(const Plan& plan, const Recorded& rec,
   std::vector<double> per_stage(static_cast<size_t>(stages), 0.0);
   for (const ExecRank& er : plan.ranks) {
     const size_t r = static_cast<size_t>(er.rank);
-    const double gib = r < rec.peak_bytes.size() && rec.peak_bytes[r] > 0 ? rec.peak_bytes[r] / kGiB : 0.0;
+    const double gib =
+        r < rec.peak_bytes.size() && rec.peak_bytes[r] > 0 ? rec.peak_bytes[r] / kGiB : 0.0;
     peak = std::max(peak, gib);
-    per_stage[static_cast<size_t>(er.pp_stage)] = std::max(per_stage[static_cast<size_t>(er.pp_stage)], gib);
+    per_stage[static_cast<size_t>(er.pp_stage)] =
+        std::max(per_stage[static_cast<size_t>(er.pp_stage)], gib);
   }
   doc["memory_peak_gib"] = peak;
   doc["memory_peak_gib_per_stage"] = per_stage;
@@ -182,7 +187,8 @@ void write_measured(const Plan& plan, const Recorded& rec,
   doc["simulated_ranks"] = p.world_size;
   doc["folded"] = false;
   std::int64_t events = 0;
-  for (const ExecRank& er : plan.ranks) events += 2 * static_cast<std::int64_t>(plan.tasks_of(er.rank).size());
+  for (const ExecRank& er : plan.ranks)
+    events += 2 * static_cast<std::int64_t>(plan.tasks_of(er.rank).size());
   doc["events"] = events;
   bench::Json& prov = doc["provenance"] = bench::Json::object();
   for (const auto& [k, v] : provenance) prov[k] = v;

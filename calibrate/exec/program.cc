@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -14,15 +14,14 @@ namespace stepcast::exec {
 
 using bench::Json;
 
-const std::vector<std::string> kStreams = {"compute", "tp",      "cp", "ep",
-                                           "pp_send", "pp_recv", "dp", "cp_recv",
-                                           "tp_ring"};
+const std::vector<std::string> kStreams = {"compute", "tp", "cp",      "ep",     "pp_send",
+                                           "pp_recv", "dp", "cp_recv", "tp_ring"};
 const std::vector<std::string> kCategories = {"compute", "recompute", "tp_comm", "cp_comm",
                                               "ep_comm", "pp_comm",   "dp_comm", "optimizer"};
 const std::vector<std::string> kPhases = {"fwd",       "bwd_input", "bwd_weight",
                                           "recompute", "optimizer", "other"};
-const std::vector<std::string> kCollOps = {"allreduce", "reduce_scatter", "allgather",
-                                           "all_to_all", "broadcast"};
+const std::vector<std::string> kCollOps = {"allreduce", "reduce_scatter", "allgather", "all_to_all",
+                                           "broadcast"};
 
 namespace {
 
@@ -32,7 +31,8 @@ const std::vector<std::string> kKinds = {"gemm", "attention", "memory_bound", "c
 // the nearest format its cuBLASLt runner has (gpu_runner.cu).
 const std::vector<std::string> kDtypes = {"bf16", "fp16", "fp8", "fp32", "mxfp8", "nvfp4"};
 const std::vector<std::string> kLayouts = {"NN", "NT", "TN", "TT"};
-const std::vector<std::string> kGroupKinds = {"tp", "cp", "ep", "pp", "dp", "dp_cp", "edp", "world"};
+const std::vector<std::string> kGroupKinds = {"tp", "cp",    "ep",  "pp",
+                                              "dp", "dp_cp", "edp", "world"};
 
 std::string quoted_list(const std::vector<std::string>& v) {
   std::string s;
@@ -67,8 +67,7 @@ class Reader {
     return true;
   }
 
-  const Json* find(const Json& v, const std::string& path, const std::string& key,
-                        bool required) {
+  const Json* find(const Json& v, const std::string& path, const std::string& key, bool required) {
     const Json* c = bench::find(v, key);
     if (!c && required) error(join(path, key), "missing");
     return c;
@@ -87,9 +86,11 @@ class Reader {
     if (!c->is_number() || number != std::floor(number) || std::fabs(number) > 9.0e15) {
       error(join(path, key), "expected an integer");
     } else if (number > max) {
-      error(join(path, key), "expected an integer <= " + std::to_string(static_cast<long long>(max)));
+      error(join(path, key),
+            "expected an integer <= " + std::to_string(static_cast<long long>(max)));
     } else if (number < min) {
-      error(join(path, key), "expected an integer >= " + std::to_string(static_cast<long long>(min)));
+      error(join(path, key),
+            "expected an integer >= " + std::to_string(static_cast<long long>(min)));
     } else {
       out = static_cast<Int>(number);
     }
@@ -106,8 +107,8 @@ class Reader {
       out = c->get<double>();
   }
 
-  void string(const Json& v, const std::string& path, const std::string& key,
-              std::string& out, bool required) {
+  void string(const Json& v, const std::string& path, const std::string& key, std::string& out,
+              bool required) {
     const Json* c = find(v, path, key, required);
     if (!c) return;
     if (!c->is_string())
@@ -172,7 +173,8 @@ void read_args(Reader& rd, const Json& a, const std::string& ap, Task& t) {
   };
   switch (t.kind) {
     case Kind::kGemm: {
-      if (!rd.object(a, ap, {"m", "n", "k", "batch", "dtype", "layout", "bytes_read", "bytes_written"}))
+      if (!rd.object(a, ap,
+                     {"m", "n", "k", "batch", "dtype", "layout", "bytes_read", "bytes_written"}))
         return;
       rd.integer(a, ap, "m", t.m, true, 1);
       rd.integer(a, ap, "n", t.n, true, 1);
@@ -186,8 +188,9 @@ void read_args(Reader& rd, const Json& a, const std::string& ap, Task& t) {
       return;
     }
     case Kind::kAttention: {
-      if (!rd.object(a, ap, {"batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "causal",
-                             "pass", "dtype", "bytes_read", "bytes_written"}))
+      if (!rd.object(a, ap,
+                     {"batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "causal", "pass",
+                      "dtype", "bytes_read", "bytes_written"}))
         return;
       rd.integer(a, ap, "batch", t.batch, true, 1);
       rd.integer(a, ap, "heads", t.heads, true, 1);
@@ -257,7 +260,8 @@ void read_task(Reader& rd, const Json& j, const std::string& path, Task& t) {
   const std::string kn = kKinds[static_cast<size_t>(kind)];
   for (const auto& other : kKinds)
     if (other != kn && bench::find(j, other))
-      rd.error(Reader::join(path, other), "arguments of a " + other + " task given to a " + kn + " task");
+      rd.error(Reader::join(path, other),
+               "arguments of a " + other + " task given to a " + kn + " task");
   if (const Json* a = rd.find(j, path, kn, true)) read_args(rd, *a, Reader::join(path, kn), t);
 }
 
@@ -273,12 +277,14 @@ void check_rank(Reader& rd, const Program& p, const SimRank& sr, const Json* str
   std::map<std::string, std::vector<double>> live;  // alloc/free: bytes allocated per `what`
   for (int i = 0; i < n; ++i) {
     const Task& t = sr.tasks[static_cast<size_t>(i)];
-    if (t.id != i) rd.error(where(i) + "/id", "task ids must be dense: expected " + std::to_string(i) +
-                                                  ", got " + std::to_string(t.id));
+    if (t.id != i)
+      rd.error(where(i) + "/id", "task ids must be dense: expected " + std::to_string(i) +
+                                     ", got " + std::to_string(t.id));
     for (int d : t.deps) {
       if (d < 0 || d >= n)
-        rd.error(where(i) + "/deps", "task " + std::to_string(d) + " does not exist on this rank (" +
-                                         std::to_string(n) + " tasks)");
+        rd.error(where(i) + "/deps", "task " + std::to_string(d) +
+                                         " does not exist on this rank (" + std::to_string(n) +
+                                         " tasks)");
       else if (d == i)
         rd.error(where(i) + "/deps", "a task cannot wait for itself");
     }
@@ -314,7 +320,8 @@ void check_rank(Reader& rd, const Program& p, const SimRank& sr, const Json* str
   const std::string sp = path + "/streams";
   if (!rd.object(*streams, sp, kStreams)) return;
   std::vector<std::vector<int>> want(kStreams.size());
-  for (int i = 0; i < n; ++i) want[static_cast<size_t>(sr.tasks[static_cast<size_t>(i)].stream)].push_back(i);
+  for (int i = 0; i < n; ++i)
+    want[static_cast<size_t>(sr.tasks[static_cast<size_t>(i)].stream)].push_back(i);
   for (size_t s = 0; s < kStreams.size(); ++s) {
     std::vector<int> got;
     if (bench::find(*streams, kStreams[s])) rd.int_list(*streams, sp, kStreams[s], got, false);
@@ -344,9 +351,11 @@ void read_groups(Reader& rd, const Json& doc, Program& p) {
       std::set<int> seen;
       for (int r : g.ranks) {
         if (r < 0 || r >= p.world_size)
-          rd.error(gp + "/ranks", "rank " + std::to_string(r) + " is outside the world (world_size " +
+          rd.error(gp + "/ranks", "rank " + std::to_string(r) +
+                                      " is outside the world (world_size " +
                                       std::to_string(p.world_size) + ")");
-        if (!seen.insert(r).second) rd.error(gp + "/ranks", "rank " + std::to_string(r) + " listed twice");
+        if (!seen.insert(r).second)
+          rd.error(gp + "/ranks", "rank " + std::to_string(r) + " listed twice");
       }
       p.groups.push_back(std::move(g));
     }
@@ -357,8 +366,7 @@ void read_groups(Reader& rd, const Json& doc, Program& p) {
 // (nullptr when absent), checked once every rank has parsed (check_rank).
 void read_ranks(Reader& rd, const Json& doc, Program& p, std::vector<const Json*>& streams) {
   if (const Json* rs = rd.find(doc, "", "ranks", true)) {
-    if (!rs->is_array() || rs->empty())
-      rd.error("/ranks", "expected a non-empty list");
+    if (!rs->is_array() || rs->empty()) rd.error("/ranks", "expected a non-empty list");
     for (size_t i = 0; rs->is_array() && i < rs->size(); ++i) {
       const std::string rp = "/ranks/" + std::to_string(i);
       const Json& rj = (*rs)[i];
@@ -393,20 +401,25 @@ void check_stands_for(Reader& rd, const Program& p) {
     for (int g : sr.stands_for) {
       self = self || g == sr.rank;
       if (g < 0 || g >= p.world_size) {
-        rd.error(rp + "/stands_for", "rank " + std::to_string(g) + " is outside the world (world_size " +
+        rd.error(rp + "/stands_for", "rank " + std::to_string(g) +
+                                         " is outside the world (world_size " +
                                          std::to_string(p.world_size) + ")");
       } else if (owner[static_cast<size_t>(g)] >= 0) {
-        rd.error(rp + "/stands_for", "rank " + std::to_string(g) + " is already simulated by /ranks/" +
+        rd.error(rp + "/stands_for", "rank " + std::to_string(g) +
+                                         " is already simulated by /ranks/" +
                                          std::to_string(owner[static_cast<size_t>(g)]));
       } else {
         owner[static_cast<size_t>(g)] = static_cast<int>(i);
       }
     }
-    if (!self) rd.error(rp + "/stands_for", "must include the rank itself (" + std::to_string(sr.rank) + ")");
+    if (!self)
+      rd.error(rp + "/stands_for",
+               "must include the rank itself (" + std::to_string(sr.rank) + ")");
   }
   for (int g = 0; g < p.world_size; ++g)
     if (owner[static_cast<size_t>(g)] < 0 && rd.issues.size() < 50)
-      rd.error("/ranks", "global rank " + std::to_string(g) + " is simulated by no rank (stands_for)");
+      rd.error("/ranks",
+               "global rank " + std::to_string(g) + " is simulated by no rank (stands_for)");
   if (!p.folded && p.ranks.size() != static_cast<size_t>(p.world_size))
     rd.error("/folded", "false, but " + std::to_string(p.ranks.size()) + " ranks for world_size " +
                             std::to_string(p.world_size));
@@ -418,9 +431,8 @@ const char* kind_name(Kind k) { return kKinds[static_cast<size_t>(k)].c_str(); }
 
 std::string task_where(const Program& p, int sim_rank_index, int task_id) {
   const SimRank& sr = p.ranks[static_cast<size_t>(sim_rank_index)];
-  return "/ranks/" + std::to_string(sim_rank_index) + "/tasks/" + std::to_string(task_id) +
-         " ('" + sr.tasks[static_cast<size_t>(task_id)].label + "', rank " +
-         std::to_string(sr.rank) + ")";
+  return "/ranks/" + std::to_string(sim_rank_index) + "/tasks/" + std::to_string(task_id) + " ('" +
+         sr.tasks[static_cast<size_t>(task_id)].label + "', rank " + std::to_string(sr.rank) + ")";
 }
 
 Program parse_program(const std::string& text, const std::string& name) {
@@ -433,8 +445,9 @@ Program parse_program(const std::string& text, const std::string& name) {
   Reader rd;
   Program p;
   p.file = name;
-  if (!rd.object(doc, "", {"schema", "world_size", "folded", "scenario_name", "gpus_per_node",
-                           "groups", "ranks"}))
+  if (!rd.object(
+          doc, "",
+          {"schema", "world_size", "folded", "scenario_name", "gpus_per_node", "groups", "ranks"}))
     throw ProgramError(name + ": expected a JSON object (a stepcast.program/1 document)");
   std::string schema;
   rd.string(doc, "", "schema", schema, true);
@@ -454,10 +467,11 @@ Program parse_program(const std::string& text, const std::string& name) {
     for (size_t i = 0; i < p.ranks.size(); ++i)
       check_rank(rd, p, p.ranks[i], streams[i], "/ranks/" + std::to_string(i));
   if (!rd.issues.empty()) {
-    std::string msg = name + ": not a valid Program (" + std::to_string(rd.issues.size()) + " problem" +
-                      (rd.issues.size() > 1 ? "s" : "") + "):";
+    std::string msg = name + ": not a valid Program (" + std::to_string(rd.issues.size()) +
+                      " problem" + (rd.issues.size() > 1 ? "s" : "") + "):";
     for (size_t i = 0; i < rd.issues.size() && i < 20; ++i) msg += "\n  " + rd.issues[i];
-    if (rd.issues.size() > 20) msg += "\n  ... and " + std::to_string(rd.issues.size() - 20) + " more";
+    if (rd.issues.size() > 20)
+      msg += "\n  ... and " + std::to_string(rd.issues.size() - 20) + " more";
     throw ProgramError(msg);
   }
   return p;

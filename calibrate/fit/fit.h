@@ -99,8 +99,8 @@ struct GemmResidual {
   DType dtype = DType::kBf16;
   double measured_flop_per_s = 0;
   double curve_flop_per_s = 0;  // parametric curve alone (sim's gemm_efficiency, no table)
-  bool in_table = false;  // its (M, n, k, dtype) went to gemm_table (a measurement of it
-                          // is off the curve by > kTableTolerance)
+  bool in_table = false;        // its (M, n, k, dtype) went to gemm_table (a measurement of it
+                                // is off the curve by > kTableTolerance)
 };
 
 struct CollectiveFit {
@@ -114,7 +114,7 @@ struct CollectiveFit {
 struct FitReport {
   std::string measurements_file, base_profile, out_yaml;
   std::string gpu_name, date_utc, source;
-  ComputeParams compute;  // the compute parameters written (fitted where measured)
+  ComputeParams compute;            // the compute parameters written (fitted where measured)
   std::vector<std::string> fitted;  // "compute.gemm.max_efficiency", ...
   // GEMM
   int gemm_points = 0, gemm_fp8_points = 0;

@@ -25,8 +25,7 @@ namespace stepcast {
 
 namespace {
 
-double max_rel_err(const std::vector<double>& x, const std::vector<double>& t, double a,
-                   double b) {
+double max_rel_err(const std::vector<double>& x, const std::vector<double>& t, double a, double b) {
   double e = 0;
   for (std::size_t i = 0; i < x.size(); ++i) e = std::max(e, std::abs((a + b * x[i]) / t[i] - 1));
   return e;
@@ -179,8 +178,8 @@ std::optional<CollAlgo> entry_algorithm(const std::string& op, int ranks, int no
   std::string a;
   for (char ch : algo) a += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (a == "default") {
-    for (CollOp c : {CollOp::kAllReduce, CollOp::kReduceScatter, CollOp::kAllGather,
-                     CollOp::kBroadcast}) {
+    for (CollOp c :
+         {CollOp::kAllReduce, CollOp::kReduceScatter, CollOp::kAllGather, CollOp::kBroadcast}) {
       if (op != coll_op_name(c)) continue;
       GroupShape g;
       g.ranks = ranks;
@@ -200,18 +199,21 @@ std::optional<CollAlgo> entry_algorithm(const std::string& op, int ranks, int no
 
 void fit_collectives(const Measurements& m, const HwProfile& base, FitReport& rep) {
   // Group by (op, ranks, nodes); within a group prefer NCCL's own choice ("default").
-  std::map<std::tuple<std::string, int, int>, std::map<std::string, std::vector<const MeasuredCollective*>>>
+  std::map<std::tuple<std::string, int, int>,
+           std::map<std::string, std::vector<const MeasuredCollective*>>>
       groups;
-  for (const MeasuredCollective& c : m.collectives) groups[{c.op, c.ranks, c.nodes}][c.algo].push_back(&c);
+  for (const MeasuredCollective& c : m.collectives)
+    groups[{c.op, c.ranks, c.nodes}][c.algo].push_back(&c);
   for (const auto& [key, by_algo] : groups) {
     const auto& [op, ranks, nodes] = key;
     auto chosen = by_algo.find("default");
     if (chosen == by_algo.end()) chosen = by_algo.begin();
     for (const auto& [algo, pts] : by_algo)
       if (algo != chosen->first)
-        rep.warnings.push_back(fmt::format("collectives: {} n={} N={}: algo \"{}\" not fitted "
-                                           "(calibrated entries hold one algorithm; using \"{}\")",
-                                           op, ranks, nodes, algo, chosen->first));
+        rep.warnings.push_back(
+            fmt::format("collectives: {} n={} N={}: algo \"{}\" not fitted "
+                        "(calibrated entries hold one algorithm; using \"{}\")",
+                        op, ranks, nodes, algo, chosen->first));
     CollectiveFit f{op, ranks, nodes, chosen->first, {}, {}, {}};
     for (const MeasuredCollective* c : chosen->second) {
       f.sizes_bytes.push_back(c->size_bytes);
@@ -224,10 +226,10 @@ void fit_collectives(const Measurements& m, const HwProfile& base, FitReport& re
       const CollectiveSegment& s = f.segments[i];
       const auto algo = entry_algorithm(op, ranks, nodes, f.algo, base);
       if (!algo) {
-        rep.warnings.push_back(fmt::format("collectives: {} n={} N={}: algo \"{}\" is not one "
-                                           "the model runs ({}): not written",
-                                           op, ranks, nodes, f.algo,
-                                           fmt::join(collective_algorithm_names(), ", ")));
+        rep.warnings.push_back(
+            fmt::format("collectives: {} n={} N={}: algo \"{}\" is not one "
+                        "the model runs ({}): not written",
+                        op, ranks, nodes, f.algo, fmt::join(collective_algorithm_names(), ", ")));
         continue;
       }
       CollectiveCalib e;
@@ -239,14 +241,13 @@ void fit_collectives(const Measurements& m, const HwProfile& base, FitReport& re
       e.max_bytes = i + 1 < f.segments.size() ? f.segments[i + 1].min_bytes - 1 : s.max_bytes;
       e.latency_s = s.latency_s;
       e.busbw_bytes_per_s = s.busbw_bytes_per_s;
-      e.source = fmt::format("stepcast fit of {} ({}, {}), NCCL {}, algo {}: {} points, max "
-                             "error {}{}",
-                             m.file, m.provenance.gpu_name,
-                             m.provenance.date_utc.empty() ? "date not recorded"
-                                                           : m.provenance.date_utc,
-                             m.provenance.nccl_version.empty() ? "?" : m.provenance.nccl_version,
-                             f.algo, s.points, pct(s.max_rel_err),
-                             s.latency_bound ? ", latency-bound range" : "");
+      e.source = fmt::format(
+          "stepcast fit of {} ({}, {}), NCCL {}, algo {}: {} points, max "
+          "error {}{}",
+          m.file, m.provenance.gpu_name,
+          m.provenance.date_utc.empty() ? "date not recorded" : m.provenance.date_utc,
+          m.provenance.nccl_version.empty() ? "?" : m.provenance.nccl_version, f.algo, s.points,
+          pct(s.max_rel_err), s.latency_bound ? ", latency-bound range" : "");
       rep.calibrated.push_back(e);
     }
     rep.fitted.push_back(fmt::format("collectives.calibrated[{} n={} N={}]", op, ranks, nodes));

@@ -11,8 +11,8 @@
 #include <tuple>
 #include <vector>
 
-#include <Eigen/Dense>
 #include <fmt/format.h>
+#include <Eigen/Dense>
 
 #include "calibrate/fit/fit_internal.h"
 #include "model/error.h"
@@ -23,8 +23,8 @@ namespace stepcast {
 // ------------------------------------------------------------------ GEMM time curve
 
 double gemm_curve_time_s(const GemmCurve& c, const GemmSample& s) {
-  const double shape = c.max_eff * s.big_m / (s.big_m + c.half_m) * s.n / (s.n + c.half_n) *
-                       s.k / (s.k + c.half_k);
+  const double shape =
+      c.max_eff * s.big_m / (s.big_m + c.half_m) * s.n / (s.n + c.half_n) * s.k / (s.k + c.half_k);
   return s.flops / (s.peak_flop_per_s * shape) + c.fixed_time_s;
 }
 
@@ -121,8 +121,7 @@ GemmCurve fit_gemm_curve(const std::vector<GemmSample>& samples, const GemmCurve
   auto theta = [](const GemmCurve& c) {
     Eigen::Matrix<double, 5, 1> th;
     th << std::log(std::max(c.max_eff, 1e-6)), std::log(std::max(c.half_m, 1.0)),
-        std::log(std::max(c.half_n, 1.0)), std::log(std::max(c.half_k, 1.0)),
-        c.fixed_time_s * 1e6;
+        std::log(std::max(c.half_n, 1.0)), std::log(std::max(c.half_k, 1.0)), c.fixed_time_s * 1e6;
     return th;
   };
   double best_cost = INFINITY;
@@ -173,8 +172,14 @@ void fit_gemm_table(const HwProfile& base, const std::vector<const MeasuredGemm*
     for (const MeasuredGemm* g : *pts) {
       const GemmShape shape{g->m, g->n, g->k, g->batch, g->dtype, GemmLayout::kNN};
       const double peak = base.gpu.peak_flop_per_s.at(g->dtype);
-      GemmResidual r{g->m, g->n, g->k, g->batch, g->dtype, g->flop_per_s,
-                     peak * gemm_efficiency(shape, curve_only), false};
+      GemmResidual r{g->m,
+                     g->n,
+                     g->k,
+                     g->batch,
+                     g->dtype,
+                     g->flop_per_s,
+                     peak * gemm_efficiency(shape, curve_only),
+                     false};
       const double e = r.curve_flop_per_s / r.measured_flop_per_s - 1;
       sq += e * e;
       ++count;
@@ -215,27 +220,32 @@ void fit_gemm(const Measurements& m, const HwProfile& base, FitReport& rep) {
       continue;
     }
     const GemmSample s{static_cast<double>(g.batch) * static_cast<double>(g.m),
-                       static_cast<double>(g.n), static_cast<double>(g.k),
-                       g.flop_per_s * g.time_s, it->second, g.time_s};
+                       static_cast<double>(g.n),
+                       static_cast<double>(g.k),
+                       g.flop_per_s * g.time_s,
+                       it->second,
+                       g.time_s};
     (g.dtype == DType::kFp8 ? fp8_s : main_s).push_back(s);
     (g.dtype == DType::kFp8 ? fp8_p : main_p).push_back(&g);
   }
   for (DType d : no_peak)
-    rep.warnings.push_back(fmt::format("gemm: no {} peak in the base profile: those points are "
-                                       "not fitted", dtype_name(d)));
+    rep.warnings.push_back(
+        fmt::format("gemm: no {} peak in the base profile: those points are "
+                    "not fitted",
+                    dtype_name(d)));
   ComputeParams& c = rep.compute;
   rep.gemm_points = static_cast<int>(main_s.size());
   rep.gemm_fp8_points = static_cast<int>(fp8_s.size());
   if (main_s.empty() && fp8_s.empty()) return;
 
-  GemmCurve cur{c.gemm_max_eff, c.gemm_half_m, c.gemm_half_n, c.gemm_half_k,
-                c.gemm_fixed_time_s, 0, 0};
+  GemmCurve cur{
+      c.gemm_max_eff, c.gemm_half_m, c.gemm_half_n, c.gemm_half_k, c.gemm_fixed_time_s, 0, 0};
   // Five parameters need a handful of shapes; with fewer only the ceiling is fitted.
   constexpr std::size_t kFullFitMin = 8;
   const std::array<bool, 5> all{true, true, true, true, true};
   const std::array<bool, 5> ceiling_only{true, false, false, false, false};
-  const char* shape_keys[] = {"compute.gemm.half_m", "compute.gemm.half_n",
-                              "compute.gemm.half_k", "compute.gemm.fixed_time"};
+  const char* shape_keys[] = {"compute.gemm.half_m", "compute.gemm.half_n", "compute.gemm.half_k",
+                              "compute.gemm.fixed_time"};
   bool shape_fitted = false;
   if (!main_s.empty()) {
     shape_fitted = main_s.size() >= kFullFitMin;
@@ -253,8 +263,9 @@ void fit_gemm(const Measurements& m, const HwProfile& base, FitReport& rep) {
     if (fp8_shape) {
       cur = f;
       shape_fitted = true;
-      rep.warnings.push_back("gemm: only fp8 shapes measured: half sizes and fixed time "
-                             "fitted on fp8; max_efficiency (bf16/fp16) kept from the base");
+      rep.warnings.push_back(
+          "gemm: only fp8 shapes measured: half sizes and fixed time "
+          "fitted on fp8; max_efficiency (bf16/fp16) kept from the base");
     }
   }
   if (shape_fitted) {
@@ -265,8 +276,9 @@ void fit_gemm(const Measurements& m, const HwProfile& base, FitReport& rep) {
     rep.fitted.insert(rep.fitted.end(), std::begin(shape_keys), std::end(shape_keys));
   }
   if (c.gemm_max_eff >= 0.999 || c.fp8_max_eff >= 0.999)
-    rep.warnings.push_back("gemm: a fitted efficiency ceiling reached 1 (the bound): the "
-                           "measurements approach the base profile's peak (wrong peak or GPU?)");
+    rep.warnings.push_back(
+        "gemm: a fitted efficiency ceiling reached 1 (the bound): the "
+        "measurements approach the base profile's peak (wrong peak or GPU?)");
 
   fit_gemm_table(base, main_p, fp8_p, rep);
 }

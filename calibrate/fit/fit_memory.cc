@@ -50,10 +50,10 @@ void fit_memory_bandwidth(const Measurements& m, const HwProfile& base, FitRepor
     if (base.gpu.hbm_bytes_per_s > 0) {
       double eff = rep.copy_bw_bytes_per_s / base.gpu.hbm_bytes_per_s;
       if (eff > 1) {
-        rep.warnings.push_back(fmt::format("memory: measured {:.0f} GB/s exceeds the datasheet "
-                                           "{:.0f} GB/s; memory_bound_efficiency capped at 1",
-                                           rep.copy_bw_bytes_per_s / 1e9,
-                                           base.gpu.hbm_bytes_per_s / 1e9));
+        rep.warnings.push_back(
+            fmt::format("memory: measured {:.0f} GB/s exceeds the datasheet "
+                        "{:.0f} GB/s; memory_bound_efficiency capped at 1",
+                        rep.copy_bw_bytes_per_s / 1e9, base.gpu.hbm_bytes_per_s / 1e9));
         eff = 1;
       }
       rep.compute.membound_eff = eff;

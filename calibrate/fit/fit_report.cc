@@ -64,9 +64,11 @@ void write_compute(YAML::Node& doc, const HwProfile& base, const FitReport& rep,
     compute = YAML::Node(YAML::NodeType::Map);
     doc["compute"] = compute;
   }
-  const std::pair<const char*, double> gemm_keys[] = {
-      {"max_efficiency", c.gemm_max_eff}, {"half_m", c.gemm_half_m}, {"half_n", c.gemm_half_n},
-      {"half_k", c.gemm_half_k}, {"fp8_max_efficiency", c.fp8_max_eff}};
+  const std::pair<const char*, double> gemm_keys[] = {{"max_efficiency", c.gemm_max_eff},
+                                                      {"half_m", c.gemm_half_m},
+                                                      {"half_n", c.gemm_half_n},
+                                                      {"half_k", c.gemm_half_k},
+                                                      {"fp8_max_efficiency", c.fp8_max_eff}};
   for (const auto& [key, value] : gemm_keys) {
     if (!is_fitted(rep, std::string("compute.gemm.") + key)) continue;
     if (!compute["gemm"].IsMap()) compute["gemm"] = YAML::Node(YAML::NodeType::Map);
@@ -92,11 +94,9 @@ void write_compute(YAML::Node& doc, const HwProfile& base, const FitReport& rep,
     }
     compute["gemm_table"] = table;
   }
-  std::string src = fmt::format("stepcast fit of {} ({}, measured {}): {}", m.file,
-                                m.provenance.gpu_name,
-                                m.provenance.date_utc.empty() ? "date not recorded"
-                                                              : m.provenance.date_utc,
-                                m.source);
+  std::string src = fmt::format(
+      "stepcast fit of {} ({}, measured {}): {}", m.file, m.provenance.gpu_name,
+      m.provenance.date_utc.empty() ? "date not recorded" : m.provenance.date_utc, m.source);
   if (!base.compute.source.empty()) src += "; values not fitted: " + base.compute.source;
   compute["source"] = src;
 }
@@ -105,7 +105,8 @@ void write_compute(YAML::Node& doc, const HwProfile& base, const FitReport& rep,
 void write_memory(YAML::Node& doc, const FitReport& rep) {
   if (is_fitted(rep, "gpu.memory_reserved")) {
     if (!doc["gpu"].IsMap()) doc["gpu"] = YAML::Node(YAML::NodeType::Map);
-    doc["gpu"]["memory_reserved"] = fmt::format("{:.0f} MiB", rep.memory_reserved_bytes / 1048576.0);
+    doc["gpu"]["memory_reserved"] =
+        fmt::format("{:.0f} MiB", rep.memory_reserved_bytes / 1048576.0);
   }
 
   if (is_fitted(rep, "collectives.communicator_memory")) {
@@ -209,36 +210,40 @@ std::string FitReport::text() const {
     << (date_utc.empty() ? "date not recorded" : date_utc) << "\n";
   if (!source.empty()) o << "  source: " << source << "\n";
   if (gemm_points + gemm_fp8_points > 0) {
-    o << fmt::format("  gemm: t = flops / (peak * {:.4f} * M/(M+{:.1f}) * n/(n+{:.1f}) * "
-                     "k/(k+{:.1f})) + {:.2f} us; fp8 ceiling {:.4f}\n",
-                     compute.gemm_max_eff, compute.gemm_half_m, compute.gemm_half_n,
-                     compute.gemm_half_k, compute.gemm_fixed_time_s * 1e6, compute.fp8_max_eff);
+    o << fmt::format(
+        "  gemm: t = flops / (peak * {:.4f} * M/(M+{:.1f}) * n/(n+{:.1f}) * "
+        "k/(k+{:.1f})) + {:.2f} us; fp8 ceiling {:.4f}\n",
+        compute.gemm_max_eff, compute.gemm_half_m, compute.gemm_half_n, compute.gemm_half_k,
+        compute.gemm_fixed_time_s * 1e6, compute.fp8_max_eff);
     const auto in_table = std::count_if(gemm_residuals.begin(), gemm_residuals.end(),
                                         [](const GemmResidual& r) { return r.in_table; });
-    o << fmt::format("        {} bf16/fp16 + {} fp8 points: curve rms error {}, max {}; {} "
-                     "points off by > {} written to gemm_table",
-                     gemm_points, gemm_fp8_points, pct(gemm_rms_rel_err), pct(gemm_max_rel_err),
-                     in_table, pct(kTableTolerance));
+    o << fmt::format(
+        "        {} bf16/fp16 + {} fp8 points: curve rms error {}, max {}; {} "
+        "points off by > {} written to gemm_table",
+        gemm_points, gemm_fp8_points, pct(gemm_rms_rel_err), pct(gemm_max_rel_err), in_table,
+        pct(kTableTolerance));
     o << "\n";
   }
   if (copy_bw_bytes_per_s > 0)
-    o << fmt::format("  memory: copy {:.1f} GB/s (fit max error {}) -> memory_bound_efficiency "
-                     "{:.4f}\n",
-                     copy_bw_bytes_per_s / 1e9, pct(copy_max_rel_err), compute.membound_eff);
+    o << fmt::format(
+        "  memory: copy {:.1f} GB/s (fit max error {}) -> memory_bound_efficiency "
+        "{:.4f}\n",
+        copy_bw_bytes_per_s / 1e9, pct(copy_max_rel_err), compute.membound_eff);
   if (adam_bw_bytes_per_s > 0)
     o << fmt::format("  memory: adam-like update {:.1f} GB/s (fit max error {}), not written\n",
                      adam_bw_bytes_per_s / 1e9, pct(adam_max_rel_err));
   if (std::find(fitted.begin(), fitted.end(), "compute.launch_overhead") != fitted.end())
     o << fmt::format("  launch overhead: {:.2f} us\n", compute.launch_overhead_s * 1e6);
   if (memory_reserved_bytes > 0)
-    o << fmt::format("  gpu.memory_reserved: {:.0f} MiB in use before the memory benchmark (CUDA "
-                     "context, loaded modules)\n",
-                     memory_reserved_bytes / 1048576.0);
+    o << fmt::format(
+        "  gpu.memory_reserved: {:.0f} MiB in use before the memory benchmark (CUDA "
+        "context, loaded modules)\n",
+        memory_reserved_bytes / 1048576.0);
   for (const CommunicatorMemory& e : communicator_memory)
-    o << fmt::format("  communicator memory: {} ranks on {} node(s): {:.0f} MiB per GPU{}\n",
-                     e.ranks, e.nodes, e.bytes / 1048576.0,
-                     e.source.rfind("stepcast fit of " + measurements_file, 0) == 0 ? ""
-                                                                                  : " (base)");
+    o << fmt::format(
+        "  communicator memory: {} ranks on {} node(s): {:.0f} MiB per GPU{}\n", e.ranks, e.nodes,
+        e.bytes / 1048576.0,
+        e.source.rfind("stepcast fit of " + measurements_file, 0) == 0 ? "" : " (base)");
   if (!comm_sms_estimates.empty())
     o << fmt::format("  comm_sms: {} (from {} overlap measurements)\n", compute.comm_sms,
                      comm_sms_estimates.size());
@@ -246,11 +251,12 @@ std::string FitReport::text() const {
     o << fmt::format("  {} n={} N={} (algo {}): {} points\n", f.op, f.ranks, f.nodes, f.algo,
                      f.sizes_bytes.size());
     for (const CollectiveSegment& s : f.segments)
-      o << fmt::format("    [{}, {}]: latency {:.2f} us, busbw {:.1f} GB/s, max error {} over "
-                       "{} points{}\n",
-                       format_bytes(s.min_bytes), format_bytes(s.max_bytes), s.latency_s * 1e6,
-                       s.busbw_bytes_per_s / 1e9, pct(s.max_rel_err), s.points,
-                       s.latency_bound ? " (latency-bound)" : "");
+      o << fmt::format(
+          "    [{}, {}]: latency {:.2f} us, busbw {:.1f} GB/s, max error {} over "
+          "{} points{}\n",
+          format_bytes(s.min_bytes), format_bytes(s.max_bytes), s.latency_s * 1e6,
+          s.busbw_bytes_per_s / 1e9, pct(s.max_rel_err), s.points,
+          s.latency_bound ? " (latency-bound)" : "");
   }
   for (const std::string& w : warnings) o << "  warning: " << w << "\n";
   return o.str();

@@ -26,7 +26,8 @@ void fit_comm_sms(const Measurements& m, const HwProfile& base, FitReport& rep) 
             std::max(0.0, sms * (1.0 - o.gemm_alone_s / o.gemm_overlapped_s)));
       std::vector<double> v = rep.comm_sms_estimates;
       std::sort(v.begin(), v.end());
-      const double med = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+      const double med =
+          v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
       rep.compute.comm_sms = static_cast<int>(std::lround(med));
       rep.fitted.push_back("compute.comm_sms");
     }

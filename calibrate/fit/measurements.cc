@@ -57,12 +57,13 @@ class Reader {
           with_unit = k;
       if (!with_unit.empty() && value.is_number()) {
         error(ptr + "/" + key, fmt::format("a number without a unit: name the unit in the key "
-                                           "(expected \"{}\")", with_unit));
+                                           "(expected \"{}\")",
+                                           with_unit));
         continue;
       }
       const std::string near = closest_match(key, known);
-      error(ptr + "/" + key, near.empty() ? "unknown key"
-                                          : fmt::format("unknown key (did you mean \"{}\"?)", near));
+      error(ptr + "/" + key,
+            near.empty() ? "unknown key" : fmt::format("unknown key (did you mean \"{}\"?)", near));
     }
     return true;
   }
@@ -112,8 +113,8 @@ class Reader {
     return it->get<std::int64_t>();
   }
 
-  std::optional<std::string> string(const json& obj, const std::string& ptr,
-                                    const std::string& key, bool is_required = true,
+  std::optional<std::string> string(const json& obj, const std::string& ptr, const std::string& key,
+                                    bool is_required = true,
                                     const std::vector<std::string>& allowed = {}) {
     auto it = obj.find(key);
     if (it == obj.end()) {
@@ -142,13 +143,13 @@ class Reader {
 
   // A derived number that must agree with the value computed from the raw ones: relative
   // tolerance 2% plus `abs_tol` (published tables round to 2 decimals).
-  void consistent(const json& obj, const std::string& ptr, const std::string& key,
-                  double expected, double abs_tol, const std::string& formula) {
+  void consistent(const json& obj, const std::string& ptr, const std::string& key, double expected,
+                  double abs_tol, const std::string& formula) {
     auto v = positive(obj, ptr, key, false, true);
     if (!v) return;
     if (std::abs(*v - expected) > 0.02 * expected + abs_tol)
-      error(ptr + "/" + key, fmt::format("inconsistent: {} but {} gives {:.6g}", *v, formula,
-                                         expected));
+      error(ptr + "/" + key,
+            fmt::format("inconsistent: {} but {} gives {:.6g}", *v, formula, expected));
   }
 
  private:
@@ -185,9 +186,10 @@ namespace {
 void parse_provenance(Reader& r, const json& doc, Measurements& out) {
   if (const json* p = r.required(doc, "", "provenance")) {
     const std::string pp = "/provenance";
-    if (r.expect_object(*p, pp, {"gpu_name", "gpu_count", "nodes", "cuda_driver_version",
-                                 "cuda_runtime_version", "nccl_version", "cublaslt_version",
-                                 "hostname", "date_utc", "gpus"})) {
+    if (r.expect_object(
+            *p, pp,
+            {"gpu_name", "gpu_count", "nodes", "cuda_driver_version", "cuda_runtime_version",
+             "nccl_version", "cublaslt_version", "hostname", "date_utc", "gpus"})) {
       auto& pv = out.provenance;
       if (auto s = r.string(*p, pp, "gpu_name")) pv.gpu_name = *s;
       if (auto c = r.integer(*p, pp, "gpu_count", 1)) pv.gpu_count = static_cast<int>(*c);
@@ -204,15 +206,16 @@ void parse_provenance(Reader& r, const json& doc, Measurements& out) {
           for (std::size_t i = 0; i < it->size(); ++i) {
             const json& g = (*it)[i];
             const std::string gp = fmt::format("{}/gpus/{}", pp, i);
-            if (!r.expect_object(g, gp, {"index", "name", "compute_capability", "sm_count",
-                                         "memory_bytes", "sm_clock_max_mhz",
-                                         "memory_clock_max_mhz", "pci_bus_id"}))
+            if (!r.expect_object(g, gp,
+                                 {"index", "name", "compute_capability", "sm_count", "memory_bytes",
+                                  "sm_clock_max_mhz", "memory_clock_max_mhz", "pci_bus_id"}))
               continue;
             auto name = r.string(g, gp, "name");
             // One profile describes one GPU model: a mixed run cannot be fitted.
             if (name && !pv.gpu_name.empty() && *name != pv.gpu_name)
               r.error(gp + "/name", fmt::format("mixed GPUs: \"{}\" differs from "
-                                                "/provenance/gpu_name \"{}\"", *name, pv.gpu_name));
+                                                "/provenance/gpu_name \"{}\"",
+                                                *name, pv.gpu_name));
             if (auto sms = r.integer(g, gp, "sm_count", 1, false); sms && i == 0)
               pv.sm_count = static_cast<int>(*sms);
             r.positive(g, gp, "memory_bytes", false);
@@ -244,8 +247,9 @@ void parse_gemm(Reader& r, const json& doc, Measurements& out) {
     for (std::size_t i = 0; i < a->size(); ++i) {
       const json& g = (*a)[i];
       const std::string gp = fmt::format("/gemm/{}", i);
-      if (!r.expect_object(g, gp, {"m", "n", "k", "batch", "dtype", "layout", "origin", "time_us",
-                                   "flop_per_s", "repeats", "source"}))
+      if (!r.expect_object(g, gp,
+                           {"m", "n", "k", "batch", "dtype", "layout", "origin", "time_us",
+                            "flop_per_s", "repeats", "source"}))
         continue;
       auto m = r.integer(g, gp, "m", 1), n = r.integer(g, gp, "n", 1), k = r.integer(g, gp, "k", 1);
       auto batch = r.integer(g, gp, "batch", 1, false);
@@ -279,11 +283,12 @@ void parse_memory(Reader& r, const json& doc, Measurements& out) {
         for (std::size_t i = 0; i < a->size(); ++i) {
           const json& e = (*a)[i];
           const std::string ep = fmt::format("{}/kernels/{}", mp, i);
-          if (!r.expect_object(e, ep, {"kernel", "bytes_read", "bytes_written", "time_us",
-                                       "bytes_per_s"}))
+          if (!r.expect_object(e, ep,
+                               {"kernel", "bytes_read", "bytes_written", "time_us", "bytes_per_s"}))
             continue;
           auto kernel = r.string(e, ep, "kernel", true, {"copy", "adam"});
-          auto rd = r.positive(e, ep, "bytes_read"), wr = r.positive(e, ep, "bytes_written", true, true);
+          auto rd = r.positive(e, ep, "bytes_read"),
+               wr = r.positive(e, ep, "bytes_written", true, true);
           auto t = r.positive(e, ep, "time_us");
           if (!(kernel && rd && wr && t)) continue;
           r.consistent(e, ep, "bytes_per_s", (*rd + *wr) / (*t * 1e-6), 0,
@@ -301,8 +306,9 @@ void parse_collectives(Reader& r, const json& doc, Measurements& out) {
     for (std::size_t i = 0; i < a->size(); ++i) {
       const json& c = (*a)[i];
       const std::string cp = fmt::format("/collectives/{}", i);
-      if (!r.expect_object(c, cp, {"op", "ranks", "nodes", "algo", "dtype", "size_bytes",
-                                   "time_us", "algbw_GBps", "busbw_GBps", "in_place", "source"}))
+      if (!r.expect_object(c, cp,
+                           {"op", "ranks", "nodes", "algo", "dtype", "size_bytes", "time_us",
+                            "algbw_GBps", "busbw_GBps", "in_place", "source"}))
         continue;
       auto op = r.string(c, cp, "op", true, collective_op_names());
       auto ranks = r.integer(c, cp, "ranks", 2);
@@ -320,8 +326,8 @@ void parse_collectives(Reader& r, const json& doc, Measurements& out) {
       const double algbw = *size / (*t * 1e-6) / 1e9;
       // Published tables print GB/s with 2 decimals: absolute tolerance 0.0051 GB/s.
       r.consistent(c, cp, "algbw_GBps", algbw, 0.0051, "size_bytes/time_us");
-      r.consistent(c, cp, "busbw_GBps", algbw * busbw_factor(*op, static_cast<int>(*ranks)),
-                   0.0051, "algbw * nccl-tests busbw factor");
+      r.consistent(c, cp, "busbw_GBps", algbw * busbw_factor(*op, static_cast<int>(*ranks)), 0.0051,
+                   "algbw * nccl-tests busbw factor");
       out.collectives.push_back({*op, static_cast<int>(*ranks), static_cast<int>(*nodes),
                                  algo.value_or("default"), *size, *t * 1e-6, cp});
     }
@@ -354,9 +360,10 @@ void parse_overlap(Reader& r, const json& doc, Measurements& out) {
     for (std::size_t i = 0; i < a->size(); ++i) {
       const json& o = (*a)[i];
       const std::string op = fmt::format("/overlap/{}", i);
-      if (!r.expect_object(o, op, {"m", "n", "k", "dtype", "ranks", "allreduce_size_bytes",
-                                   "allreduce_alone_time_us", "gemm_alone_time_us",
-                                   "gemm_overlapped_time_us"}))
+      if (!r.expect_object(
+              o, op,
+              {"m", "n", "k", "dtype", "ranks", "allreduce_size_bytes", "allreduce_alone_time_us",
+               "gemm_alone_time_us", "gemm_overlapped_time_us"}))
         continue;
       auto m = r.integer(o, op, "m", 1), n = r.integer(o, op, "n", 1), k = r.integer(o, op, "k", 1);
       auto dtype = gemm_dtype(r, o, op);
@@ -366,8 +373,8 @@ void parse_overlap(Reader& r, const json& doc, Measurements& out) {
       auto alone = r.positive(o, op, "gemm_alone_time_us");
       auto over = r.positive(o, op, "gemm_overlapped_time_us");
       if (!(m && n && k && dtype && ranks && bytes && alone && over)) continue;
-      out.overlap.push_back({*m, *n, *k, *dtype, static_cast<int>(*ranks), *bytes, *alone * 1e-6,
-                             *over * 1e-6, op});
+      out.overlap.push_back(
+          {*m, *n, *k, *dtype, static_cast<int>(*ranks), *bytes, *alone * 1e-6, *over * 1e-6, op});
     }
   }
 }
@@ -385,8 +392,9 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
   Reader r(file, issues);
   Measurements out;
   out.file = file;
-  if (!r.expect_object(doc, "", {"schema", "source", "subcommands", "provenance", "gemm",
-                                 "memory", "collectives", "communicators", "overlap", "notes"})) {
+  if (!r.expect_object(doc, "",
+                       {"schema", "source", "subcommands", "provenance", "gemm", "memory",
+                        "collectives", "communicators", "overlap", "notes"})) {
     issues.throw_if_any();
   }
   if (auto schema = r.string(doc, "", "schema"); schema && *schema != kMeasurementsSchema)

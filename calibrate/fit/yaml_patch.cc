@@ -40,8 +40,7 @@ class Patcher {
 
   // Compares two block mappings; records the edits. False: cannot be done in place.
   bool walk(const YAML::Node& orig, const YAML::Node& changed, int end_line) {
-    if (!orig.IsMap() || !changed.IsMap() || orig.Style() == YAML::EmitterStyle::Flow)
-      return false;
+    if (!orig.IsMap() || !changed.IsMap() || orig.Style() == YAML::EmitterStyle::Flow) return false;
     std::map<std::string, std::pair<YAML::Node, YAML::Mark>> keys;
     int child_col = -1;
     for (auto it = orig.begin(); it != orig.end(); ++it) {
@@ -76,8 +75,8 @@ class Patcher {
       const std::string comment =
           one_line_scalar ? trailing_comment(lines_[static_cast<size_t>(mark.line)], mark.column)
                           : "";
-      replaces_[mark.line] = {last, render(name, value, mark.column,
-                                           one_line_scalar ? old.Scalar() : "", comment)};
+      replaces_[mark.line] = {
+          last, render(name, value, mark.column, one_line_scalar ? old.Scalar() : "", comment)};
     }
     return true;
   }
@@ -121,9 +120,9 @@ class Patcher {
       const std::string& t = lines_[static_cast<size_t>(j)];
       if (is_comment_or_blank(t)) continue;
       const int c = indent_of(t);
-      const bool seq_entry = c == col && t[static_cast<size_t>(c)] == '-' &&
-                             (t.size() == static_cast<size_t>(c) + 1 ||
-                              t[static_cast<size_t>(c) + 1] == ' ');
+      const bool seq_entry =
+          c == col && t[static_cast<size_t>(c)] == '-' &&
+          (t.size() == static_cast<size_t>(c) + 1 || t[static_cast<size_t>(c) + 1] == ' ');
       if (c > col || seq_entry) {
         end = j;
         continue;
@@ -158,8 +157,8 @@ class Patcher {
     em << YAML::BeginMap << YAML::Key << key << YAML::Value << value << YAML::EndMap;
     std::string comment = note_;
     // (A new value that quotes the old one, as a source that extends the base's, says it.)
-    if (!old_value.empty() && !(value.IsScalar() && value.Scalar().find(old_value) !=
-                                                        std::string::npos))
+    if (!old_value.empty() &&
+        !(value.IsScalar() && value.Scalar().find(old_value) != std::string::npos))
       comment += "; was " + old_value;
     if (!old_comment.empty()) comment += " (" + old_comment + ")";
     std::string out;
@@ -182,8 +181,8 @@ class Patcher {
 }  // namespace
 
 std::optional<std::string> patch_yaml_text(const std::string& original_text,
-                                           const YAML::Node& original,
-                                           const YAML::Node& changed, const std::string& note) {
+                                           const YAML::Node& original, const YAML::Node& changed,
+                                           const std::string& note) {
   Patcher p(split_lines(original_text), note);
   if (!p.walk(original, changed, p.last_content_line())) return std::nullopt;
   std::string out = p.text();

@@ -24,7 +24,7 @@ namespace stepcast {
 // `original_text` must be the text `original` was parsed from. `note` is written in the
 // trailing comment of every rewritten key (e.g. "fitted").
 std::optional<std::string> patch_yaml_text(const std::string& original_text,
-                                           const YAML::Node& original,
-                                           const YAML::Node& changed, const std::string& note);
+                                           const YAML::Node& original, const YAML::Node& changed,
+                                           const std::string& note);
 
 }  // namespace stepcast

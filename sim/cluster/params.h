@@ -114,18 +114,20 @@ struct CommunicatorMemory {
 
 struct CollectiveParams {
   std::string nccl_version = "2.21";  // version whose constants the model uses
-  // Effective (bus) bandwidths the algorithms reach, measured (docs/model.md "Collectives and network"):
-  double intra_ring_busbw = 0;   // one-node ring allreduce busbw (A100 230 GB/s, H100 370)
-  double nvls_busbw = 0;         // one-node NVLS allreduce busbw (H100 480); 0: no NVLS
-  double nic_busbw = 0;          // per NIC effective (HDR 24 GB/s, NDR 48 GB/s)
-  double p2p_intra_bw = 0;       // send/recv over NVLink, bytes/s
+  // Effective (bus) bandwidths the algorithms reach, measured (docs/model.md "Collectives and
+  // network"):
+  double intra_ring_busbw = 0;  // one-node ring allreduce busbw (A100 230 GB/s, H100 370)
+  double nvls_busbw = 0;        // one-node NVLS allreduce busbw (H100 480); 0: no NVLS
+  double nic_busbw = 0;         // per NIC effective (HDR 24 GB/s, NDR 48 GB/s)
+  double p2p_intra_bw = 0;      // send/recv over NVLink, bytes/s
   // Host/launch latency added to every collective and send/recv on top of NCCL's own
-  // latency table (docs/model.md, "Pitfalls the model accounts for" 3: small-message latency depends on CUDA graphs).
-  // nccl-tests without graphs floor at ~35 us on 8xH100 where the table gives 10.8 us.
-  // YAML: collectives.launch_overhead (a time). Default 0 (graph-captured launches).
+  // latency table (docs/model.md, "Pitfalls the model accounts for" 3: small-message latency
+  // depends on CUDA graphs). nccl-tests without graphs floor at ~35 us on 8xH100 where the table
+  // gives 10.8 us. YAML: collectives.launch_overhead (a time). Default 0 (graph-captured launches).
   double launch_overhead_s = 0;
   std::vector<CollectiveCalib> calibrated;
-  // Empty (the default): NCCL's buffers are not counted (no measured source in tests/data/measured/).
+  // Empty (the default): NCCL's buffers are not counted (no measured source in
+  // tests/data/measured/).
   std::vector<CommunicatorMemory> communicator_memory;
   bool operator==(const CollectiveParams&) const = default;
 };

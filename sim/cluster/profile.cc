@@ -42,11 +42,10 @@ std::vector<std::string> builtin_profile_names(const std::string& profiles_dir) 
   return names;
 }
 
-std::string resolve_profile_path(const std::string& name_or_path,
-                                 const std::string& profiles_dir) {
-  const bool is_path = name_or_path.find('/') != std::string::npos ||
-                       (name_or_path.size() > 5 &&
-                        name_or_path.compare(name_or_path.size() - 5, 5, ".yaml") == 0);
+std::string resolve_profile_path(const std::string& name_or_path, const std::string& profiles_dir) {
+  const bool is_path =
+      name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".yaml") == 0);
   fs::path p = is_path ? fs::path(name_or_path) : fs::path(profiles_dir) / (name_or_path + ".yaml");
   std::error_code ec;
   return fs::is_regular_file(p, ec) ? p.string() : std::string();
@@ -59,8 +58,8 @@ std::optional<double> positive_quantity(YamlReader& r, const YAML::Node& map,
                                         Dimension dim) {
   auto v = r.get_quantity(map, path, key, dim);
   if (v && *v <= 0) {
-    r.error(map[key], join_path(path, key), fmt::format("expected a positive value, got {}",
-                                                        show_node(map[key])));
+    r.error(map[key], join_path(path, key),
+            fmt::format("expected a positive value, got {}", show_node(map[key])));
     return std::nullopt;
   }
   return v;
@@ -146,7 +145,8 @@ void parse_fabric(YamlReader& r, const YAML::Node& f, FabricSpec& out) {
   // The network model (sim/network/topology.h) implements one topology: a rail-optimised
   // fat-tree (DGX SuperPOD style); naming another would be silently ignored, so it is an error.
   if (auto v = r.get_enum(f, p, "topology", {"rail-optimized"})) out.topology = *v;
-  // 1.0 = full bisection; 7.0 = Llama 3's 1:7 aggregation layer (docs/model.md "Collectives and network").
+  // 1.0 = full bisection; 7.0 = Llama 3's 1:7 aggregation layer (docs/model.md "Collectives and
+  // network").
   if (auto v = r.get_double(f, p, "oversubscription", 1.0, 1000.0)) out.oversubscription = *v;
   if (auto v = r.get_int(f, p, "pod_gpus", 0, 1 << 30)) out.pod_gpus = static_cast<int>(*v);
   if (auto v = r.get_quantity(f, p, "latency", Dimension::kTime)) out.latency_s = *v;
@@ -181,8 +181,7 @@ HwProfile parse_profile(YamlReader& r, const YAML::Node& root) {
   if (prof.gpu.sms > 0 && prof.compute.comm_sms >= prof.gpu.sms) {
     const YAML::Node compute = root["compute"];
     const bool own = compute && compute.IsMap() && compute["comm_sms"];
-    r.error(own ? compute["comm_sms"] : root["gpu"]["sms"],
-            own ? "compute.comm_sms" : "gpu.sms",
+    r.error(own ? compute["comm_sms"] : root["gpu"]["sms"], own ? "compute.comm_sms" : "gpu.sms",
             fmt::format("compute.comm_sms ({}) must be below gpu.sms ({}): communication "
                         "kernels would hold every SM",
                         prof.compute.comm_sms, prof.gpu.sms));
@@ -243,11 +242,11 @@ HwProfile load_profile(const std::string& name_or_path, const std::string& profi
     std::string list;
     for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
     std::string hint = closest_match(name_or_path, known);
-    throw InputError(InputIssue{
-        overrides_file, 0, 0, "cluster.profile",
-        fmt::format("unknown profile \"{}\" (known in {}: {}){}", name_or_path, profiles_dir,
-                    list.empty() ? "none" : list,
-                    hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint))});
+    throw InputError(
+        InputIssue{overrides_file, 0, 0, "cluster.profile",
+                   fmt::format("unknown profile \"{}\" (known in {}: {}){}", name_or_path,
+                               profiles_dir, list.empty() ? "none" : list,
+                               hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint))});
   }
   const std::string text = read_text_file(path);
   if (!overrides || overrides.IsNull() || (overrides.IsMap() && overrides.size() == 0))

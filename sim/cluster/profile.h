@@ -34,14 +34,14 @@ struct GpuSpec {
 // does not stop at the host, and nothing host-side (CPU offload, PCIe, host memory) is
 // modelled (hw_profiles/README.md, "NVLink domain and host").
 struct NodeSpec {
-  int gpus = 8;                   // GPUs per NVLink domain
-  int gpus_per_host = 0;          // GPUs per host; 0: the domain is one host (gpus)
+  int gpus = 8;           // GPUs per NVLink domain
+  int gpus_per_host = 0;  // GPUs per host; 0: the domain is one host (gpus)
   int host_gpus() const { return gpus_per_host > 0 ? gpus_per_host : gpus; }
   double nvlink_bytes_per_s = 0;  // per direction per GPU (line rate)
   bool nvswitch = true;
-  bool nvls = false;              // NVSwitch with multicast (Hopper+)
+  bool nvls = false;  // NVSwitch with multicast (Hopper+)
   int nics = 8;
-  double nic_bytes_per_s = 0;     // per NIC per direction (line rate)
+  double nic_bytes_per_s = 0;  // per NIC per direction (line rate)
   bool operator==(const NodeSpec&) const = default;
 };
 
@@ -102,8 +102,7 @@ std::vector<std::string> builtin_profile_names(const std::string& profiles_dir);
 
 // The file a profile name or path refers to: a value containing '/' or ending in ".yaml"
 // is a path; anything else is `profiles_dir/<name>.yaml`. Returns "" when no such file.
-std::string resolve_profile_path(const std::string& name_or_path,
-                                 const std::string& profiles_dir);
+std::string resolve_profile_path(const std::string& name_or_path, const std::string& profiles_dir);
 
 // Validates a profile document already in memory (what load_profile does after reading the
 // file and applying overrides); `file` names it in messages. Adds every problem to `r`.

@@ -4,8 +4,9 @@
 //
 //   t = lat[algo][proto] + S * F / (busbw[algo] * proto_factor[proto])
 //
-// with S and F the nccl-tests conventions (docs/model.md "Collectives and network" "Metric conventions"), so busbw is
-// what all_reduce_perf & co. print and the profile's measured busbw values plug in as is.
+// with S and F the nccl-tests conventions (docs/model.md "Collectives and network" "Metric
+// conventions"), so busbw is what all_reduce_perf & co. print and the profile's measured busbw
+// values plug in as is.
 //
 // Latency (us), ppn ranks per node, N nodes, n ranks:
 //   Ring:      base + (steps - interSteps) * nvlinkHop + interSteps * netHop,
@@ -25,7 +26,8 @@
 //            collective (or pipeline send) at the same time, so a NIC shared by k GPUs gives
 //            each 1/k (one NIC per 8 GPUs: a DP ring gets 1/8 of it). HwProfile::
 //            lone_transfers (flow mode) keeps a whole NIC per GPU: its flows share the NIC.
-//   Ring/Tree/PAT over several nodes: hierarchical, pipelined (docs/model.md "Collectives and network" "Hierarchical
+//   Ring/Tree/PAT over several nodes: hierarchical, pipelined (docs/model.md "Collectives and
+//   network" "Hierarchical
 //            allreduce"): the slowest phase sets the rate, busbw = min(intra, inter).
 //            Measured 2x8 A100 HDR allreduce 188 GB/s = min(232, 8 x 24) -> 192.
 //   Tree   x 0.92 (NCCL's tree allreduce factor).
@@ -70,10 +72,9 @@
 // choice (small sizes run LL protocols of the same algorithm or are latency-bound fits of
 // it). send_recv and all_to_all: direct. So an entry measured with NVLS no longer applies
 // once the profile turns NVLS off or makes it slower than Ring: the model then runs Ring
-// and a Ring entry (or the model itself) answers (docs/calibration.md: calibration per algorithm and
-// group shape).
-// Not modelled: Tree's size-dependent bandwidth correction, the x1.4 multi-node Simple ring
-// latency step, CollNet/SHARP, channel-count effects on small messages.
+// and a Ring entry (or the model itself) answers (docs/calibration.md: calibration per algorithm
+// and group shape). Not modelled: Tree's size-dependent bandwidth correction, the x1.4 multi-node
+// Simple ring latency step, CollNet/SHARP, channel-count effects on small messages.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -180,8 +181,7 @@ struct Candidate {
   double busbw;  // bytes/s, nccl-tests bus bandwidth
 };
 
-void consider(std::vector<CollectiveChoice>& out, const Candidate& c, double bytes,
-              double factor) {
+void consider(std::vector<CollectiveChoice>& out, const Candidate& c, double bytes, double factor) {
   if (!(c.busbw > 0)) return;
   CollectiveChoice ch;
   ch.time_s = c.latency_s + bytes * factor / c.busbw;
@@ -249,8 +249,7 @@ GroupShape group_shape(const std::vector<int>& ranks, int gpus_per_node, int pod
 std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, const GroupShape& g,
                                                     const HwProfile& hw, bool nccl) {
   STEPCAST_CHECK(bytes >= 0, "collective bytes must be >= 0");
-  STEPCAST_CHECK(g.ranks >= 1 && g.nodes >= 1 && g.ranks_per_node >= 1,
-                 "bad group shape");
+  STEPCAST_CHECK(g.ranks >= 1 && g.nodes >= 1 && g.ranks_per_node >= 1, "bad group shape");
   std::vector<CollectiveChoice> best;
   if (g.ranks <= 1) return best;
   const int n = g.ranks, nn = g.nodes, ppn = g.ranks_per_node;
@@ -268,18 +267,18 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
   const double log2_nodes = std::log2(static_cast<double>(nn));
 
   if (op == CollOp::kAllToAll) {
-    // Uniform all-to-all: the NVLink and NIC parts run concurrently; t as in docs/model.md "Collectives and network".
-    // Expressed as a busbw for S*(n-1)/n: busbw = (n-1)/n / max(a, b).
+    // Uniform all-to-all: the NVLink and NIC parts run concurrently; t as in docs/model.md
+    // "Collectives and network". Expressed as a busbw for S*(n-1)/n: busbw = (n-1)/n / max(a, b).
     const double a = static_cast<double>(ppn - 1) / n / intra;
-    const double b =
-        multi ? static_cast<double>(n - ppn) / n /
-                    (gpu_nic_busbw(g, hw) * (nccl ? kAllToAllNicShare : 1.0))
-              : 0.0;
+    const double b = multi ? static_cast<double>(n - ppn) / n /
+                                 (gpu_nic_busbw(g, hw) * (nccl ? kAllToAllNicShare : 1.0))
+                           : 0.0;
     const double per_byte = std::max(a, b);
     for (int p = 0; p < 3; ++p) {
       const double hop = multi ? kNetRing[p] : kNvlinkRing[p];
-      consider(best, {CollAlgo::kDirect, kProtos[p], (kBaseRing[p] + hop) * kUs + hop_s,
-                      kProtoFactor[p] * factor / per_byte},
+      consider(best,
+               {CollAlgo::kDirect, kProtos[p], (kBaseRing[p] + hop) * kUs + hop_s,
+                kProtoFactor[p] * factor / per_byte},
                bytes, factor);
     }
     return best;
@@ -290,17 +289,19 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
   const int inter_steps = allreduce ? 2 * (nn - 1) : nn - 1;
   for (int p = 0; p < 3; ++p) {
     // Ring: every op.
-    const double ring_lat = kBaseRing[p] + (steps - inter_steps) * kNvlinkRing[p] +
-                            inter_steps * kNetRing[p];
-    consider(best, {CollAlgo::kRing, kProtos[p], ring_lat * kUs + inter_steps * hop_s,
-                    flat * kProtoFactor[p]},
-             bytes, factor);
+    const double ring_lat =
+        kBaseRing[p] + (steps - inter_steps) * kNvlinkRing[p] + inter_steps * kNetRing[p];
+    consider(
+        best,
+        {CollAlgo::kRing, kProtos[p], ring_lat * kUs + inter_steps * hop_s, flat * kProtoFactor[p]},
+        bytes, factor);
     // Tree: allreduce only.
     if (allreduce) {
       const double tree_lat =
           kBaseTree[p] + 2.0 * ((ppn - 1) * kNvlinkTree[p] + log2_nodes * kNetTree[p]);
-      consider(best, {CollAlgo::kTree, kProtos[p], tree_lat * kUs + 2.0 * log2_nodes * hop_s,
-                      flat * kTreeFactor * kProtoFactor[p]},
+      consider(best,
+               {CollAlgo::kTree, kProtos[p], tree_lat * kUs + 2.0 * log2_nodes * hop_s,
+                flat * kTreeFactor * kProtoFactor[p]},
                bytes, factor);
     }
   }
@@ -308,23 +309,24 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
   if (allreduce && nvls_available(g, hw)) {
     const double nvls = nvls_busbw(ppn, hw);
     if (!multi) {
-      consider(best, {CollAlgo::kNvls, CollProto::kSimple, kNvlsNvlink * kUs, nvls}, bytes,
-               factor);
+      consider(best, {CollAlgo::kNvls, CollProto::kSimple, kNvlsNvlink * kUs, nvls}, bytes, factor);
     } else {
-      consider(best, {CollAlgo::kNvlsTree, CollProto::kSimple,
-                      (kNvlsTreeNvlink + 2.0 * log2_nodes * kNvlsTreeNet) * kUs +
-                          2.0 * log2_nodes * hop_s,
-                      std::min(nvls, inter)},
-               bytes, factor);
+      consider(
+          best,
+          {CollAlgo::kNvlsTree, CollProto::kSimple,
+           (kNvlsTreeNvlink + 2.0 * log2_nodes * kNvlsTreeNet) * kUs + 2.0 * log2_nodes * hop_s,
+           std::min(nvls, inter)},
+          bytes, factor);
     }
   }
   // PAT: reduce-scatter / allgather with one rank per node (NCCL >= 2.23), Simple.
   if ((op == CollOp::kReduceScatter || op == CollOp::kAllGather) && multi && ppn == 1 &&
       version_code(hw.collectives.nccl_version) >= 2023) {
-    consider(best, {CollAlgo::kPat, CollProto::kSimple,
-                    (kBaseRing[kSimple] + std::log2(static_cast<double>(n)) * kNetRing[kSimple]) * kUs +
-                        std::log2(static_cast<double>(n)) * hop_s,
-                    flat},
+    consider(best,
+             {CollAlgo::kPat, CollProto::kSimple,
+              (kBaseRing[kSimple] + std::log2(static_cast<double>(n)) * kNetRing[kSimple]) * kUs +
+                  std::log2(static_cast<double>(n)) * hop_s,
+              flat},
              bytes, factor);
   }
   return best;
@@ -347,14 +349,15 @@ CollAlgo bandwidth_algorithm(CollOp op, const GroupShape& g, const HwProfile& hw
   return lat[best].algo;
 }
 
-CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g,
-                                 const HwProfile& hw, bool nccl) {
+CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw,
+                                 bool nccl) {
   CollectiveChoice best;
   if (g.ranks <= 1) return best;  // a one-rank communicator moves nothing
   // A measurement of the algorithm the model runs replaces the model (header).
   if (nccl && !hw.collectives.calibrated.empty()) {
     const CollAlgo algo = bandwidth_algorithm(op, g, hw);
-    if (const CollectiveCalib* c = find_calib(coll_op_name(op), g.ranks, g.nodes, bytes, algo, hw)) {
+    if (const CollectiveCalib* c =
+            find_calib(coll_op_name(op), g.ranks, g.nodes, bytes, algo, hw)) {
       best.time_s = c->latency_s + bytes * bus_factor(op, g.ranks) / c->busbw_bytes_per_s;
       best.algo = algo;
       best.calibrated = true;

@@ -61,8 +61,8 @@ bool has_peak(DType d, const HwProfile& hw) {
 }
 
 double gemm_flops(const GemmShape& g) {
-  return 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) *
-         static_cast<double>(g.n) * static_cast<double>(g.k);
+  return 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) *
+         static_cast<double>(g.k);
 }
 
 double saturation(double x, double half) { return half > 0 ? x / (x + half) : 1.0; }
@@ -138,10 +138,11 @@ double gemm_efficiency(const GemmShape& g, const HwProfile& hw) {
   const double ceiling = narrow ? c.fp8_max_eff : c.gemm_max_eff;
   const double big_m = static_cast<double>(std::max<std::int64_t>(g.batch, 1)) *
                        static_cast<double>(std::max<std::int64_t>(g.m, 1));
-  const double shape = ceiling * saturation(big_m, c.gemm_half_m) *
-                       saturation(static_cast<double>(std::max<std::int64_t>(g.n, 1)), c.gemm_half_n) *
-                       saturation(static_cast<double>(std::max<std::int64_t>(g.k, 1)), c.gemm_half_k) *
-                       (shape_aligned ? 1.0 : c.gemm_unaligned_eff);
+  const double shape =
+      ceiling * saturation(big_m, c.gemm_half_m) *
+      saturation(static_cast<double>(std::max<std::int64_t>(g.n, 1)), c.gemm_half_n) *
+      saturation(static_cast<double>(std::max<std::int64_t>(g.k, 1)), c.gemm_half_k) *
+      (shape_aligned ? 1.0 : c.gemm_unaligned_eff);
   const double flops = gemm_flops(g);
   if (flops <= 0 || c.gemm_fixed_time_s <= 0) return shape;
   const double t_kernel = flops / (peak * shape) + c.gemm_fixed_time_s;
@@ -167,9 +168,8 @@ double compute_time_s(const Task& t, const HwProfile& hw) {
         const double peak = peak_flop_per_s(one.dtype, hw);
         const double per = gemm_flops(one) / (peak * gemm_efficiency(one, hw));  // + fixed
         const double streams = std::ceil(g / kGroupedGemmStreams);
-        const double t_flop =
-            (g * per - (g - streams) * c.gemm_fixed_time_s) * (flops / (g * gemm_flops(one))) /
-            c.sustained_clock;
+        const double t_flop = (g * per - (g - streams) * c.gemm_fixed_time_s) *
+                              (flops / (g * gemm_flops(one))) / c.sustained_clock;
         return std::max(t_flop, memory_time_s(bytes, hw)) + c.launch_overhead_s;
       }
       const double eff = gemm_efficiency(t.gemm, hw);
@@ -187,7 +187,8 @@ double compute_time_s(const Task& t, const HwProfile& hw) {
         GemmShape qk{a.seq_q, a.seq_kv, a.head_dim, a.batch * a.heads, a.dtype, GemmLayout::kNT};
         GemmShape pv{a.seq_q, a.head_dim, a.seq_kv, a.batch * a.heads, a.dtype, GemmLayout::kNN};
         auto gemm_s = [&](const GemmShape& g) {
-          return gemm_flops(g) / (peak_flop_per_s(g.dtype, hw) * gemm_efficiency(g, hw) * c.sustained_clock) +
+          return gemm_flops(g) /
+                     (peak_flop_per_s(g.dtype, hw) * gemm_efficiency(g, hw) * c.sustained_clock) +
                  c.launch_overhead_s;
         };
         const double passes = a.backward ? 2.0 : 1.0;
@@ -201,14 +202,12 @@ double compute_time_s(const Task& t, const HwProfile& hw) {
       const double t_flop = t.flops / (peak_flop_per_s(DType::kBf16, hw) * eff * c.sustained_clock);
       return std::max(t_flop, memory_time_s(bytes, hw)) + c.launch_overhead_s;
     }
-    case TaskKind::kMemoryBound:
-      return memory_time_s(bytes, hw) + c.launch_overhead_s;
+    case TaskKind::kMemoryBound: return memory_time_s(bytes, hw) + c.launch_overhead_s;
     case TaskKind::kCollective:
     case TaskKind::kSend:
     case TaskKind::kRecv:
     case TaskKind::kAlloc:
-    case TaskKind::kFree:
-      return 0;
+    case TaskKind::kFree: return 0;
   }
   return 0;
 }

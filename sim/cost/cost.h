@@ -13,10 +13,10 @@ namespace stepcast {
 
 // Shape of a communicator as the network sees it.
 struct GroupShape {
-  int ranks = 1;          // n
-  int nodes = 1;          // N (distinct nodes the ranks live on)
-  int ranks_per_node = 1; // ppn (max over nodes)
-  int pods = 1;           // distinct pods (oversubscription applies when > 1)
+  int ranks = 1;           // n
+  int nodes = 1;           // N (distinct nodes the ranks live on)
+  int ranks_per_node = 1;  // ppn (max over nodes)
+  int pods = 1;            // distinct pods (oversubscription applies when > 1)
   bool operator==(const GroupShape&) const = default;
 };
 
@@ -34,9 +34,9 @@ double compute_time_s(const Task& t, const HwProfile& hw);
 double gemm_efficiency(const GemmShape& g, const HwProfile& hw);
 
 // Collectives: per algorithm and protocol, as NCCL composes them, cheapest chosen
-// (sim/cost/collective.cc). `bytes` is S as nccl-tests counts it (see docs/model.md "Collectives and network").
-// `nccl` false: an all-to-all run by the MoE dispatcher's own kernels (DeepEP), which reach
-// the NICs' ring rate (no kAllToAllNicShare) and no NCCL calibration entry describes.
+// (sim/cost/collective.cc). `bytes` is S as nccl-tests counts it (see docs/model.md "Collectives
+// and network"). `nccl` false: an all-to-all run by the MoE dispatcher's own kernels (DeepEP),
+// which reach the NICs' ring rate (no kAllToAllNicShare) and no NCCL calibration entry describes.
 CollectiveChoice collective_time(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw,
                                  bool nccl = true);
 // Every (algorithm, protocol) the model allows for this op and group, with its time for
@@ -47,8 +47,8 @@ std::vector<CollectiveChoice> collective_candidates(CollOp op, double bytes, con
 // the highest bus bandwidth, ties to the lowest latency): a calibrated entry applies only
 // when its algorithm is this one (collective.cc header). Needs a group of >= 2 ranks.
 CollAlgo bandwidth_algorithm(CollOp op, const GroupShape& g, const HwProfile& hw);
-// nccl-tests bus factor F (docs/model.md "Collectives and network"): busbw = S * F / t. 2(n-1)/n allreduce, (n-1)/n
-// reduce-scatter / allgather / all-to-all, 1 broadcast; 0 for one rank.
+// nccl-tests bus factor F (docs/model.md "Collectives and network"): busbw = S * F / t. 2(n-1)/n
+// allreduce, (n-1)/n reduce-scatter / allgather / all-to-all, 1 broadcast; 0 for one rank.
 double bus_factor_of(CollOp op, int ranks);
 // Point-to-point send/recv of `bytes` between two ranks; `pair` is their shape
 // (pair_shape): same node or not, same pod or not (oversubscription, fabric hops).

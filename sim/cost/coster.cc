@@ -39,15 +39,16 @@ struct CollKeyHash {
 std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupShape>& shapes,
                                     const std::vector<bool>* own_row, int pod_gpus) {
   struct List {
-    size_t rep;               // first rank seen with this list
-    ListNames names;          // what the list names (filled when a second rank shares it)
+    size_t rep;       // first rank seen with this list
+    ListNames names;  // what the list names (filled when a second rank shares it)
     bool named = false;
   };
   std::unordered_map<const Task*, List> lists;
   std::vector<size_t> out(p.ranks.size());
   const int gpn = p.gpus_per_node;
   auto shape_of = [&](int g) -> const GroupShape* {
-    return g >= 0 && g < static_cast<int>(shapes.size()) ? &shapes[static_cast<size_t>(g)] : nullptr;
+    return g >= 0 && g < static_cast<int>(shapes.size()) ? &shapes[static_cast<size_t>(g)]
+                                                         : nullptr;
   };
   for (size_t r = 0; r < p.ranks.size(); ++r) {
     out[r] = r;
@@ -83,9 +84,10 @@ std::vector<GroupShape> group_shapes(const Program& p, const HwProfile& hw) {
   return shapes;
 }
 
-Durations rows_per_cost_class(const Program& p, const std::vector<GroupShape>& shapes,
-                              const std::function<void(const RankProgram&, std::vector<TimeNs>&)>& fill,
-                              const std::vector<bool>* own_row, int pod_gpus) {
+Durations rows_per_cost_class(
+    const Program& p, const std::vector<GroupShape>& shapes,
+    const std::function<void(const RankProgram&, std::vector<TimeNs>&)>& fill,
+    const std::vector<bool>* own_row, int pod_gpus) {
   const std::vector<size_t> same = same_cost_ranks(p, shapes, own_row, pod_gpus);
   Durations out(p.ranks.size());
   for (size_t r = 0; r < p.ranks.size(); ++r) {
@@ -138,7 +140,8 @@ double collective_latency_s(CollOp op, double bytes, const GroupShape& g, const 
   const CollectiveChoice c = collective_time(op, bytes, g, hw, nccl);
   if (g.ranks <= 1) return 0.0;
   if (c.calibrated || !(bytes > 0))
-    return latency_by_difference(bytes, [&](double b) { return collective_time(op, b, g, hw, nccl).time_s; });
+    return latency_by_difference(
+        bytes, [&](double b) { return collective_time(op, b, g, hw, nccl).time_s; });
   // The chosen (algorithm, protocol) is linear in S: its slope from two sizes.
   auto same = [&](double b) {
     for (const CollectiveChoice& k : collective_candidates(op, b, g, hw, nccl))
@@ -147,7 +150,8 @@ double collective_latency_s(CollOp op, double bytes, const GroupShape& g, const 
   };
   const double hi = same(bytes), lo = same(bytes * (1.0 - kRelStep));
   if (!std::isfinite(hi) || !std::isfinite(lo))
-    return latency_by_difference(bytes, [&](double b) { return collective_time(op, b, g, hw, nccl).time_s; });
+    return latency_by_difference(
+        bytes, [&](double b) { return collective_time(op, b, g, hw, nccl).time_s; });
   return c.time_s - bytes * (hi - lo) / (kRelStep * bytes);
 }
 
@@ -170,7 +174,7 @@ Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds&
       own_row[r] = !speeds[static_cast<size_t>(g)].nominal();
     }
     STEPCAST_CHECK(!p.folded || std::all_of(speeds.begin(), speeds.end(),
-                                             [](const GpuSpeed& v) { return v.nominal(); }),
+                                            [](const GpuSpeed& v) { return v.nominal(); }),
                    "task_durations: GPU speeds need an unfolded program (every rank simulated)");
   }
   return rows_per_cost_class(
@@ -200,10 +204,12 @@ Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds&
                 if (it == slow_cache.end()) {
                   const double total = collective_time(t.coll, t.bytes, g, hw, nccl).time_s;
                   it = slow_cache
-                           .emplace(key, task_ns(slowed_s(total, collective_latency_s(
-                                                                     t.coll, t.bytes, g, hw, nccl),
-                                                          f),
-                                                 t))
+                           .emplace(
+                               key,
+                               task_ns(
+                                   slowed_s(total,
+                                            collective_latency_s(t.coll, t.bytes, g, hw, nccl), f),
+                                   t))
                            .first;
                 }
                 d[i] = it->second;
@@ -212,7 +218,8 @@ Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds&
               auto it = coll_cache.find(key);
               if (it == coll_cache.end())
                 it = coll_cache
-                         .emplace(key, task_ns(collective_time(t.coll, t.bytes, g, hw, nccl).time_s, t))
+                         .emplace(key,
+                                  task_ns(collective_time(t.coll, t.bytes, g, hw, nccl).time_s, t))
                          .first;
               d[i] = it->second;
               break;
@@ -221,7 +228,8 @@ Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds&
             case TaskKind::kRecv: {
               const int peer = rp.peer_of(t);
               STEPCAST_CHECK(peer >= 0, "send/recv '" + t.label + "' has no peer");
-              const GroupShape pair = pair_shape(rp.rank, peer, p.gpus_per_node, hw.fabric.pod_gpus);
+              const GroupShape pair =
+                  pair_shape(rp.rank, peer, p.gpus_per_node, hw.fabric.pod_gpus);
               const double f = pair.nodes == 1 ? v.nvlink : v.nic;
               double sec = p2p_time_s(t.bytes, pair, hw);
               if (slow && f != 1) sec = slowed_s(sec, p2p_latency_s(t.bytes, pair, hw), f);
@@ -229,9 +237,7 @@ Durations task_durations(const Program& p, const HwProfile& hw, const GpuSpeeds&
               break;
             }
             case TaskKind::kAlloc:
-            case TaskKind::kFree:
-              d[i] = 0;
-              break;
+            case TaskKind::kFree: d[i] = 0; break;
           }
         }
       },

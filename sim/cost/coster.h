@@ -58,8 +58,7 @@ TimeNs task_ns(double seconds, const Task& t);
 // or its own index. `shapes` per group. Ranks marked in `own_row` (if given, indexed like
 // p.ranks) are always their own class.
 std::vector<size_t> same_cost_ranks(const Program& p, const std::vector<GroupShape>& shapes,
-                                    const std::vector<bool>* own_row = nullptr,
-                                    int pod_gpus = 0);
+                                    const std::vector<bool>* own_row = nullptr, int pod_gpus = 0);
 
 // The shape of every group of `p` (node = rank / p.gpus_per_node, pod = rank /
 // hw.fabric.pod_gpus), indexed by group id.
@@ -67,14 +66,15 @@ std::vector<GroupShape> group_shapes(const Program& p, const HwProfile& hw);
 
 // One row per simulated rank, filled by fill(rank, row) (row sized to the rank's tasks, zeroed)
 // for the first rank of each same_cost_ranks class and shared by the others.
-Durations rows_per_cost_class(const Program& p, const std::vector<GroupShape>& shapes,
-                              const std::function<void(const RankProgram&, std::vector<TimeNs>&)>& fill,
-                              const std::vector<bool>* own_row = nullptr, int pod_gpus = 0);
+Durations rows_per_cost_class(
+    const Program& p, const std::vector<GroupShape>& shapes,
+    const std::function<void(const RankProgram&, std::vector<TimeNs>&)>& fill,
+    const std::vector<bool>* own_row = nullptr, int pod_gpus = 0);
 
 // SM interference: the fraction by which a compute kernel slows while a communication
-// kernel of the same GPU runs. NCCL kernels hold whole SMs (docs/model.md, "Pitfalls the model accounts for" 1: ~16 on a
-// DGX with 8 NICs); a compute kernel then has sms - comm_sms SMs left, so if it was
-// SM-bound it takes sms/(sms - comm_sms) as long:
+// kernel of the same GPU runs. NCCL kernels hold whole SMs (docs/model.md, "Pitfalls the model
+// accounts for" 1: ~16 on a DGX with 8 NICs); a compute kernel then has sms - comm_sms SMs left, so
+// if it was SM-bound it takes sms/(sms - comm_sms) as long:
 //   slowdown = comm_sms / (sms - comm_sms)     (H100: 16 / (132 - 16) = 13.8%).
 // 0 when sms is unknown. HBM contention (both slow when memory-bound) is
 // EngineOptions::comm_hbm_share (comm_hbm_share below).
@@ -87,8 +87,9 @@ bool comm_holds_sms(const Task& t);
 
 // HBM share of a communication task for EngineOptions::comm_hbm_share: its kernels read from
 // HBM what they send and write to HBM what they receive, 2 bytes of HBM traffic per byte on
-// the link, and a GPU's link bytes per second is the nccl-tests busbw (docs/model.md "Collectives and network": busbw =
-// S / t x F(op, n), F = 1 for send/recv), so against the achievable HBM bandwidth
+// the link, and a GPU's link bytes per second is the nccl-tests busbw (docs/model.md "Collectives
+// and network": busbw = S / t x F(op, n), F = 1 for send/recv), so against the achievable HBM
+// bandwidth
 //   share = min(1, 2 x busbw / (hbm_bandwidth x memory_bound_efficiency)).
 // H100 (3.35 TB/s x 0.85 = 2.85 TB/s): NVLink ring allreduce at 370 GB/s busbw 0.26; one
 // NDR NIC at 48 GB/s 0.034. 0 without an HBM bandwidth in the profile, for t <= 0 or one rank.

@@ -81,12 +81,13 @@ void Engine::breakdown(Timeline& tl) const {
   // Compute stream first, then the comm streams: tp (NCCL, ring exchange), cp (sends,
   // receives), ep, pp_send, pp_recv, dp.
   static constexpr std::array<StreamKind, kStreamCount> kOrder = {
-      StreamKind::kCompute, StreamKind::kTp,     StreamKind::kTpRing, StreamKind::kCp,
-      StreamKind::kCpRecv,  StreamKind::kEp,     StreamKind::kPpSend, StreamKind::kPpRecv,
-      StreamKind::kDp};
+      StreamKind::kCompute, StreamKind::kTp,     StreamKind::kTpRing,
+      StreamKind::kCp,      StreamKind::kCpRecv, StreamKind::kEp,
+      StreamKind::kPpSend,  StreamKind::kPpRecv, StreamKind::kDp};
   auto attribute = [&]() -> size_t {
     for (const StreamKind s : kOrder)
-      if (active[static_cast<size_t>(s)] >= 0) return static_cast<size_t>(active[static_cast<size_t>(s)]);
+      if (active[static_cast<size_t>(s)] >= 0)
+        return static_cast<size_t>(active[static_cast<size_t>(s)]);
     return kCategoryCount;  // bubble
   };
   TimeNs prev = 0;

@@ -22,9 +22,10 @@ void Engine::build_contention() {
     if (flow_ && inst_flow_set_[ui] >= 0) continue;  // flow transfers: not stretched
     const auto [r, id] = match_.members[static_cast<size_t>(match_.offsets[ui])];
     const RankProgram& rp = program_->ranks[static_cast<size_t>(r)];
-    const double share = options_->comm_hbm_share(rp, rp.tasks[static_cast<size_t>(id)], inst_dur_[ui]);
-    STEPCAST_CHECK(share >= 0 && share <= 1, fmt::format("HBM share {} of {} is outside [0, 1]",
-                                                         share, task_ref(rp, id)));
+    const double share =
+        options_->comm_hbm_share(rp, rp.tasks[static_cast<size_t>(id)], inst_dur_[ui]);
+    STEPCAST_CHECK(share >= 0 && share <= 1,
+                   fmt::format("HBM share {} of {} is outside [0, 1]", share, task_ref(rp, id)));
     inst_hbm_ppm_[ui] = std::llround(share * 1e6);
   }
   comm_hbm_ppm_.assign(nranks, 0);
@@ -74,7 +75,8 @@ void Engine::settle(TimeNs t) {
     // (which see the communication started at t).
     for (const std::int32_t inst : deferred_rdv_) {
       const auto ui = static_cast<size_t>(inst);
-      const auto b = static_cast<size_t>(match_.offsets[ui]), e = static_cast<size_t>(match_.offsets[ui + 1]);
+      const auto b = static_cast<size_t>(match_.offsets[ui]),
+                 e = static_cast<size_t>(match_.offsets[ui + 1]);
       const TimeNs d0 = inst_dur_[ui];
       const double f = rendezvous_factor(ui);
       if (d0 > 0) {
@@ -148,9 +150,9 @@ void Engine::retime_rendezvous(TimeNs t) {
     inst_work_[ui] -= static_cast<double>(t - inst_since_[ui]) / inst_factor_[ui];
     inst_since_[ui] = t;
     inst_factor_[ui] = f;
-    const TimeNs end =
-        t + std::max<TimeNs>(1, std::llround(std::max(0.0, inst_work_[ui]) * f));
-    const auto b = static_cast<size_t>(match_.offsets[ui]), e = static_cast<size_t>(match_.offsets[ui + 1]);
+    const TimeNs end = t + std::max<TimeNs>(1, std::llround(std::max(0.0, inst_work_[ui]) * f));
+    const auto b = static_cast<size_t>(match_.offsets[ui]),
+               e = static_cast<size_t>(match_.offsets[ui + 1]);
     for (size_t k = b; k < e; ++k) {
       const std::uint32_t g = inst_member_[k];
       if (at(g).end == end) continue;

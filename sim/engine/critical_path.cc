@@ -71,7 +71,8 @@ std::vector<std::pair<int, int>> critical_path(const Program& program, const Tim
     std::vector<std::pair<int, int>> holders{{cur_r, cur_t}};
     const int inst = m.instance(cur_r, cur_t);
     if (inst >= 0) {
-      for (int k = m.offsets[static_cast<size_t>(inst)]; k < m.offsets[static_cast<size_t>(inst) + 1]; ++k)
+      for (int k = m.offsets[static_cast<size_t>(inst)];
+           k < m.offsets[static_cast<size_t>(inst) + 1]; ++k)
         if (m.members[static_cast<size_t>(k)] != std::make_pair(cur_r, cur_t))
           holders.push_back(m.members[static_cast<size_t>(k)]);
     }

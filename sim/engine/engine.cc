@@ -192,7 +192,7 @@ Timeline Engine::run() {
       for (const std::uint32_t g : batch_) {
         if (g >= n)
           start_flows(static_cast<int>(g - n), t);  // latency over: bytes start moving
-        else if (left_[g] >= 0 && at(g).end == t)  // else a stale entry of a re-timed task
+        else if (left_[g] >= 0 && at(g).end == t)   // else a stale entry of a re-timed task
           finish(g, t);
       }
     }
@@ -229,18 +229,21 @@ void Engine::report_deadlock() const {
           const std::uint32_t m = inst_member_[k];
           if (m == g || left_[m] == 0) continue;
           const RankProgram& other = program_->ranks[static_cast<size_t>(rank_of_[m])];
-          why += fmt::format("{}{} {}", why.empty() ? "" : ", ",
-                             rp.tasks[i].kind == TaskKind::kCollective ? "group member" : "peer",
-                             task_ref(other, static_cast<int>(m - rank_offset_[static_cast<size_t>(rank_of_[m])])));
+          why += fmt::format(
+              "{}{} {}", why.empty() ? "" : ", ",
+              rp.tasks[i].kind == TaskKind::kCollective ? "group member" : "peer",
+              task_ref(other,
+                       static_cast<int>(m - rank_offset_[static_cast<size_t>(rank_of_[m])])));
         }
       }
       stuck.push_back(fmt::format("{} on stream {} waits for {}", task_ref(rp, static_cast<int>(i)),
                                   stream_name(rp.tasks[i].stream), why.empty() ? "?" : why));
     }
   }
-  std::string msg = fmt::format("deadlock: {} of {} tasks never ran; nothing can start. Stuck "
-                                "stream heads ({}):",
-                                ntasks_ - finished_, ntasks_, total);
+  std::string msg = fmt::format(
+      "deadlock: {} of {} tasks never ran; nothing can start. Stuck "
+      "stream heads ({}):",
+      ntasks_ - finished_, ntasks_, total);
   for (const auto& s : stuck) msg += "\n  " + s;
   if (total > stuck.size()) msg += fmt::format("\n  ... and {} more", total - stuck.size());
   throw InvariantError(msg);

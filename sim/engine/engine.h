@@ -72,8 +72,8 @@
 //    programs) except: with SM interference on (the engine is then not monotone, above);
 //    via predict(), for cross-pod groups, whose analytical cost assumes the full 1:k
 //    oversubscription while flows meet the real uplink load, and for NICs shared by GPUs,
-//    whose analytical cost assumes every GPU behind the NIC transfers at once (flow_mode.h); and in principle
-//    because max-min sharing is not monotone (a new flow can speed up another), so a
+//    whose analytical cost assumes every GPU behind the NIC transfers at once (flow_mode.h); and in
+//    principle because max-min sharing is not monotone (a new flow can speed up another), so a
 //    multi-flow transfer could beat its lone time — not observed on the tested programs.
 #pragma once
 
@@ -93,30 +93,30 @@
 
 namespace stepcast {
 
-class Topology;  // sim/network/topology.h
+class Topology;             // sim/network/topology.h
 struct RendezvousMatching;  // sim/program/matching.h
 
 // Flow network mode (engine.h header comment; sim/report/flow_mode.h builds it from a profile).
 struct FlowMode {
-  const Topology* topology = nullptr;      // links the flows cross; world_size GPUs at least
-  const Topology* nominal = nullptr;       // same links at their line rates (slow links in
-                                           // `topology`); null: `topology` is nominal. A
-                                           // transfer's bytes are scaled to take its
-                                           // analytical bandwidth time alone on this one
-  const Durations* latency_ns = nullptr;   // per task: the part of its duration paid before
-                                           // bytes move (alpha); clamped to the duration
-  bool pxn = true;                         // NCCL PXN routing (Topology::route)
+  const Topology* topology = nullptr;     // links the flows cross; world_size GPUs at least
+  const Topology* nominal = nullptr;      // same links at their line rates (slow links in
+                                          // `topology`); null: `topology` is nominal. A
+                                          // transfer's bytes are scaled to take its
+                                          // analytical bandwidth time alone on this one
+  const Durations* latency_ns = nullptr;  // per task: the part of its duration paid before
+                                          // bytes move (alpha); clamped to the duration
+  bool pxn = true;                        // NCCL PXN routing (Topology::route)
 };
 
 struct EngineOptions {
   // SM interference: a compute task runs this much slower (fraction; 0 = none) while a
   // communication task of its rank runs (above). Set from the profile by the caller.
   double compute_slowdown_when_comm = 0.0;
-  // HBM contention (docs/model.md, "Pitfalls the model accounts for" 1: "both slow when HBM-bound"): per communication
-  // task, the fraction of its GPU's achievable HBM bandwidth its kernels use while it runs
-  // (sim/cost/coster.h comm_hbm_share; unset: no HBM contention). Then a memory-bound
-  // compute task (kMemoryBound) runs slower by 1 + the larger of the SM slowdown and the sum
-  // of their shares while communication runs on its rank, and an analytical communication
+  // HBM contention (docs/model.md, "Pitfalls the model accounts for" 1: "both slow when
+  // HBM-bound"): per communication task, the fraction of its GPU's achievable HBM bandwidth its
+  // kernels use while it runs (sim/cost/coster.h comm_hbm_share; unset: no HBM contention). Then a
+  // memory-bound compute task (kMemoryBound) runs slower by 1 + the larger of the SM slowdown and
+  // the sum of their shares while communication runs on its rank, and an analytical communication
   // rendezvous runs at 1 / (1 + share) of its speed while a memory-bound compute task runs
   // on one of its member ranks.
   std::function<double(const RankProgram&, const Task&, TimeNs duration)> comm_hbm_share;
@@ -143,13 +143,13 @@ struct MemorySample {
 };
 
 struct RankTimeline {
-  std::span<TaskTiming> tasks;      // per task id (into Timeline::task_timing)
-  TimeNs end = 0;                   // last task end
+  std::span<TaskTiming> tasks;  // per task id (into Timeline::task_timing)
+  TimeNs end = 0;               // last task end
   // Time its compute tasks ran longer than their durations: SM interference and HBM
   // contention (the sum over gemm/attention/memory_bound tasks of end - start - duration).
   TimeNs interference_ns = 0;
   double peak_bytes = 0;
-  std::vector<MemorySample> memory; // when record_memory_curve
+  std::vector<MemorySample> memory;  // when record_memory_curve
 };
 
 struct Timeline {
@@ -157,18 +157,18 @@ struct Timeline {
   // Storage of every rank's task timings, rank after rank (RankTimeline::tasks view it;
   // copies of a Timeline share it).
   std::shared_ptr<HugeVector<TaskTiming>> task_timing;
-  TimeNs step_ns = 0;               // max over ranks
-  int critical_rank = 0;            // index of the rank that ends last; on ties the one whose
-                                    // compute stream was busiest, then the lowest
+  TimeNs step_ns = 0;     // max over ranks
+  int critical_rank = 0;  // index of the rank that ends last; on ties the one whose
+                          // compute stream was busiest, then the lowest
   // Exposed time on the critical rank per category, plus bubble (index kCategoryCount):
   // sums exactly to step_ns. Attribution per instant: compute stream busy -> its task's
   // category; else the comm stream category busy first in the order tp, cp (sends, then
   // receives), ep, pp, dp;
   // else bubble.
   std::array<TimeNs, kCategoryCount + 1> breakdown_ns{};
-  std::uint64_t events = 0;         // task starts + ends processed
+  std::uint64_t events = 0;                      // task starts + ends processed
   std::vector<LinkUtilSample> link_utilization;  // flow mode only
-  std::uint64_t flow_transfers = 0; // flow mode: rendezvous run as flows over links
+  std::uint64_t flow_transfers = 0;              // flow mode: rendezvous run as flows over links
   // The program's rendezvous matching, with EngineOptions::keep_matching; else null.
   std::shared_ptr<const RendezvousMatching> matching;
 };

@@ -61,7 +61,8 @@ void Engine::build_list(const RankProgram& rp, ListGraph& lg) {
   lg.succ_off.assign(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     lg.npred[i] = static_cast<std::int32_t>(lg.pred_off[i + 1] - lg.pred_off[i]);
-    for (std::uint32_t e = lg.pred_off[i]; e < lg.pred_off[i + 1]; ++e) ++lg.succ_off[lg.preds[e] + 1];
+    for (std::uint32_t e = lg.pred_off[i]; e < lg.pred_off[i + 1]; ++e)
+      ++lg.succ_off[lg.preds[e] + 1];
   }
   for (size_t i = 0; i < n; ++i) lg.succ_off[i + 1] += lg.succ_off[i];
   lg.succ.resize(lg.succ_off[n]);
@@ -113,9 +114,9 @@ void Engine::build_ranks(const Durations& d) {
   double total_ns = 0;
   for (size_t r = 0; r < nranks; ++r) {
     const RankProgram& rp = program_->ranks[r];
-    STEPCAST_CHECK(d[r].size() == rp.tasks.size(),
-                   fmt::format("rank {}: {} durations for {} tasks", rp.rank, d[r].size(),
-                               rp.tasks.size()));
+    STEPCAST_CHECK(
+        d[r].size() == rp.tasks.size(),
+        fmt::format("rank {}: {} durations for {} tasks", rp.rank, d[r].size(), rp.tasks.size()));
     for (size_t i = 0; i < d[r].size(); ++i) {
       STEPCAST_CHECK(d[r][i] >= 0, fmt::format("negative duration {} ns for {}", d[r][i],
                                                task_ref(rp, static_cast<int>(i))));
@@ -172,7 +173,8 @@ void Engine::build_graphs() {
     if (m == 0) continue;
     const ListGraph& lg = *graph_of_[r];
     const size_t base = rank_offset_[r];
-    std::fill_n(rank_of_.begin() + static_cast<std::ptrdiff_t>(base), m, static_cast<std::int32_t>(r));
+    std::fill_n(rank_of_.begin() + static_cast<std::ptrdiff_t>(base), m,
+                static_cast<std::int32_t>(r));
     std::copy(lg.flags.begin(), lg.flags.end(), flags_.begin() + static_cast<std::ptrdiff_t>(base));
     std::copy(lg.npred.begin(), lg.npred.end(), left_.begin() + static_cast<std::ptrdiff_t>(base));
   }
@@ -185,7 +187,8 @@ void Engine::build_instances() {
   inst_dur_.assign(static_cast<size_t>(ninst), 0);
   inst_member_.resize(match_.members.size());
   for (int i = 0; i < ninst; ++i) {
-    const int b = match_.offsets[static_cast<size_t>(i)], e = match_.offsets[static_cast<size_t>(i) + 1];
+    const int b = match_.offsets[static_cast<size_t>(i)],
+              e = match_.offsets[static_cast<size_t>(i) + 1];
     inst_left_[static_cast<size_t>(i)] = e - b;
     for (int k = b; k < e; ++k) {
       const auto [r, id] = match_.members[static_cast<size_t>(k)];

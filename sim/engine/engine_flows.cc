@@ -24,10 +24,10 @@ void Engine::build_flows() {
   const Durations& lat = *flow_->latency_ns;
   STEPCAST_CHECK(lat.size() == program_->ranks.size(), "flow mode: latencies per rank missing");
   for (size_t r = 0; r < lat.size(); ++r)
-    STEPCAST_CHECK(lat[r].size() == program_->ranks[r].tasks.size(),
-                   fmt::format("flow mode: rank {} has {} latencies for {} tasks",
-                               program_->ranks[r].rank, lat[r].size(),
-                               program_->ranks[r].tasks.size()));
+    STEPCAST_CHECK(
+        lat[r].size() == program_->ranks[r].tasks.size(),
+        fmt::format("flow mode: rank {} has {} latencies for {} tasks", program_->ranks[r].rank,
+                    lat[r].size(), program_->ranks[r].tasks.size()));
   STEPCAST_CHECK(program_->world_size <= topo.gpus(),
                  fmt::format("flow mode: program has {} ranks, topology {} GPUs",
                              program_->world_size, topo.gpus()));
@@ -106,8 +106,8 @@ void Engine::build_flows() {
 
 void Engine::start_flows(int inst, TimeNs t) {
   const auto ui = static_cast<size_t>(inst);
-  const int x = net_.start(t, flow_sets_[static_cast<size_t>(inst_flow_set_[ui])].flows,
-                           inst_scale_[ui]);
+  const int x =
+      net_.start(t, flow_sets_[static_cast<size_t>(inst_flow_set_[ui])].flows, inst_scale_[ui]);
   STEPCAST_CHECK(x == static_cast<int>(transfer_inst_.size()), "network transfer ids out of order");
   transfer_inst_.push_back(inst);
 }

@@ -157,7 +157,7 @@ class Engine {
     std::vector<std::uint8_t> flags;
     std::vector<std::uint32_t> preds, pred_off;  // build scratch
   };
-  std::vector<ListGraph> lists_;             // [0, nlists_) in use; capacity kept
+  std::vector<ListGraph> lists_;  // [0, nlists_) in use; capacity kept
   size_t nlists_ = 0;
   std::vector<const ListGraph*> graph_of_;  // per rank
   std::vector<const TimeNs*> dur_of_;       // per rank: its durations (Durations row)
@@ -165,8 +165,8 @@ class Engine {
   std::vector<std::uint32_t> rank_offset_;  // size ranks + 1
   HugeVector<std::int32_t> rank_of_;
   HugeVector<std::uint8_t> flags_;
-  HugeVector<std::int32_t> left_;           // unfinished predecessors; -1 once done
-  TaskTiming* timing_ = nullptr;            // the Timeline's task timings, by g
+  HugeVector<std::int32_t> left_;  // unfinished predecessors; -1 once done
+  TaskTiming* timing_ = nullptr;   // the Timeline's task timings, by g
   size_t ntasks_ = 0;
   TimeNs dur(std::uint32_t g) const {
     const auto r = static_cast<size_t>(rank_of_[g]);
@@ -225,7 +225,8 @@ class Engine {
   }
   // 1 + share while a member of the rendezvous runs memory-bound compute, else 1.
   double rendezvous_factor(size_t ui) const {
-    const auto b = static_cast<size_t>(match_.offsets[ui]), e = static_cast<size_t>(match_.offsets[ui + 1]);
+    const auto b = static_cast<size_t>(match_.offsets[ui]),
+               e = static_cast<size_t>(match_.offsets[ui + 1]);
     for (size_t k = b; k < e; ++k)
       if (mb_running_[static_cast<size_t>(rank_of_[inst_member_[k]])] > 0)
         return 1.0 + static_cast<double>(inst_hbm_ppm_[ui]) * 1e-6;
@@ -285,9 +286,9 @@ class Engine {
   std::vector<int> completed_;
 
   EventQueue queue_;
-  std::vector<std::uint32_t> batch_;        // the task ends of one instant
-  std::vector<std::uint32_t> zero_stack_;   // tasks ending in the current instant
-  std::vector<std::uint32_t> deferred_;     // compute starts waiting for the instant to settle
+  std::vector<std::uint32_t> batch_;       // the task ends of one instant
+  std::vector<std::uint32_t> zero_stack_;  // tasks ending in the current instant
+  std::vector<std::uint32_t> deferred_;    // compute starts waiting for the instant to settle
   std::uint64_t events_ = 0;
   std::uint64_t finished_ = 0;
 };

@@ -25,12 +25,17 @@ void MaxMinNetwork::reset(const Topology& topo) {
   for (const Link& l : topo.links()) {
     int c = 0;
     switch (l.kind) {
-      case LinkKind::kNvlUp: case LinkKind::kNvlDown: c = 0; break;
-      case LinkKind::kNicUp: case LinkKind::kNicDown: c = 1; break;
-      case LinkKind::kLeafUp: case LinkKind::kLeafDown: c = 2; break;
-      case LinkKind::kPodUp: case LinkKind::kPodDown: c = 3; break;
+      case LinkKind::kNvlUp:
+      case LinkKind::kNvlDown: c = 0; break;
+      case LinkKind::kNicUp:
+      case LinkKind::kNicDown: c = 1; break;
+      case LinkKind::kLeafUp:
+      case LinkKind::kLeafDown: c = 2; break;
+      case LinkKind::kPodUp:
+      case LinkKind::kPodDown: c = 3; break;
     }
-    if (static_cast<size_t>(l.id) >= link_class_.size()) link_class_.resize(static_cast<size_t>(l.id) + 1, 0);
+    if (static_cast<size_t>(l.id) >= link_class_.size())
+      link_class_.resize(static_cast<size_t>(l.id) + 1, 0);
     link_class_[static_cast<size_t>(l.id)] = c;
     class_capacity_[static_cast<size_t>(c)] += l.capacity_bytes_per_s;
   }

@@ -1,6 +1,6 @@
-// The network model the engine's flow mode talks to (docs/model.md "Engine", "Collectives and network"
-// "Contention"): a communication task becomes a *transfer* — a set of flows over links — that
-// starts moving bytes at a given instant; concurrent flows share every link by max-min
+// The network model the engine's flow mode talks to (docs/model.md "Engine", "Collectives and
+// network" "Contention"): a communication task becomes a *transfer* — a set of flows over links —
+// that starts moving bytes at a given instant; concurrent flows share every link by max-min
 // fairness (sim/network/maxmin.h), re-solved whenever a flow starts or ends; a transfer is
 // done when its last flow is. The engine only calls start / next_completion / advance, so the
 // solver stays apart from it (and another model — packet level, say — could replace it).
@@ -61,8 +61,8 @@ class MaxMinNetwork final : public NetworkModel {
  private:
   struct FlowState {
     const FlowSpec* spec = nullptr;  // links and copies (for utilisation); the caller's
-    double left = 0;   // bytes still to move as of `since`
-    double rate = 0;   // bytes/s since `since`
+    double left = 0;                 // bytes still to move as of `since`
+    double rate = 0;                 // bytes/s since `since`
     TimeNs since = 0;
     int transfer = -1;
     std::uint32_t version = 0;
@@ -80,13 +80,13 @@ class MaxMinNetwork final : public NetworkModel {
   void resolve();  // re-solve what changed at now_ and re-time those flows
 
   MaxMinSolver solver_;
-  std::vector<FlowState> flows_;          // by solver flow id (ids are reused)
-  std::vector<int> transfer_left_;        // flows not done, per transfer
-  std::vector<int> done_now_;             // transfers with no flows, done at now_
+  std::vector<FlowState> flows_;    // by solver flow id (ids are reused)
+  std::vector<int> transfer_left_;  // flows not done, per transfer
+  std::vector<int> done_now_;       // transfers with no flows, done at now_
   std::vector<Due> heap_;
   void add_rate(const FlowState& s, double delta);
   void sample();
-  std::vector<int> link_class_;           // per link id: 0 NVLink, 1 NIC, 2 leaf, 3 pod
+  std::vector<int> link_class_;  // per link id: 0 NVLink, 1 NIC, 2 leaf, 3 pod
   std::array<double, kLinkClasses> class_capacity_{};
   std::array<double, kLinkClasses> class_rate_{};
   std::vector<LinkUtilSample> util_;

@@ -78,8 +78,7 @@ YAML::Node copy_with_dotted(const YAML::Node& root, const std::vector<std::strin
       for (std::size_t j = 0; j < i; ++j) walked = join_path(walked, segs[j]);
       throw InputError(InputIssue{"", 0, 0, dotted_key, dotted_not_a_section(walked, segs[i])});
     }
-    if (!replaced)
-      out[segs[i]] = i + 1 == segs.size() ? value : self(self, YAML::Node(), i + 1);
+    if (!replaced) out[segs[i]] = i + 1 == segs.size() ? value : self(self, YAML::Node(), i + 1);
     return out;
   };
   return rec(rec, root, 0);

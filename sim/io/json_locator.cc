@@ -17,13 +17,15 @@ InputIssue json_syntax_issue(const std::string& text, const std::string& file, s
     }
   }
   const std::size_t colon = what.find(": ");
-  return InputIssue{file, line, col, "",
-                    "invalid JSON: " + (colon == std::string::npos ? what : what.substr(colon + 2))};
+  return InputIssue{
+      file, line, col, "",
+      "invalid JSON: " + (colon == std::string::npos ? what : what.substr(colon + 2))};
 }
 
 void locate_json_pointer_issues(std::vector<InputIssue>& issues, const std::string& text) {
   bool any = false;
-  for (const InputIssue& i : issues) any = any || (i.line == 0 && (i.key.empty() || i.key[0] == '/'));
+  for (const InputIssue& i : issues)
+    any = any || (i.line == 0 && (i.key.empty() || i.key[0] == '/'));
   if (!any) return;
   const JsonLocator at(text);
   for (InputIssue& i : issues) {

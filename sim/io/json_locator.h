@@ -17,9 +17,7 @@ namespace stepcast {
 // nlohmann::json keeps no positions, so on error the text is scanned once more. O(size).
 class JsonLocator {
  public:
-  explicit JsonLocator(const std::string& text) : s_(text) {
-    value("", 0);
-  }
+  explicit JsonLocator(const std::string& text) : s_(text) { value("", 0); }
 
   // Position of `path`, or of its closest enclosing value (a missing key points at the
   // object that lacks it).

@@ -45,8 +45,7 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& file) {
     throw InputError(InputIssue{file, 0, 0, "", "the file is empty (expected a YAML mapping)"});
   }
   if (!root.IsMap()) {
-    throw InputError(issue_at(file, root.Mark(), "",
-                              "expected a YAML mapping at the top level"));
+    throw InputError(issue_at(file, root.Mark(), "", "expected a YAML mapping at the top level"));
   }
   return root;
 }
@@ -54,8 +53,8 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& file) {
 std::string read_text_file(const std::string& path, const char* format) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))  // it opens, reads empty: "the file is empty"
-    throw InputError(InputIssue{path, 0, 0, "", fmt::format("is a directory, not a {} file",
-                                                            format)});
+    throw InputError(
+        InputIssue{path, 0, 0, "", fmt::format("is a directory, not a {} file", format)});
   std::ifstream in(path);
   if (!in) throw InputError(InputIssue{path, 0, 0, "", "cannot open the file"});
   std::stringstream ss;
@@ -116,8 +115,7 @@ static bool on_same_branch(const std::string& a, const std::string& b) {
   return l.size() == s.size() || l[s.size()] == '.' || l[s.size()] == '[';
 }
 
-void YamlReader::error(const YAML::Node& at, const std::string& path,
-                       const std::string& message) {
+void YamlReader::error(const YAML::Node& at, const std::string& path, const std::string& message) {
   const bool has_node = at.IsDefined();
   const YAML::Mark mark = has_node ? at.Mark() : YAML::Mark::null_mark();
   for (const auto& s : splices_) {
@@ -308,7 +306,8 @@ std::optional<double> YamlReader::get_quantity(const YAML::Node& map, const std:
   YAML::Node n = map[key];
   if (!n) return std::nullopt;
   if (!n.IsScalar()) {
-    error(n, join_path(path, key), fmt::format("expected {}, got {}", dimension_name(dim), show(n)));
+    error(n, join_path(path, key),
+          fmt::format("expected {}, got {}", dimension_name(dim), show(n)));
     return std::nullopt;
   }
   try {

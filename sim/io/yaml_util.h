@@ -43,8 +43,7 @@ class YamlReader {
   // Typed getters: return nullopt when the key is absent (no issue) or invalid (issue
   // reported). `path` is the mapping's path; the key is appended.
   std::optional<std::int64_t> get_int(const YAML::Node& map, const std::string& path,
-                                      const std::string& key, std::int64_t min,
-                                      std::int64_t max);
+                                      const std::string& key, std::int64_t min, std::int64_t max);
   std::optional<double> get_double(const YAML::Node& map, const std::string& path,
                                    const std::string& key, double min, double max);
   std::optional<bool> get_bool(const YAML::Node& map, const std::string& path,

@@ -33,18 +33,18 @@ std::vector<int> Lowerer::zero3_gather(Emit& e, const Unit& u, int mb, int chunk
                                        const char* tag, std::vector<int> deps) {
   std::vector<int> ids;
   const std::string what = make_label("zp", u.name, tag, mb);
-  emit_mem(e, TaskKind::kAlloc, (u.dense_params + u.expert_params) * act_elem_bytes_, what,
-           phase, u.layer, mb, chunk, StreamKind::kDp, deps);
+  emit_mem(e, TaskKind::kAlloc, (u.dense_params + u.expert_params) * act_elem_bytes_, what, phase,
+           u.layer, mb, chunk, StreamKind::kDp, deps);
   if (u.dense_params > 0 && dense_dp_size() > 1)
     ids.push_back(emit_collective(e, CollOp::kAllGather, dense_dp_kind(), StreamKind::kDp,
-                                  Category::kDpComm, u.dense_params * act_elem_bytes_,
-                                  act_dtype_, phase, label_of("ag", u.name, tag, mb), u.layer,
-                                  mb, chunk, deps));
+                                  Category::kDpComm, u.dense_params * act_elem_bytes_, act_dtype_,
+                                  phase, label_of("ag", u.name, tag, mb), u.layer, mb, chunk,
+                                  deps));
   if (u.expert_params > 0 && expert_dp_size() > 1)
     ids.push_back(emit_collective(e, CollOp::kAllGather, GroupKind::kEdp, StreamKind::kDp,
-                                  Category::kDpComm, u.expert_params * act_elem_bytes_,
-                                  act_dtype_, phase, label_of("agx", u.name, tag, mb),
-                                  u.layer, mb, chunk, deps));
+                                  Category::kDpComm, u.expert_params * act_elem_bytes_, act_dtype_,
+                                  phase, label_of("agx", u.name, tag, mb), u.layer, mb, chunk,
+                                  deps));
   return ids;
 }
 
@@ -65,10 +65,12 @@ void Lowerer::zero3_issue(Emit& e, const std::vector<Unit>& units,
   std::vector<int> deps;
   if (e.last_compute >= 0) deps.push_back(e.last_compute);
   if (k == first || !prefetch)
-    z3[static_cast<size_t>(k)] = zero3_gather(e, units[static_cast<size_t>(k)], mb, c, phase, tag, deps);
+    z3[static_cast<size_t>(k)] =
+        zero3_gather(e, units[static_cast<size_t>(k)], mb, c, phase, tag, deps);
   const int nk = k + step;
   if (prefetch && nk >= 0 && nk < n)
-    z3[static_cast<size_t>(nk)] = zero3_gather(e, units[static_cast<size_t>(nk)], mb, c, phase, tag, deps);
+    z3[static_cast<size_t>(nk)] =
+        zero3_gather(e, units[static_cast<size_t>(nk)], mb, c, phase, tag, deps);
 }
 
 void Lowerer::check_bucket_count(double params) const {
@@ -182,8 +184,8 @@ std::vector<std::vector<std::vector<int>>> Lowerer::emit_param_gathers(Emit& e,
 }
 
 // A unit's weight gradients are done: sync them (ZeRO-2/3 every microbatch, else buckets in
-// the last one) and free its saved activations (in the order the lowering always had). `first`: the chunk's first unit, whose
-// backward ends the chunk's.
+// the last one) and free its saved activations (in the order the lowering always had). `first`: the
+// chunk's first unit, whose backward ends the chunk's.
 void Lowerer::finish_unit_grads(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool first,
                                 bool last_mb) {
   if (par_.zero >= 2) {
@@ -237,8 +239,8 @@ void Lowerer::sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, i
       std::vector<int> deps;
       if (e.last_compute >= 0) deps.push_back(e.last_compute);
       const int id = emit_collective(
-          e, CollOp::kReduceScatter, expert ? GroupKind::kEdp : dense_dp_kind(),
-          StreamKind::kDp, Category::kDpComm, rs_bytes, grad_dtype_, Phase::kBwdWeight,
+          e, CollOp::kReduceScatter, expert ? GroupKind::kEdp : dense_dp_kind(), StreamKind::kDp,
+          Category::kDpComm, rs_bytes, grad_dtype_, Phase::kBwdWeight,
           label_of(expert ? "rsx" : "rs", u.name, "g", mb), u.layer, mb, c, std::move(deps));
       grad_sync_.push_back(id);
       if (!par_.overlap_grad_reduce) {
@@ -247,8 +249,8 @@ void Lowerer::sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, i
         issued_here = id;
       }
       for (Bucketer::UnitGrads& h : held)
-        emit_mem(e, TaskKind::kFree, h.bytes, std::move(h.what), Phase::kBwdWeight, h.layer, mb,
-                 c, StreamKind::kDp, {id});
+        emit_mem(e, TaskKind::kFree, h.bytes, std::move(h.what), Phase::kBwdWeight, h.layer, mb, c,
+                 StreamKind::kDp, {id});
       held.clear();
     };
     acc += bytes;

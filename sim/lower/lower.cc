@@ -52,8 +52,8 @@ Lowerer::Lowerer(const Scenario& sc, const LowerOptions& opt)
                                         schedule_name(par_.schedule), v_));
   split_w_ = par_.schedule == Schedule::kZbH1;
   // Each linear's weight gradient right after its input gradient, the TP reduction of that
-  // input gradient in flight behind it (FrameworkRules::async_tp_dgrad_reduce, sim/plan/framework.h); TE's userbuffers
-  // overlap runs in the same order.
+  // input gradient in flight behind it (FrameworkRules::async_tp_dgrad_reduce,
+  // sim/plan/framework.h); TE's userbuffers overlap runs in the same order.
   te_order_ = par_.overlap_tp_comm || (sc_.framework.async_tp_dgrad_reduce && par_.tp > 1);
   shard_.microbatch = par_.microbatch;
   shard_.seq_len = sc.training.seq_len;
@@ -75,9 +75,9 @@ Lowerer::Lowerer(const Scenario& sc, const LowerOptions& opt)
     std::sort(nodes.begin(), nodes.end());
     shard_.ep_nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
   }
-  STEPCAST_CHECK(shard_.seq_len % (par_.cp > 1 ? 2 * par_.cp : 1) == 0,
-                 fmt::format("seq_len {} must split into 2*cp = {} chunks", shard_.seq_len,
-                             2 * par_.cp));
+  STEPCAST_CHECK(
+      shard_.seq_len % (par_.cp > 1 ? 2 * par_.cp : 1) == 0,
+      fmt::format("seq_len {} must split into 2*cp = {} chunks", shard_.seq_len, 2 * par_.cp));
   build_units();
   build_schedule();
 }
@@ -204,8 +204,9 @@ Unit Lowerer::make_layer(int layer, int like) {
   u.layer = layer;
   u.ops = &ops;
   u.name = fmt::format("L{}", layer);
-  u.act_bytes = layer_activation_bytes(arch_, like, shard_, par_.recompute, shard_.flash_attention) +
-                te_fp8_activation_delta(like, par_.recompute);
+  u.act_bytes =
+      layer_activation_bytes(arch_, like, shard_, par_.recompute, shard_.flash_attention) +
+      te_fp8_activation_delta(like, par_.recompute);
   u.act_full_bytes =
       layer_activation_bytes(arch_, like, shard_, Recompute::kNone, shard_.flash_attention) +
       te_fp8_activation_delta(like, Recompute::kNone);
@@ -222,8 +223,9 @@ Unit Lowerer::make_head(const char* name) {
   Unit u = make_aux(Unit::Kind::kHead, &head_ops_, name);
   // Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py) saves the
   // fp32 softmax of this rank's vocabulary slice for the backward: b x s/cp x V/tp x 4.
-  u.act_bytes = static_cast<double>(par_.microbatch) * static_cast<double>(shard_.seq_len / par_.cp) *
-                static_cast<double>(arch_.vocab) / par_.tp * 4.0;
+  u.act_bytes = static_cast<double>(par_.microbatch) *
+                static_cast<double>(shard_.seq_len / par_.cp) * static_cast<double>(arch_.vocab) /
+                par_.tp * 4.0;
   return u;
 }
 

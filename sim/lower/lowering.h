@@ -267,7 +267,7 @@ class Lowerer {
     bool release = true;     // freed right after its op (else held to the unit's end)
     std::vector<int> ids;    // its all-gathers, once issued
     bool issued = false;
-    std::string what;        // its memory event
+    std::string what;  // its memory event
   };
   struct Z3Pass {
     std::vector<Z3Use> uses;
@@ -284,8 +284,8 @@ class Lowerer {
   void z3_issue(Emit& e, Z3Pass& zp, size_t i, int mb, int c, Phase phase);
   // Steps with the fetches of `u` reached before their GEMMs (and freed after them when
   // released).
-  void z3_emit_steps(Emit& e, Z3Pass& zp, const std::vector<Step>& steps, Phase phase,
-                     Category cat, const char* prefix, const Unit& u, int mb, int c, int pass);
+  void z3_emit_steps(Emit& e, Z3Pass& zp, const std::vector<Step>& steps, Phase phase, Category cat,
+                     const char* prefix, const Unit& u, int mb, int c, int pass);
   // The backward's start of a unit: the full recompute with its fetches; under the TE order
   // or ZB-H1's split, also the backward's fetches (reached at the unit's start).
   void z3_backward_start(Emit& e, Z3Pass& zp, const Unit& u, int mb, int c);

@@ -161,8 +161,7 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
     const Unit& u = units[static_cast<size_t>(k)];
     if (u.act_bytes > 0)
       emit_mem(e, TaskKind::kAlloc, u.act_bytes, act_what(u, mb), Phase::kFwd, u.layer, mb, c);
-    if (zero3 && !z3_sub)
-      zero3_issue(e, units, z3, k, mb, c, Phase::kFwd, "f", prefetch, false);
+    if (zero3 && !z3_sub) zero3_issue(e, units, z3, k, mb, c, Phase::kFwd, "f", prefetch, false);
     e.pending.insert(e.pending.end(), z3[static_cast<size_t>(k)].begin(),
                      z3[static_cast<size_t>(k)].end());
     if (!rs.chunk_started[static_cast<size_t>(c)] && !rs.pg_ready.empty()) {
@@ -222,8 +221,8 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
     if (te_order_ && !split_w_) {
       emit_backward_te_order(e, u, mb, c);
     } else if (z3_sub) {
-      z3_emit_steps(e, zp, u.ops->bwd_input, Phase::kBwdInput, Category::kCompute, "bwd", u,
-                    mb, c, 1);
+      z3_emit_steps(e, zp, u.ops->bwd_input, Phase::kBwdInput, Category::kCompute, "bwd", u, mb, c,
+                    1);
     } else {
       emit_steps(e, u.ops->bwd_input, Phase::kBwdInput, Category::kCompute, "bwd", u, mb, c, 1);
     }

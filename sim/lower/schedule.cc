@@ -56,7 +56,8 @@ std::vector<PassOp> interleaved_order(int p, int v, int m, int s) {
     ops.push_back({PassKind::kF, chunk_of(kf, true), mb_of(kf)});
     ops.push_back({PassKind::kB, chunk_of(i, false), mb_of(i)});
   }
-  for (int k = remaining; k < total; ++k) ops.push_back({PassKind::kB, chunk_of(k, false), mb_of(k)});
+  for (int k = remaining; k < total; ++k)
+    ops.push_back({PassKind::kB, chunk_of(k, false), mb_of(k)});
   return ops;
 }
 
@@ -107,9 +108,9 @@ std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int
       for (int s = 0; s < p; ++s) orders[static_cast<size_t>(s)] = one_f_one_b_order(p, m, s);
       break;
     case Schedule::kInterleaved:
-      STEPCAST_CHECK(m % p == 0,
-                     fmt::format("interleaved 1F1B needs microbatches ({}) divisible by pp ({})",
-                                 m, p));
+      STEPCAST_CHECK(
+          m % p == 0,
+          fmt::format("interleaved 1F1B needs microbatches ({}) divisible by pp ({})", m, p));
       for (int s = 0; s < p; ++s) orders[static_cast<size_t>(s)] = interleaved_order(p, v, m, s);
       break;
     case Schedule::kZbH1:
@@ -120,14 +121,17 @@ std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int
   return orders;
 }
 
-std::vector<std::vector<double>> nominal_start_times(
-    const std::vector<std::vector<PassOp>>& orders, int p, int v, int m,
-    const NominalCosts& costs) {
+std::vector<std::vector<double>> nominal_start_times(const std::vector<std::vector<PassOp>>& orders,
+                                                     int p, int v, int m,
+                                                     const NominalCosts& costs) {
   const int nv = p * v;
   STEPCAST_CHECK(static_cast<int>(orders.size()) == p, "one order per stage");
-  STEPCAST_CHECK(costs.f.size() == static_cast<size_t>(nv) && costs.b.size() == static_cast<size_t>(nv),
-                 "nominal costs per virtual stage");
-  auto idx = [&](int vs, int mb) { return static_cast<size_t>(vs) * static_cast<size_t>(m) + static_cast<size_t>(mb); };
+  STEPCAST_CHECK(
+      costs.f.size() == static_cast<size_t>(nv) && costs.b.size() == static_cast<size_t>(nv),
+      "nominal costs per virtual stage");
+  auto idx = [&](int vs, int mb) {
+    return static_cast<size_t>(vs) * static_cast<size_t>(m) + static_cast<size_t>(mb);
+  };
   std::vector<double> f_end(static_cast<size_t>(nv) * static_cast<size_t>(m), kUnknown);
   std::vector<double> b_end = f_end;
   std::vector<std::vector<double>> start(static_cast<size_t>(p));

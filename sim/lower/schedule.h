@@ -46,8 +46,8 @@ std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int
 // of the next one, or after the own F on the last virtual stage; W after its B). Returns
 // the start time of every pass, same indexing as `orders`. Throws InvariantError when the
 // orders deadlock or are incomplete.
-std::vector<std::vector<double>> nominal_start_times(
-    const std::vector<std::vector<PassOp>>& orders, int p, int v, int m,
-    const NominalCosts& costs);
+std::vector<std::vector<double>> nominal_start_times(const std::vector<std::vector<PassOp>>& orders,
+                                                     int p, int v, int m,
+                                                     const NominalCosts& costs);
 
 }  // namespace stepcast

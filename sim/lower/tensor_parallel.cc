@@ -56,10 +56,9 @@ void Lowerer::emit_comm_point(Emit& e, const CommPoint& cp, Phase phase, const c
     emit_tp_overlap(e, cp, op, gk, stream, cat, phase, prefix, u, mb, chunk, std::move(deps));
     return;
   }
-  const int id =
-      emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase,
-                      label_of(prefix, u.name, cp.name, mb), u.layer, mb, chunk, std::move(deps),
-                      cp.ep_kernels);
+  const int id = emit_collective(e, op, gk, stream, cat, cp.bytes, act_dtype_, phase,
+                                 label_of(prefix, u.name, cp.name, mb), u.layer, mb, chunk,
+                                 std::move(deps), cp.ep_kernels);
   e.pending.push_back(id);
 }
 

@@ -82,7 +82,8 @@ void MaxMinSolver::remove_flow(FlowId id) {
   Flow& f = flows_[static_cast<size_t>(id)];
   for (LinkId l : f.links) {
     Link& k = links_[static_cast<size_t>(l)];
-    const auto i = static_cast<size_t>(std::find(k.flows.begin(), k.flows.end(), id) - k.flows.begin());
+    const auto i =
+        static_cast<size_t>(std::find(k.flows.begin(), k.flows.end(), id) - k.flows.begin());
     k.flows[i] = k.flows.back();
     k.flows.pop_back();
     k.use[i] = k.use.back();
@@ -115,7 +116,8 @@ double MaxMinSolver::link_load(LinkId l) const {
   STEPCAST_CHECK(l >= 0 && l < link_count(), "link id out of range");
   const Link& k = links_[static_cast<size_t>(l)];
   double s = 0;
-  for (size_t i = 0; i < k.flows.size(); ++i) s += k.use[i] * flows_[static_cast<size_t>(k.flows[i])].rate;
+  for (size_t i = 0; i < k.flows.size(); ++i)
+    s += k.use[i] * flows_[static_cast<size_t>(k.flows[i])].rate;
   return s;
 }
 
@@ -168,7 +170,8 @@ void MaxMinSolver::solve_component(const std::vector<FlowId>& flows,
     remaining_[i] = links_[i].capacity;
     double w = 0;
     const Link& k = links_[i];
-    for (size_t j = 0; j < k.flows.size(); ++j) w += k.use[j] * flows_[static_cast<size_t>(k.flows[j])].weight;
+    for (size_t j = 0; j < k.flows.size(); ++j)
+      w += k.use[j] * flows_[static_cast<size_t>(k.flows[j])].weight;
     weight_left_[i] = w;
     ++version_[i];
     if (w > 0) heap.push({remaining_[i] / w, {l, version_[i]}});

@@ -1,9 +1,9 @@
 // Max-min fair bandwidth sharing (progressive filling), apart from any engine, in the
 // style of SimGrid's LMM solver (Casanova et al., "Versatile, scalable and accurate
-// simulation of distributed applications and platforms", JPDC 2014; docs/model.md "Collectives and network"
-// "Contention"): every flow crossing a link shares it; each flow gets the largest rate such
-// that sum of rates on every link <= its capacity and no flow can grow without shrinking
-// one with a smaller (weight-normalised) rate.
+// simulation of distributed applications and platforms", JPDC 2014; docs/model.md "Collectives and
+// network" "Contention"): every flow crossing a link shares it; each flow gets the largest rate
+// such that sum of rates on every link <= its capacity and no flow can grow without shrinking one
+// with a smaller (weight-normalised) rate.
 //
 // A flow may use a link `use` times its rate (default 1): a flow standing for `use` identical
 // flows over that link (the symmetric copies of a folded transfer, sim/network/flows.h), as
@@ -83,7 +83,8 @@ class MaxMinSolver {
   std::vector<FlowId> free_ids_;
   std::vector<LinkId> dirty_links_;
   std::vector<FlowId> dirty_free_flows_;
-  std::vector<FlowId> solved_flows_;  // last_solved_flow_ids()  // link-less flows added since the last solve
+  std::vector<FlowId>
+      solved_flows_;  // last_solved_flow_ids()  // link-less flows added since the last solve
   int live_flows_ = 0;
   int last_solved_ = 0;
   // Scratch (sized to links_/flows_, reused between solves).

@@ -14,8 +14,7 @@ std::vector<FlowSpec> transfer_flows(const Transfer& x, const Topology& topo, bo
                  "a transfer is a collective or a send from one rank to another");
   std::vector<FlowSpec> flows;
   if (moved[0] != moved[1] && x.bytes > 0)
-    flows.push_back(FlowSpec{moved[0], moved[1], topo.route(moved[0], moved[1], pxn), x.bytes,
-                             {}});
+    flows.push_back(FlowSpec{moved[0], moved[1], topo.route(moved[0], moved[1], pxn), x.bytes, {}});
   return flows;
 }
 
@@ -29,9 +28,9 @@ void charge_folded_copies(const std::vector<std::vector<FlowSpec>*>& flows,
   for (size_t k = 0; k < flows.size(); ++k) {
     const TransferCopies& c = copies[k];
     if (c.offsets.size() <= 1) continue;
-    charge_copies(*flows[k], c.offsets, [&](int d) {
-      return transfer_flows(c.transfer, topo, pxn, d);
-    }, charged);
+    charge_copies(
+        *flows[k], c.offsets, [&](int d) { return transfer_flows(c.transfer, topo, pxn, d); },
+        charged);
   }
 }
 

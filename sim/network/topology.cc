@@ -88,13 +88,13 @@ std::vector<double> Topology::capacities() const {
 void Topology::scale_capacity(int link, double factor) {
   STEPCAST_CHECK(link >= 0 && link < static_cast<int>(links_.size()),
                  fmt::format("topology: no link {}", link));
-  STEPCAST_CHECK(factor > 0 && factor <= 1, fmt::format("topology: link factor {} not in (0, 1]", factor));
+  STEPCAST_CHECK(factor > 0 && factor <= 1,
+                 fmt::format("topology: link factor {} not in (0, 1]", factor));
   links_[static_cast<size_t>(link)].capacity_bytes_per_s *= factor;
 }
 
 std::vector<int> Topology::route(int src, int dst, bool pxn) const {
-  STEPCAST_CHECK(src >= 0 && src < gpus_ && dst >= 0 && dst < gpus_,
-                 "route: GPU out of range");
+  STEPCAST_CHECK(src >= 0 && src < gpus_ && dst >= 0 && dst < gpus_, "route: GPU out of range");
   std::vector<int> r;
   if (src == dst) return r;
   const int ns = node_of(src), nd = node_of(dst);

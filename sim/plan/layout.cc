@@ -8,18 +8,18 @@ namespace stepcast {
 
 RankLayout::RankLayout(int tp, int cp, int dp, int pp, int ep, int etp)
     : tp_(tp), cp_(cp), dp_(dp), pp_(pp), ep_(ep), etp_(etp) {
-  STEPCAST_CHECK(tp >= 1 && cp >= 1 && dp >= 1 && pp >= 1 && ep >= 1,
-                 fmt::format("sizes must be >= 1: tp {} cp {} dp {} pp {} ep {}", tp, cp, dp,
-                             pp, ep));
+  STEPCAST_CHECK(
+      tp >= 1 && cp >= 1 && dp >= 1 && pp >= 1 && ep >= 1,
+      fmt::format("sizes must be >= 1: tp {} cp {} dp {} pp {} ep {}", tp, cp, dp, pp, ep));
   STEPCAST_CHECK(etp == 1 || etp == tp, fmt::format("etp {} must be 1 or tp {}", etp, tp));
   STEPCAST_CHECK((tp * cp * dp) % (etp * ep) == 0,
                  fmt::format("etp*ep = {}*{} must divide tp*cp*dp = {}", etp, ep, tp * cp * dp));
 }
 
 int RankLayout::rank(int tp, int cp, int dp, int pp) const {
-  STEPCAST_CHECK(tp >= 0 && tp < tp_ && cp >= 0 && cp < cp_ && dp >= 0 && dp < dp_ &&
-                     pp >= 0 && pp < pp_,
-                 fmt::format("coordinate out of range: tp {} cp {} dp {} pp {}", tp, cp, dp, pp));
+  STEPCAST_CHECK(
+      tp >= 0 && tp < tp_ && cp >= 0 && cp < cp_ && dp >= 0 && dp < dp_ && pp >= 0 && pp < pp_,
+      fmt::format("coordinate out of range: tp {} cp {} dp {} pp {}", tp, cp, dp, pp));
   return tp + tp_ * (cp + cp_ * (dp + dp_ * pp));
 }
 

@@ -40,7 +40,7 @@ struct ParallelSpec {
   std::int64_t microbatch = 1;
   std::vector<int> pipeline_layers;  // pp*vpp entries when given; else even split
   Schedule schedule = Schedule::k1F1B;
-  int zero = 0;                      // 0 | 1 | 2 | 3
+  int zero = 0;  // 0 | 1 | 2 | 3
   // parallel.expert_tp: expert tensor parallel size, 1 or tp (Megatron-Core
   // --expert-tensor-parallel-size); 0 when not given: tp without ep, 1 with ep
   // (model/workload.h expert_tp_of).
@@ -59,14 +59,13 @@ struct ParallelSpec {
   // Megatron-Core's default, resolved by the lowering (sim/lower/lower.h):
   // max(40M, 1M x dp) parameters per bucket with overlap.grad_reduce, one bucket without.
   double bucket_bytes = 0;
-  CpKind cp_kind = CpKind::kRing;    // parallel.cp_kind: ring | allgather
+  CpKind cp_kind = CpKind::kRing;  // parallel.cp_kind: ring | allgather
   // parallel.moe_dispatcher: the MoE token dispatcher (model/moe.cc). A plan key: the same
   // model runs under any of them (Megatron-Core --moe-token-dispatcher-type).
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   // overlap.moe_shared_experts: the shared experts on their own stream beside the
   // dispatcher's all-to-alls (Megatron-Core --moe-shared-expert-overlap). Default false.
   bool overlap_moe_shared = false;
-
 };
 
 }  // namespace stepcast

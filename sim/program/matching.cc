@@ -91,8 +91,8 @@ void find_participants(const Program& p, RendezvousMatching& m,
   for (int gi = 0; gi < ngroups; ++gi) {
     const Group& g = p.groups[static_cast<size_t>(gi)];
     if (g.id != gi)
-      problems.push_back(fmt::format("group at index {} has id {}; ids must equal the index", gi,
-                                     g.id));
+      problems.push_back(
+          fmt::format("group at index {} has id {}; ids must equal the index", gi, g.id));
     auto& part = participants[static_cast<size_t>(gi)];
     for (int member : g.ranks) {
       int s = sim_of(m, member);
@@ -121,7 +121,8 @@ void find_comm(const Program& p, std::unordered_map<const Task*, CommIds>& comm_
       for (size_t i = 0; i < rp.tasks.size(); ++i) {
         const TaskKind k = rp.tasks[i].kind;
         if (k == TaskKind::kCollective) it->second.first.push_back(static_cast<int>(i));
-        if (k == TaskKind::kSend || k == TaskKind::kRecv) it->second.second.push_back(static_cast<int>(i));
+        if (k == TaskKind::kSend || k == TaskKind::kRecv)
+          it->second.second.push_back(static_cast<int>(i));
       }
     comm[static_cast<size_t>(r)] = &it->second;
   }
@@ -148,23 +149,26 @@ void bucket_collectives(const Program& p, RendezvousMatching& m,
       const Task& t = rp.tasks[static_cast<size_t>(id)];
       const int group = rp.group_of(t);
       if (group < 0 || group >= ngroups) {
-        problems.push_back(fmt::format("collective {} names group {}, which does not exist "
-                                       "({} groups)",
-                                       task_ref(rp, t.id), group, ngroups));
+        problems.push_back(
+            fmt::format("collective {} names group {}, which does not exist "
+                        "({} groups)",
+                        task_ref(rp, t.id), group, ngroups));
         continue;
       }
       const auto& part = participants[static_cast<size_t>(group)];
       if (!std::binary_search(part.begin(), part.end(), r)) {
-        problems.push_back(fmt::format("collective {} names group {}, but rank {} stands for no "
-                                       "member of it",
-                                       task_ref(rp, t.id), group, rp.rank));
+        problems.push_back(
+            fmt::format("collective {} names group {}, but rank {} stands for no "
+                        "member of it",
+                        task_ref(rp, t.id), group, rp.rank));
         continue;
       }
       found.push_back({group, {r, t.id}});
       ++per_group[static_cast<size_t>(group) + 1];
     }
   }
-  for (int gi = 0; gi < ngroups; ++gi) per_group[static_cast<size_t>(gi) + 1] += per_group[static_cast<size_t>(gi)];
+  for (int gi = 0; gi < ngroups; ++gi)
+    per_group[static_cast<size_t>(gi) + 1] += per_group[static_cast<size_t>(gi)];
   by_group.resize(found.size());
   size_t p2p_tasks = 0;
   for (const auto* c : comm)
@@ -172,7 +176,8 @@ void bucket_collectives(const Program& p, RendezvousMatching& m,
   m.members.reserve(found.size() + p2p_tasks);
   {
     std::vector<int> fill(per_group.begin(), per_group.end() - 1);
-    for (const auto& [g, c] : found) by_group[static_cast<size_t>(fill[static_cast<size_t>(g)]++)] = c;
+    for (const auto& [g, c] : found)
+      by_group[static_cast<size_t>(fill[static_cast<size_t>(g)]++)] = c;
   }
 }
 
@@ -184,9 +189,10 @@ void match_group(const Program& p, RendezvousMatching& m, int gi, const std::vec
   if (!group_ok) {
     for (int member : grp.ranks)
       if (sim_of(m, member) < 0)
-        problems.push_back(fmt::format("group {} ({}) has member {}, which no simulated rank "
-                                       "stands for",
-                                       gi, group_kind_name(grp.kind), member));
+        problems.push_back(
+            fmt::format("group {} ({}) has member {}, which no simulated rank "
+                        "stands for",
+                        gi, group_kind_name(grp.kind), member));
     return;
   }
   // Run of each participant: [run_begin[j], run_begin[j] + count).
@@ -209,9 +215,10 @@ void match_group(const Program& p, RendezvousMatching& m, int gi, const std::vec
             " (last {})",
             task_ref(rp, by_group[static_cast<size_t>(run_begin[j] + run_len[j] - 1)].task));
     }
-    problems.push_back(fmt::format("group {} ({}): members issue different numbers of "
-                                   "collectives, so some never meet: {}",
-                                   gi, group_kind_name(grp.kind), counts));
+    problems.push_back(
+        fmt::format("group {} ({}): members issue different numbers of "
+                    "collectives, so some never meet: {}",
+                    gi, group_kind_name(grp.kind), counts));
     return;
   }
   for (int k = 0; k < count; ++k) {
@@ -257,8 +264,7 @@ void match_p2p(const Program& p, RendezvousMatching& m, const std::vector<const 
     const RankProgram& other = p.ranks[static_cast<size_t>(is_send ? x.dst : x.src)];
     problems.push_back(fmt::format("{} {} (tag {}, {} rank {}) has no matching {}",
                                    is_send ? "send" : "recv", task_ref(rp, x.task), x.tag,
-                                   is_send ? "to" : "from", other.rank,
-                                   is_send ? "recv" : "send"));
+                                   is_send ? "to" : "from", other.rank, is_send ? "recv" : "send"));
   };
   size_t i = 0, j = 0;
   while (i < sends.size() || j < recvs.size()) {
@@ -275,15 +281,16 @@ void match_p2p(const Program& p, RendezvousMatching& m, const std::vector<const 
     const Task& st = p.ranks[static_cast<size_t>(s.src)].tasks[static_cast<size_t>(s.task)];
     const Task& vt = p.ranks[static_cast<size_t>(v.dst)].tasks[static_cast<size_t>(v.task)];
     if (st.bytes != vt.bytes)
-      problems.push_back(fmt::format("send {} carries {} bytes but its recv {} expects {}",
-                                     task_ref(p.ranks[static_cast<size_t>(s.src)], s.task),
-                                     st.bytes, task_ref(p.ranks[static_cast<size_t>(v.dst)], v.task),
-                                     vt.bytes));
+      problems.push_back(
+          fmt::format("send {} carries {} bytes but its recv {} expects {}",
+                      task_ref(p.ranks[static_cast<size_t>(s.src)], s.task), st.bytes,
+                      task_ref(p.ranks[static_cast<size_t>(v.dst)], v.task), vt.bytes));
     if (s.src == v.dst && st.stream == vt.stream)
-      problems.push_back(fmt::format("send {} and its recv {} are on the same rank and stream; "
-                                     "they would wait for each other forever",
-                                     task_ref(p.ranks[static_cast<size_t>(s.src)], s.task),
-                                     task_ref(p.ranks[static_cast<size_t>(v.dst)], v.task)));
+      problems.push_back(
+          fmt::format("send {} and its recv {} are on the same rank and stream; "
+                      "they would wait for each other forever",
+                      task_ref(p.ranks[static_cast<size_t>(s.src)], s.task),
+                      task_ref(p.ranks[static_cast<size_t>(v.dst)], v.task)));
     int inst = m.instance_count();
     m.members.emplace_back(s.src, s.task);
     m.members.emplace_back(v.dst, v.task);
@@ -314,7 +321,8 @@ void match_rendezvous(const Program& p, RendezvousMatching& m) {
   m.task_offset.assign(static_cast<size_t>(nranks) + 1, 0);
   for (int r = 0; r < nranks; ++r)
     m.task_offset[static_cast<size_t>(r) + 1] =
-        m.task_offset[static_cast<size_t>(r)] + static_cast<int>(p.ranks[static_cast<size_t>(r)].tasks.size());
+        m.task_offset[static_cast<size_t>(r)] +
+        static_cast<int>(p.ranks[static_cast<size_t>(r)].tasks.size());
   m.instance_of.assign(static_cast<size_t>(m.task_offset.back()), -1);
 
   std::vector<std::vector<int>> participants;
@@ -331,8 +339,8 @@ void match_rendezvous(const Program& p, RendezvousMatching& m) {
   for (int gi = 0; gi < static_cast<int>(p.groups.size()); ++gi) {
     const int b = per_group[static_cast<size_t>(gi)], e = per_group[static_cast<size_t>(gi) + 1];
     if (b == e) continue;
-    match_group(p, m, gi, participants[static_cast<size_t>(gi)],
-                group_ok[static_cast<size_t>(gi)], by_group, b, e);
+    match_group(p, m, gi, participants[static_cast<size_t>(gi)], group_ok[static_cast<size_t>(gi)],
+                by_group, b, e);
   }
 
   match_p2p(p, m, comm);

@@ -7,10 +7,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include <fmt/format.h>
 #include <boost/graph/compressed_sparse_row_graph.hpp>
 #include <boost/graph/strong_components.hpp>
 #include <boost/graph/topological_sort.hpp>
-#include <fmt/format.h>
 
 #include "model/error.h"
 #include "sim/program/matching.h"
@@ -125,7 +125,6 @@ int add_task(RankProgram& rp, Task t) {
   return rp.tasks.back().id;
 }
 
-
 namespace {
 
 // Compressed sparse rows: built once from the edge list, no allocation per vertex or edge
@@ -166,16 +165,18 @@ void check_rank_graph(const RankProgram& rp, std::vector<std::string>& problems)
   for (int i = 0; i < n; ++i) {
     const Task& t = rp.tasks[static_cast<size_t>(i)];
     if (t.id != i) {
-      problems.push_back(fmt::format("rank {}: task at index {} ('{}') has id {}; ids must be "
-                                     "dense (tasks[i].id == i)",
-                                     rp.rank, i, t.label, t.id));
+      problems.push_back(
+          fmt::format("rank {}: task at index {} ('{}') has id {}; ids must be "
+                      "dense (tasks[i].id == i)",
+                      rp.rank, i, t.label, t.id));
       ids_ok = false;
     }
     for (int d : t.deps) {
       if (d < 0 || d >= n || d == i) {
-        problems.push_back(fmt::format("rank {}: task {} depends on {}, which is not another "
-                                       "task of this rank (0..{})",
-                                       rp.rank, task_ref(rp, i), d, n - 1));
+        problems.push_back(
+            fmt::format("rank {}: task {} depends on {}, which is not another "
+                        "task of this rank (0..{})",
+                        rp.rank, task_ref(rp, i), d, n - 1));
         ids_ok = false;
       }
     }
@@ -192,8 +193,8 @@ void check_rank_graph(const RankProgram& rp, std::vector<std::string>& problems)
     for (int d : t.deps) edges.emplace_back(static_cast<size_t>(d), static_cast<size_t>(i));
     int s = static_cast<int>(t.stream);
     if (s < 0 || s >= kStreamCount) {
-      problems.push_back(fmt::format("rank {}: task {} has an invalid stream", rp.rank,
-                                     task_ref(rp, i)));
+      problems.push_back(
+          fmt::format("rank {}: task {} has an invalid stream", rp.rank, task_ref(rp, i)));
       return;
     }
     if (last[static_cast<size_t>(s)] >= 0)
@@ -207,8 +208,7 @@ void check_rank_graph(const RankProgram& rp, std::vector<std::string>& problems)
   try {
     boost::topological_sort(g, std::back_inserter(order));
     return;
-  } catch (const boost::not_a_dag&) {
-  }
+  } catch (const boost::not_a_dag&) {}
   std::vector<int> comp(static_cast<size_t>(n));
   int ncomp = boost::strong_components(
       g, boost::make_iterator_property_map(comp.begin(), boost::get(boost::vertex_index, g)));
@@ -220,8 +220,8 @@ void check_rank_graph(const RankProgram& rp, std::vector<std::string>& problems)
     std::string names;
     for (int x : cycle) names += task_ref(rp, x) + " -> ";
     names += task_ref(rp, cycle.front());
-    problems.push_back(fmt::format("rank {}: dependency cycle (deps and stream order): {}",
-                                   rp.rank, names));
+    problems.push_back(
+        fmt::format("rank {}: dependency cycle (deps and stream order): {}", rp.rank, names));
     return;  // one cycle per rank is enough to act on
   }
 }
@@ -247,11 +247,8 @@ double memory_floor_bytes(const RankProgram& rp) {
         break;
       case TaskKind::kGemm:
       case TaskKind::kAttention:
-      case TaskKind::kMemoryBound:
-        most = std::max(most, held);
-        break;
-      default:
-        break;
+      case TaskKind::kMemoryBound: most = std::max(most, held); break;
+      default: break;
     }
   }
   return most;
@@ -275,8 +272,8 @@ void validate_program(const Program& p) {
     for (const Task& t : rp.tasks) {
       if (t.kind == TaskKind::kAlloc) {
         if (t.bytes < 0)
-          problems.push_back(fmt::format("rank {}: alloc {} has negative bytes", rp.rank,
-                                         task_ref(rp, t.id)));
+          problems.push_back(
+              fmt::format("rank {}: alloc {} has negative bytes", rp.rank, task_ref(rp, t.id)));
         held[t.what] += t.bytes;
       }
     }
@@ -287,9 +284,9 @@ void validate_program(const Program& p) {
       auto it = held.find(t.what);
       double alloc = it == held.end() ? 0.0 : it->second;
       if (freed[t.what] > alloc * (1 + 1e-12) + 1e-6) {
-        problems.push_back(fmt::format(
-            "rank {}: frees of '{}' total {} bytes but only {} bytes were allocated", rp.rank,
-            t.what, freed[t.what], alloc));
+        problems.push_back(
+            fmt::format("rank {}: frees of '{}' total {} bytes but only {} bytes were allocated",
+                        rp.rank, t.what, freed[t.what], alloc));
         freed[t.what] = -1e300;  // report once
       }
     }

@@ -15,8 +15,8 @@
 // remap tables. Everything that reads a group or a peer goes through them.
 #pragma once
 
-#include <cstddef>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,25 +37,50 @@ inline constexpr const char* kProgramSchema = "stepcast.program/1";
 // overlapped with its GEMM: its own streams in TE, apart from NCCL's, and moved by copy
 // engines, so it holds no SMs (sim/cost/coster.h comm_holds_sms).
 enum class StreamKind : std::uint8_t {
-  kCompute, kTp, kCp, kEp, kPpSend, kPpRecv, kDp, kCpRecv, kTpRing, kCount
+  kCompute,
+  kTp,
+  kCp,
+  kEp,
+  kPpSend,
+  kPpRecv,
+  kDp,
+  kCpRecv,
+  kTpRing,
+  kCount
 };
 inline constexpr int kStreamCount = static_cast<int>(StreamKind::kCount);
 // "compute", "tp", "cp", "ep", "pp_send", "pp_recv", "dp", "cp_recv", "tp_ring"
 const char* stream_name(StreamKind s);
 
 enum class TaskKind : std::uint8_t {
-  kGemm, kAttention, kMemoryBound, kCollective, kSend, kRecv, kAlloc, kFree
+  kGemm,
+  kAttention,
+  kMemoryBound,
+  kCollective,
+  kSend,
+  kRecv,
+  kAlloc,
+  kFree
 };
 inline constexpr int kTaskKindCount = static_cast<int>(TaskKind::kFree) + 1;
 const char* task_kind_name(TaskKind k);
 
 enum class Phase : std::uint8_t { kFwd, kBwdInput, kBwdWeight, kRecompute, kOptimizer, kOther };
 inline constexpr int kPhaseCount = static_cast<int>(Phase::kOther) + 1;
-const char* phase_name(Phase p);  // "fwd", "bwd_input", "bwd_weight", "recompute", "optimizer", "other"
+const char* phase_name(
+    Phase p);  // "fwd", "bwd_input", "bwd_weight", "recompute", "optimizer", "other"
 
 // What a task's time counts as in the breakdown (docs/usage.md: breakdown_s).
 enum class Category : std::uint8_t {
-  kCompute, kRecompute, kTpComm, kCpComm, kEpComm, kPpComm, kDpComm, kOptimizer, kCount
+  kCompute,
+  kRecompute,
+  kTpComm,
+  kCpComm,
+  kEpComm,
+  kPpComm,
+  kDpComm,
+  kOptimizer,
+  kCount
 };
 inline constexpr int kCategoryCount = static_cast<int>(Category::kCount);
 const char* category_name(Category c);  // "compute", "recompute", "tp_comm", ...
@@ -69,7 +94,9 @@ static_assert(static_cast<int>(BusOp::kAllReduce) == static_cast<int>(CollOp::kA
               static_cast<int>(BusOp::kReduceScatter) == static_cast<int>(CollOp::kReduceScatter) &&
               static_cast<int>(BusOp::kAllGather) == static_cast<int>(CollOp::kAllGather) &&
               static_cast<int>(BusOp::kAllToAll) == static_cast<int>(CollOp::kAllToAll) &&
-              static_cast<int>(BusOp::kBroadcast) == static_cast<int>(CollOp::kBroadcast));  // "allreduce", "reduce_scatter", "allgather", "all_to_all", "broadcast"
+              static_cast<int>(BusOp::kBroadcast) ==
+                  static_cast<int>(CollOp::kBroadcast));  // "allreduce", "reduce_scatter",
+                                                          // "allgather", "all_to_all", "broadcast"
 
 enum class GroupKind : std::uint8_t { kTp, kCp, kEp, kPp, kDp, kDpCp, kEdp, kWorld };
 inline constexpr int kGroupKindCount = static_cast<int>(GroupKind::kWorld) + 1;
@@ -87,10 +114,10 @@ struct Task {
   StreamKind stream = StreamKind::kCompute;
   Phase phase = Phase::kFwd;
   Category category = Category::kCompute;
-  int layer = -1;        // global layer index, -1 when none
-  int microbatch = -1;   // -1 when none
-  int chunk = -1;        // virtual pipeline chunk, -1 when none
-  std::string label;     // "fwd.L12.attn.mb3"
+  int layer = -1;       // global layer index, -1 when none
+  int microbatch = -1;  // -1 when none
+  int chunk = -1;       // virtual pipeline chunk, -1 when none
+  std::string label;    // "fwd.L12.attn.mb3"
 
   // kGemm / kAttention / kMemoryBound
   GemmShape gemm;
@@ -99,7 +126,7 @@ struct Task {
   double bytes_read = 0, bytes_written = 0;
   // kCollective
   CollOp coll = CollOp::kAllReduce;
-  int group = -1;        // index into Program::groups
+  int group = -1;  // index into Program::groups
   // An all-to-all run by the MoE dispatcher's own kernels (DeepEP's fused dispatch and
   // combine), not by NCCL: costed at the NICs' ring rate (sim/cost/collective.cc).
   bool ep_kernels = false;
@@ -202,8 +229,7 @@ int add_task(RankProgram& rp, Task t);
 
 // The training state a rank allocates for the whole step (weights, gradients, optimizer
 // state), by the `what` of its kAlloc tasks; lowering allocates it, reports bound by it.
-inline constexpr std::array<const char*, 3> kTrainingStateWhat = {"weights", "grads",
-                                                                  "optimizer"};
+inline constexpr std::array<const char*, 3> kTrainingStateWhat = {"weights", "grads", "optimizer"};
 bool is_training_state_alloc(const Task& t);
 
 // A lower bound on each rank's peak memory in any simulation of the program, from the
@@ -213,8 +239,8 @@ bool is_training_state_alloc(const Task& t);
 // kernel does, so at that kernel's start the rank holds at least its earlier compute-stream
 // allocations minus their frees; memory allocated or freed on another stream (ZeRO-3's
 // gathered parameters, ZeRO-2/3's unsharded gradients freed behind their reduce-scatter) is
-// left out with its frees and allocations, since it only adds while held. The search uses it to skip
-// plans that cannot fit without simulating them.
+// left out with its frees and allocations, since it only adds while held. The search uses it to
+// skip plans that cannot fit without simulating them.
 std::vector<double> memory_floor_bytes(const Program& p);
 // The same for one rank's program.
 double memory_floor_bytes(const RankProgram& rp);

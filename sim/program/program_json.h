@@ -35,8 +35,8 @@
 //
 // Reading reports every problem at once (InputError, file:line:column + key path): a JSON
 // syntax error, or per key: a wrong type, a missing key (located at the object lacking it),
-// an unknown key (with the closest known one suggested) or a value outside its set. Doubles are written in shortest
-// round-trip form, so write -> read gives back the same Program.
+// an unknown key (with the closest known one suggested) or a value outside its set. Doubles are
+// written in shortest round-trip form, so write -> read gives back the same Program.
 #pragma once
 
 #include <ostream>

@@ -80,8 +80,8 @@ class Reader {
       (void)v;
       if (std::find(known.begin(), known.end(), k) != known.end()) continue;
       std::string near = closest_match(k, known);
-      error(join(path, k), near.empty() ? "unknown key"
-                                        : fmt::format("unknown key (did you mean '{}'?)", near));
+      error(join(path, k),
+            near.empty() ? "unknown key" : fmt::format("unknown key (did you mean '{}'?)", near));
     }
     return true;
   }
@@ -200,8 +200,8 @@ class Reader {
   std::vector<InputIssue>& issues_;
 };
 
-const std::vector<std::string> kTopKeys = {"schema", "world_size", "folded", "scenario_name",
-                                           "gpus_per_node", "groups", "ranks"};
+const std::vector<std::string> kTopKeys = {"schema",        "world_size", "folded", "scenario_name",
+                                           "gpus_per_node", "groups",     "ranks"};
 const std::vector<std::string> kGroupKeys = {"id", "kind", "ranks"};
 const std::vector<std::string> kRankKeys = {"rank", "pp_stage", "stands_for", "streams", "tasks"};
 
@@ -238,8 +238,8 @@ void read_task(Reader& rd, const json& j, const std::string& path, Task& t) {
   const std::string ap = Reader::join(path, kn);
   switch (t.kind) {
     case TaskKind::kGemm:
-      if (!rd.object(*a, ap, {"m", "n", "k", "batch", "dtype", "layout", "bytes_read",
-                              "bytes_written"}))
+      if (!rd.object(*a, ap,
+                     {"m", "n", "k", "batch", "dtype", "layout", "bytes_read", "bytes_written"}))
         return;
       rd.integer(*a, ap, "m", t.gemm.m, true, 0);
       rd.integer(*a, ap, "n", t.gemm.n, true, 0);
@@ -251,8 +251,9 @@ void read_task(Reader& rd, const json& j, const std::string& path, Task& t) {
       rd.number(*a, ap, "bytes_written", t.bytes_written, false);
       break;
     case TaskKind::kAttention: {
-      if (!rd.object(*a, ap, {"batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim",
-                              "causal", "pass", "dtype", "bytes_read", "bytes_written"}))
+      if (!rd.object(*a, ap,
+                     {"batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "causal", "pass",
+                      "dtype", "bytes_read", "bytes_written"}))
         return;
       rd.integer(*a, ap, "batch", t.attn.batch, true, 0);
       rd.integer(*a, ap, "heads", t.attn.heads, true, 0);
@@ -382,8 +383,8 @@ Program program_from_json(const std::string& text, const std::string& file) {
         if (!rd.object(gj, gp, kGroupKeys)) continue;
         rd.integer(gj, gp, "id", g.id, true, 0);
         if (g.id != static_cast<int>(i))
-          rd.error(gp + ".id", fmt::format("expected {} (group ids equal their index), got {}", i,
-                                           g.id));
+          rd.error(gp + ".id",
+                   fmt::format("expected {} (group ids equal their index), got {}", i, g.id));
         rd.enumeration(gj, gp, "kind", g.kind, group_names(), true);
         rd.int_list(gj, gp, "ranks", g.ranks, true);
       }

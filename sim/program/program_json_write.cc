@@ -64,18 +64,16 @@ json task_to_json(const RankProgram& rp, const Task& t) {
       a["what"] = t.what;
       break;
     case TaskKind::kCollective:
-      a = {{"op", coll_op_name(t.coll)}, {"group", rp.group_of(t)}, {"bytes", t.bytes},
+      a = {{"op", coll_op_name(t.coll)},
+           {"group", rp.group_of(t)},
+           {"bytes", t.bytes},
            {"dtype", dtype_name(t.dtype)}};
       if (t.ep_kernels) a["kernels"] = "deepep";
       break;
     case TaskKind::kSend:
-    case TaskKind::kRecv:
-      a = {{"peer", rp.peer_of(t)}, {"bytes", t.bytes}, {"tag", t.tag}};
-      break;
+    case TaskKind::kRecv: a = {{"peer", rp.peer_of(t)}, {"bytes", t.bytes}, {"tag", t.tag}}; break;
     case TaskKind::kAlloc:
-    case TaskKind::kFree:
-      a = {{"bytes", t.bytes}, {"what", t.what}};
-      break;
+    case TaskKind::kFree: a = {{"bytes", t.bytes}, {"what", t.what}}; break;
   }
   j[task_kind_name(t.kind)] = std::move(a);
   return j;
@@ -103,9 +101,12 @@ json program_to_json(const Program& p) {
                      {"streams", std::move(streams)},
                      {"tasks", std::move(tasks)}});
   }
-  return {{"schema", p.schema},         {"world_size", p.world_size},
-          {"folded", p.folded},         {"scenario_name", p.scenario_name},
-          {"gpus_per_node", p.gpus_per_node}, {"groups", std::move(groups)},
+  return {{"schema", p.schema},
+          {"world_size", p.world_size},
+          {"folded", p.folded},
+          {"scenario_name", p.scenario_name},
+          {"gpus_per_node", p.gpus_per_node},
+          {"groups", std::move(groups)},
           {"ranks", std::move(ranks)}};
 }
 
@@ -255,11 +256,11 @@ void write_args(CompactWriter& w, const RankProgram& rp, const Task& t) {
 void write_task(CompactWriter& w, const RankProgram& rp, const Task& t) {
   // The fixed keys in sorted order; the kind's argument object goes where its name sorts.
   static constexpr std::array<std::string_view, 11> kKeys = {
-      "category", "chunk", "deps", "flops", "id", "kind", "label", "layer", "microbatch",
-      "phase", "stream"};
+      "category", "chunk", "deps",       "flops", "id",    "kind",
+      "label",    "layer", "microbatch", "phase", "stream"};
   const std::string_view args = task_kind_name(t.kind);
-  const size_t args_at = static_cast<size_t>(
-      std::lower_bound(kKeys.begin(), kKeys.end(), args) - kKeys.begin());
+  const size_t args_at =
+      static_cast<size_t>(std::lower_bound(kKeys.begin(), kKeys.end(), args) - kKeys.begin());
   w.open();
   for (size_t i = 0; i <= kKeys.size(); ++i) {
     if (i == args_at) {

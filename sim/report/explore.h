@@ -76,9 +76,9 @@ struct SearchOptions {
 // the NVLink domain (node.gpus: 8 on a DGX, 72 on an NVL72 rack; heads and kv_heads
 // divisible), pp up to the layers (split by balanced_stage_layers when uneven), cp in powers
 // of two up to the NVLink domain for long sequences, ep dividing the experts and dp for MoE
-// models, microbatch in {1,2,4,8} dividing the batch per replica, schedule 1f1b / zb-h1 (pp > 1) / interleaved
-// (vpp 2) (not gpipe: explore.cc), cp_kind ring / allgather (cp > 1), zero 0..3 (0 alone
-// when dp == 1), recompute none / selective / full, sequence parallel when tp > 1; every
+// models, microbatch in {1,2,4,8} dividing the batch per replica, schedule 1f1b / zb-h1 (pp > 1) /
+// interleaved (vpp 2) (not gpipe: explore.cc), cp_kind ring / allgather (cp > 1), zero 0..3 (0
+// alone when dp == 1), recompute none / selective / full, sequence parallel when tp > 1; every
 // other key (overlap.grad_reduce, overlap.tp_comm when tp > 1, bucket_mb, ...) as the
 // scenario sets it. Keeps the valid ones that fit in memory, sorted by step
 // time (ties by layout). Deterministic for any thread count.

@@ -25,39 +25,43 @@ Durations task_latencies(const Program& p, const HwProfile& hw) {
   const std::vector<GroupShape> shapes = group_shapes(p, hw);
   std::map<std::tuple<int, int, double, bool>, TimeNs> coll_cache;
   std::map<std::tuple<int, int, double>, TimeNs> p2p_cache;  // (nodes, pods, bytes)
-  return rows_per_cost_class(p, shapes, [&](const RankProgram& rp, std::vector<TimeNs>& row) {
-    for (size_t i = 0; i < rp.tasks.size(); ++i) {
-      const Task& t = rp.tasks[i];
-      if (t.kind == TaskKind::kCollective) {
-        const int group = rp.group_of(t);
-        STEPCAST_CHECK(group >= 0 && group < static_cast<int>(shapes.size()),
-                       "collective '" + t.label + "' names a missing group");
-        const auto key = std::make_tuple(group, static_cast<int>(t.coll), t.bytes, t.ep_kernels);
-        auto it = coll_cache.find(key);
-        if (it == coll_cache.end()) {
-          const GroupShape& g = shapes[static_cast<size_t>(group)];
-          const double total = collective_time(t.coll, t.bytes, g, hw, !t.ep_kernels).time_s;
-          const TimeNs total_ns = task_ns(total, t);
-          const double a = std::clamp(
-              collective_latency_s(t.coll, t.bytes, g, hw, !t.ep_kernels), 0.0, total);
-          it = coll_cache.emplace(key, std::min(to_ns(a), total_ns)).first;
+  return rows_per_cost_class(
+      p, shapes,
+      [&](const RankProgram& rp, std::vector<TimeNs>& row) {
+        for (size_t i = 0; i < rp.tasks.size(); ++i) {
+          const Task& t = rp.tasks[i];
+          if (t.kind == TaskKind::kCollective) {
+            const int group = rp.group_of(t);
+            STEPCAST_CHECK(group >= 0 && group < static_cast<int>(shapes.size()),
+                           "collective '" + t.label + "' names a missing group");
+            const auto key =
+                std::make_tuple(group, static_cast<int>(t.coll), t.bytes, t.ep_kernels);
+            auto it = coll_cache.find(key);
+            if (it == coll_cache.end()) {
+              const GroupShape& g = shapes[static_cast<size_t>(group)];
+              const double total = collective_time(t.coll, t.bytes, g, hw, !t.ep_kernels).time_s;
+              const TimeNs total_ns = task_ns(total, t);
+              const double a = std::clamp(
+                  collective_latency_s(t.coll, t.bytes, g, hw, !t.ep_kernels), 0.0, total);
+              it = coll_cache.emplace(key, std::min(to_ns(a), total_ns)).first;
+            }
+            row[i] = it->second;
+          } else if (t.kind == TaskKind::kSend || t.kind == TaskKind::kRecv) {
+            const GroupShape pair =
+                pair_shape(rp.rank, rp.peer_of(t), p.gpus_per_node, hw.fabric.pod_gpus);
+            const auto key = std::make_tuple(pair.nodes, pair.pods, t.bytes);
+            auto it = p2p_cache.find(key);
+            if (it == p2p_cache.end()) {
+              const double total = p2p_time_s(t.bytes, pair, hw);
+              const TimeNs total_ns = task_ns(total, t);
+              const double a = std::clamp(p2p_latency_s(t.bytes, pair, hw), 0.0, total);
+              it = p2p_cache.emplace(key, std::min(to_ns(a), total_ns)).first;
+            }
+            row[i] = it->second;
+          }
         }
-        row[i] = it->second;
-      } else if (t.kind == TaskKind::kSend || t.kind == TaskKind::kRecv) {
-        const GroupShape pair =
-            pair_shape(rp.rank, rp.peer_of(t), p.gpus_per_node, hw.fabric.pod_gpus);
-        const auto key = std::make_tuple(pair.nodes, pair.pods, t.bytes);
-        auto it = p2p_cache.find(key);
-        if (it == p2p_cache.end()) {
-          const double total = p2p_time_s(t.bytes, pair, hw);
-          const TimeNs total_ns = task_ns(total, t);
-          const double a = std::clamp(p2p_latency_s(t.bytes, pair, hw), 0.0, total);
-          it = p2p_cache.emplace(key, std::min(to_ns(a), total_ns)).first;
-        }
-        row[i] = it->second;
-      }
-    }
-  }, nullptr, hw.fabric.pod_gpus);
+      },
+      nullptr, hw.fabric.pod_gpus);
 }
 
 Topology slowed_topology(const Topology& nominal, const GpuSpeeds& speeds) {

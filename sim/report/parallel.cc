@@ -38,7 +38,9 @@ void parallel_for(std::size_t n, int threads, const std::function<void(std::size
     }
   };
   std::vector<std::thread> pool;
-  const int extra = static_cast<int>(std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, threads)))) - 1;
+  const int extra =
+      static_cast<int>(std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, threads)))) -
+      1;
   for (int t = 0; t < extra; ++t) pool.emplace_back(worker);
   worker();
   for (auto& t : pool) t.join();

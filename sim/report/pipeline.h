@@ -14,7 +14,8 @@ Result result_header(const Scenario& sc);
 // Runs `predict_unlocated` and places the issues it raises in the scenario: an issue with
 // no key gets the one of the whole step (a task too long, too much work), then
 // locate_in_scenario.
-Prediction predict_located(const Scenario& sc, const std::function<Prediction()>& predict_unlocated);
+Prediction predict_located(const Scenario& sc,
+                           const std::function<Prediction()>& predict_unlocated);
 // Simulates the lowered out.program (its tasks' durations `d`, costed here when null; with
 // network: flow, communication as flows sharing links) and reports it into out.result.
 void simulate_and_report(const Scenario& sc, const RunOptions& opt, const GpuSpeeds& speeds,

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "sim/report/parallel.h"
 #include "sim/io/yaml_util.h"
+#include "sim/report/parallel.h"
 
 namespace fs = std::filesystem;
 
@@ -50,7 +50,8 @@ std::string expected_path(const std::string& dir, const std::string& scenario_fi
 static void flatten_into(const nlohmann::json& j, const std::string& prefix,
                          std::vector<std::pair<std::string, nlohmann::json>>& out) {
   if (j.is_object()) {
-    for (const auto& [k, v] : j.items()) flatten_into(v, prefix.empty() ? k : prefix + "." + k, out);
+    for (const auto& [k, v] : j.items())
+      flatten_into(v, prefix.empty() ? k : prefix + "." + k, out);
   } else if (j.is_array()) {
     for (size_t i = 0; i < j.size(); ++i) flatten_into(j[i], fmt::format("{}[{}]", prefix, i), out);
   } else {
@@ -150,11 +151,12 @@ RegressOutcome run_regress(const RegressOptions& opt) {
 std::string render_regress(const RegressOutcome& o, const RegressOptions& opt) {
   std::string s;
   if (opt.update) {
-    return fmt::format("regress: wrote {} expected results under {}/expected\n", o.updated, opt.dir);
+    return fmt::format("regress: wrote {} expected results under {}/expected\n", o.updated,
+                       opt.dir);
   }
   if (!o.rows.empty()) {
-    s += fmt::format("{:<44} {:<34} {:>14} {:>14} {:>9}\n", "scenario", "metric", "expected",
-                     "now", "change");
+    s += fmt::format("{:<44} {:<34} {:>14} {:>14} {:>9}\n", "scenario", "metric", "expected", "now",
+                     "change");
     for (const auto& r : o.rows) {
       if (r.status == "moved" || r.status == "new metric" || r.status == "metric gone") {
         s += fmt::format("{:<44} {:<34} {:>14} {:>14} {:>+8.3f}%{}\n", r.scenario, r.metric,
@@ -166,9 +168,8 @@ std::string render_regress(const RegressOutcome& o, const RegressOptions& opt) {
     }
     s += "\n";
   }
-  s += fmt::format("regress: {} scenarios, {} moved, {} without expected results{}\n",
-                   o.scenarios, o.moved_scenarios, o.missing,
-                   o.ok() ? " (all within tolerance)" : "");
+  s += fmt::format("regress: {} scenarios, {} moved, {} without expected results{}\n", o.scenarios,
+                   o.moved_scenarios, o.missing, o.ok() ? " (all within tolerance)" : "");
   if (!o.ok()) {
     s += "regress: if the change is intended, run `tools/stepcast regress --update` and say in "
          "the commit which predictions moved and why\n";
@@ -185,8 +186,12 @@ nlohmann::json regress_to_json(const RegressOutcome& o) {
   j["ok"] = o.ok();
   j["rows"] = nlohmann::json::array();
   for (const auto& r : o.rows) {
-    j["rows"].push_back({{"scenario", r.scenario}, {"metric", r.metric}, {"expected", r.expected},
-                         {"now", r.now}, {"change_pct", r.change_pct}, {"status", r.status}});
+    j["rows"].push_back({{"scenario", r.scenario},
+                         {"metric", r.metric},
+                         {"expected", r.expected},
+                         {"now", r.now},
+                         {"change_pct", r.change_pct},
+                         {"status", r.status}});
   }
   return j;
 }

@@ -28,7 +28,7 @@ struct RegressRow {
   std::string expected;  // rendered value ("" when missing)
   std::string now;
   double change_pct = 0;  // for numbers
-  std::string status;     // "moved", "missing expected file", "new metric", "metric gone", "updated"
+  std::string status;  // "moved", "missing expected file", "new metric", "metric gone", "updated"
 };
 
 struct RegressOutcome {

@@ -8,10 +8,10 @@
 #include "model/params.h"
 #include "sim/cost/coster.h"
 #include "sim/engine/critical_path.h"
+#include "sim/io/yaml_util.h"
+#include "sim/lower/lower.h"
 #include "sim/report/flow_mode.h"
 #include "sim/report/pipeline.h"
-#include "sim/lower/lower.h"
-#include "sim/io/yaml_util.h"
 
 namespace stepcast {
 
@@ -121,7 +121,7 @@ void simulate_and_report(const Scenario& sc, const RunOptions& opt, const GpuSpe
   eo.keep_matching = opt.critical_path;  // summarize_critical_path reuses it
   eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
   eo.comm_hbm_share = [&p = out.program, &hw = sc.profile](const RankProgram& rp, const Task& t,
-                                                          TimeNs dur) {
+                                                           TimeNs dur) {
     return comm_hbm_share(p, rp, t, dur, hw);
   };
   eo.comm_holds_sms = [](const RankProgram&, const Task& t) { return comm_holds_sms(t); };
@@ -167,8 +167,8 @@ double model_flops_per_step(const ModelArch& a, std::int64_t seq_len, std::int64
 Result make_result(const Scenario& sc, const Program& p, const Timeline& t) {
   Result r = result_header(sc);
   r.step_time_s = to_s(t.step_ns);
-  const double tokens = static_cast<double>(sc.training.global_batch) *
-                        static_cast<double>(sc.training.seq_len);
+  const double tokens =
+      static_cast<double>(sc.training.global_batch) * static_cast<double>(sc.training.seq_len);
   r.model_flops = model_flops_per_step(sc.model, sc.training.seq_len, sc.training.global_batch);
   if (r.step_time_s > 0) {
     r.tokens_per_s = tokens / r.step_time_s;
@@ -210,8 +210,7 @@ Result make_result(const Scenario& sc, const Program& p, const Timeline& t) {
   return r;
 }
 
-CriticalPathSummary summarize_critical_path(const Program& p, const Timeline& t,
-                                            size_t longest) {
+CriticalPathSummary summarize_critical_path(const Program& p, const Timeline& t, size_t longest) {
   CriticalPathSummary out;
   const auto path = critical_path(p, t);
   std::vector<CriticalPathSegment> segs;
@@ -253,7 +252,8 @@ static std::string ranks_text(const std::vector<int>& ranks) {
   if (ranks.size() > 1 && ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size()))
     return fmt::format("{}-{}", ranks.front(), ranks.back());
   std::string o;
-  for (size_t i = 0; i < ranks.size() && i < 6; ++i) o += (i ? ", " : "") + std::to_string(ranks[i]);
+  for (size_t i = 0; i < ranks.size() && i < 6; ++i)
+    o += (i ? ", " : "") + std::to_string(ranks[i]);
   if (ranks.size() > 6) o += fmt::format(", ... ({} ranks)", ranks.size());
   return o;
 }
@@ -261,7 +261,8 @@ static std::string ranks_text(const std::vector<int>& ranks) {
 // The map's entries, largest first (ties by name), as "compute 12.460 s, tp_comm 1.149 s".
 static std::string largest_first(const std::map<std::string, double>& m, size_t max_items) {
   std::vector<std::pair<std::string, double>> v(m.begin(), m.end());
-  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::stable_sort(v.begin(), v.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string o;
   for (size_t i = 0; i < v.size() && i < max_items; ++i)
     o += fmt::format("{}{} {}", i ? ", " : "", v[i].first, format_time(v[i].second));
@@ -342,7 +343,8 @@ nlohmann::json result_to_json(const Result& r) {
   if (r.memory_reserved_gib > 0) j["memory_reserved_gib"] = r.memory_reserved_gib;
   j["fits_memory"] = r.fits_memory;
   nlohmann::json b = nlohmann::json::object();
-  for (int i = 0; i <= kCategoryCount; ++i) b[breakdown_name(i)] = r.breakdown_s[static_cast<size_t>(i)];
+  for (int i = 0; i <= kCategoryCount; ++i)
+    b[breakdown_name(i)] = r.breakdown_s[static_cast<size_t>(i)];
   j["breakdown_s"] = b;
   j["busy_by_kind_s"] = r.busy_by_kind_s;
   j["busy_by_phase_s"] = r.busy_by_phase_s;
@@ -364,8 +366,12 @@ nlohmann::json result_to_json(const Result& r) {
     c["rank_changes"] = cp.rank_changes;
     nlohmann::json segs = nlohmann::json::array();
     for (const CriticalPathSegment& s : cp.longest)
-      segs.push_back({{"label", s.label}, {"kind", s.kind}, {"category", s.category},
-                      {"rank", s.rank}, {"start_s", s.start_s}, {"duration_s", s.duration_s}});
+      segs.push_back({{"label", s.label},
+                      {"kind", s.kind},
+                      {"category", s.category},
+                      {"rank", s.rank},
+                      {"start_s", s.start_s},
+                      {"duration_s", s.duration_s}});
     c["longest"] = std::move(segs);
     j["critical_path"] = std::move(c);
   }

@@ -31,13 +31,13 @@ struct CriticalPathSegment {
 // time on it includes waiting for its slowest peer (rendezvous start).
 struct CriticalPathSummary {
   double total_s = 0;
-  int tasks = 0;                                 // tasks on the path with a duration
-  std::map<std::string, double> by_category_s;   // "compute", "tp_comm", ... (no bubble)
-  std::map<std::string, double> by_kind_s;       // "gemm", "attention", "collective", ...
-  std::map<std::string, double> by_phase_s;      // "fwd", "bwd_input", ...
-  std::vector<int> ranks;                        // global ranks it crosses, ascending
-  int rank_changes = 0;                          // hops from one rank to another along it
-  std::vector<CriticalPathSegment> longest;      // the longest few, longest first
+  int tasks = 0;                                // tasks on the path with a duration
+  std::map<std::string, double> by_category_s;  // "compute", "tp_comm", ... (no bubble)
+  std::map<std::string, double> by_kind_s;      // "gemm", "attention", "collective", ...
+  std::map<std::string, double> by_phase_s;     // "fwd", "bwd_input", ...
+  std::vector<int> ranks;                       // global ranks it crosses, ascending
+  int rank_changes = 0;                         // hops from one rank to another along it
+  std::vector<CriticalPathSegment> longest;     // the longest few, longest first
 };
 
 inline constexpr const char* kResultSchema = "stepcast.result/1";
@@ -48,14 +48,14 @@ struct Result {
   std::string model_name;
   std::string profile_name;
   int gpus = 0;
-  std::string layout;            // "tp8 pp4 dp32 cp1 ep1 vpp1 mb1 1f1b zero1 sp selective"
+  std::string layout;  // "tp8 pp4 dp32 cp1 ep1 vpp1 mb1 1f1b zero1 sp selective"
   double step_time_s = 0;
   double tokens_per_s = 0;
-  double tflops_per_gpu = 0;     // model FLOPs (no recompute) / step / gpu
-  double mfu = 0;                // model FLOPs / (step * gpus * peak of the compute dtype)
-  double model_flops = 0;        // per step, whole cluster
+  double tflops_per_gpu = 0;  // model FLOPs (no recompute) / step / gpu
+  double mfu = 0;             // model FLOPs / (step * gpus * peak of the compute dtype)
+  double model_flops = 0;     // per step, whole cluster
   double params_total = 0;
-  double memory_peak_gib = 0;    // max over ranks
+  double memory_peak_gib = 0;  // max over ranks
   std::vector<double> memory_peak_gib_per_stage;
   double memory_capacity_gib = 0;  // what the training tensors may use: the GPU's memory
                                    // less gpu.memory_reserved
@@ -79,7 +79,8 @@ struct Result {
   // scenario with stragglers is always simulated unfolded.
   std::string stragglers;
   // false: not simulated because the resident training state alone exceeds memory
-  // (SearchRunOptions::skip_when_state_exceeds_memory); only fits_memory and the memory fields hold.
+  // (SearchRunOptions::skip_when_state_exceeds_memory); only fits_memory and the memory fields
+  // hold.
   bool simulated = true;
   // true: not simulated because its compute lower bound (step_time_s holds it) exceeds
   // SearchRunOptions::skip_when_compute_exceeds_s; fits_memory is then unknown.

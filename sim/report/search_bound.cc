@@ -193,13 +193,13 @@ StepBound::UnitCost StepBound::unit_cost(UnitKind kind, const ParallelSpec& par,
 bool StepBound::comm_counted() const { return base_.network != NetworkMode::kFlow; }
 
 GroupShape StepBound::dp_group_shape(const RankLayout& layout, int rank, bool expert) const {
-  const ShapeKey key{layout.tp(), layout.cp(), layout.dp(), layout.pp(),
+  const ShapeKey key{layout.tp(), layout.cp(),  layout.dp(), layout.pp(),
                      layout.ep(), layout.etp(), rank,        expert};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = dp_shapes_.find(key); it != dp_shapes_.end()) return it->second;
   }
-  const GroupShape g = group_shape(expert               ? layout.edp_group(rank)
+  const GroupShape g = group_shape(expert            ? layout.edp_group(rank)
                                    : layout.cp() > 1 ? layout.dp_cp_group(rank)
                                                      : layout.dp_group(rank),
                                    base_.profile.node.gpus, base_.profile.fabric.pod_gpus);
@@ -273,8 +273,8 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
     GroupShape costed_for{0, 0, 0, 0};
     for (int s = 0; s < p; ++s) {
       // The TP group of the rank a folded program lowers for stage s.
-      const GroupShape tp_group = group_shape(layout.tp_group(layout.rank(0, 0, 0, s)),
-                                              hw.node.gpus, hw.fabric.pod_gpus);
+      const GroupShape tp_group =
+          group_shape(layout.tp_group(layout.rank(0, 0, 0, s)), hw.node.gpus, hw.fabric.pod_gpus);
       if (!(tp_group == costed_for)) costed.fill(false);
       costed_for = tp_group;
       auto cost = [&](UnitKind k) -> const UnitCost& {
@@ -324,9 +324,9 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
       // The optimizer step on the rank's shard (sim/lower/passes.cc, emit_step_end).
       const double local = dense / (par.zero >= 1 ? par.dp * par.cp : 1) +
                            expert / (par.zero >= 1 ? layout.edp() : 1);
-      const Op opt = optimizer_op(local, base_.training.optimizer == Optimizer::kAdam,
-                                  grad_reduce_dtype(base_.training),
-                                  base_.training.dtype == DType::kFp16);
+      const Op opt =
+          optimizer_op(local, base_.training.optimizer == Optimizer::kAdam,
+                       grad_reduce_dtype(base_.training), base_.training.dtype == DType::kFp16);
       out.optimizer.push_back(op_ns(opt, hw));
       out.dp_comm.push_back(dp_stream_floor(par, s, dense, expert));
     }

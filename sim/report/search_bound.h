@@ -119,8 +119,8 @@ class StepBound {
   UnitCost unit_cost(UnitKind kind, const ParallelSpec& par, const GroupShape& tp_group = {});
 
  private:
-  using Key = std::tuple<int, std::int64_t, int, int, int, int, int, bool, bool,
-                         std::array<int, 4>>;
+  using Key =
+      std::tuple<int, std::int64_t, int, int, int, int, int, bool, bool, std::array<int, 4>>;
   UnitCost cost_unit(UnitKind kind, const ParallelSpec& par, const GroupShape& tp_group) const;
   // The floor of stage s's data-parallel stream (above) for a stage holding `dense` and
   // `expert` parameters per rank.

@@ -55,8 +55,8 @@ bool state_exceeds_memory(const Scenario& sc, std::vector<double>& state_per_sta
 
 // What the stage-by-stage hook (LowerOptions::stop_after_stage) found.
 struct StageBounds {
-  std::vector<double> floor;  // memory_floor_bytes per lowered rank
-  bool stopped = false;       // a stage cannot fit
+  std::vector<double> floor;   // memory_floor_bytes per lowered rank
+  bool stopped = false;        // a stage cannot fit
   TimeNs stage_bound_ns = -1;  // a stage's step_floor_ns beyond the bound: the plan is pruned
   Durations staged;            // each stage's durations, costed once in the hook
 };

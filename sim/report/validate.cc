@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "sim/io/json_locator.h"
-#include "sim/report/parallel.h"
 #include "sim/io/yaml_util.h"
+#include "sim/report/parallel.h"
 
 namespace stepcast {
 
@@ -27,9 +27,11 @@ ProfileOverride parse_profile_override(const std::string& text) {
   auto blank = [](const std::string& s) { return s.find_first_not_of(" \t") == std::string::npos; };
   if (eq == std::string::npos || blank(o.key) || blank(o.value) ||
       (lhs.size() != text.substr(0, eq).size() && blank(o.profile))) {
-    throw InputError(InputIssue{"", 0, 0, "--override",
-                                "expected [PROFILE:]KEY=VALUE (e.g. h100-sxm:compute.sustained_clock=0.86), "
-                                "got \"" + text + "\""});
+    throw InputError(
+        InputIssue{"", 0, 0, "--override",
+                   "expected [PROFILE:]KEY=VALUE (e.g. h100-sxm:compute.sustained_clock=0.86), "
+                   "got \"" +
+                       text + "\""});
   }
   return o;
 }
@@ -83,9 +85,9 @@ std::vector<ValidationCase> load_cases(const std::string& path,
     if (!ok) continue;
     const YAML::Node m = c["measured"];
     const std::string mp = cp + ".measured";
-    if (r.expect_map(m, mp, {"step_time_s", "memory_peak_gib", "tflops_per_gpu_published",
-                             "mfu_published", "flops_formula", "note",
-                             "tokens_per_s_per_gpu"})) {
+    if (r.expect_map(m, mp,
+                     {"step_time_s", "memory_peak_gib", "tflops_per_gpu_published", "mfu_published",
+                      "flops_formula", "note", "tokens_per_s_per_gpu"})) {
       if (r.require(m, mp, "step_time_s")) {
         vc.measured_step_s = r.get_double(m, mp, "step_time_s", 1e-9, 1e9).value_or(0);
       }
@@ -116,8 +118,8 @@ std::vector<ValidationCase> load_cases(const std::string& path,
                               sp.string()));
           continue;
         }
-        vc.scenario = load_scenario_node(with_overrides(load_yaml_file(vc.scenario_file), overrides),
-                                         vc.scenario_file);
+        vc.scenario = load_scenario_node(
+            with_overrides(load_yaml_file(vc.scenario_file), overrides), vc.scenario_file);
       } else {
         vc.scenario_file = path;
         vc.scenario = load_scenario_node(with_overrides(YAML::Clone(s), overrides), path);
@@ -131,9 +133,9 @@ std::vector<ValidationCase> load_cases(const std::string& path,
         if (o == nullptr) {
           issues.add(issue);
         } else if (override_errors.insert(issue.key + issue.message).second) {
-          issues.add(InputIssue{"", 0, 0, "--override",
-                                issue.key.substr(std::string("cluster.overrides.").size()) + ": " +
-                                    issue.message});
+          issues.add(InputIssue{
+              "", 0, 0, "--override",
+              issue.key.substr(std::string("cluster.overrides.").size()) + ": " + issue.message});
         }
       }
       continue;
@@ -178,10 +180,10 @@ ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOp
     rep.within_5pct += abs_error <= 0.05;
     rep.within_10pct += abs_error <= 0.10;
     if (abs_error > 0.10) rep.over_10pct.push_back(o.id);
-    for (auto [map, key] : {std::pair{&rep.mape_by_profile, &o.result.profile_name},
-                            std::pair{&rep.mape_by_framework, &o.framework},
-                            std::pair{&rep.mape_by_kind, &o.kind},
-                            std::pair{&rep.mape_by_family, &o.family}}) {
+    for (auto [map, key] :
+         {std::pair{&rep.mape_by_profile, &o.result.profile_name},
+          std::pair{&rep.mape_by_framework, &o.framework}, std::pair{&rep.mape_by_kind, &o.kind},
+          std::pair{&rep.mape_by_family, &o.family}}) {
       auto& [group_sum, group_cases] = (*map)[*key];
       group_sum += abs_error;
       ++group_cases;
@@ -198,8 +200,8 @@ ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOp
   }
   if (!rep.cases.empty()) rep.mape = sum / static_cast<double>(rep.cases.size());
   if (rep.memory_cases > 0) rep.memory_mape = mem_sum / rep.memory_cases;
-  for (auto* map : {&rep.mape_by_profile, &rep.mape_by_framework, &rep.mape_by_kind,
-                    &rep.mape_by_family})
+  for (auto* map :
+       {&rep.mape_by_profile, &rep.mape_by_framework, &rep.mape_by_kind, &rep.mape_by_family})
     for (auto& [name, sn] : *map) sn.first /= sn.second;
   if (rep.non_moe_cases > 0) rep.mape_non_moe /= rep.non_moe_cases;
   return rep;
@@ -208,18 +210,19 @@ ValidationReport run_cases(const std::vector<ValidationCase>& cases, const RunOp
 std::string render_validation(const ValidationReport& r) {
   std::string o;
   o += fmt::format("{:<40} {:>10} {:>10} {:>8}  {:>8} {:>8} {:>8} {:>8} {:>8}  {:>16}\n", "case",
-                   "measured", "predicted", "error", "compute", "recomp", "tp", "pp+dp",
-                   "bubble", "memory GiB (err)");
+                   "measured", "predicted", "error", "compute", "recomp", "tp", "pp+dp", "bubble",
+                   "memory GiB (err)");
   for (const auto& c : r.cases) {
     const auto& b = c.result.breakdown_s;
     auto at = [&](Category cat) { return b[static_cast<size_t>(cat)]; };
     std::string mem = fmt::format("{:.1f}", c.result.memory_peak_gib);
     if (c.measured_memory_gib > 0) mem += fmt::format(" ({:+.1f}%)", 100 * c.memory_error);
-    o += fmt::format("{:<40} {:>9.3f}s {:>9.3f}s {:>+7.1f}%  {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f}  {:>16}\n",
-                     c.id, c.measured_step_s, c.predicted_step_s, 100 * c.error,
-                     at(Category::kCompute), at(Category::kRecompute), at(Category::kTpComm),
-                     at(Category::kPpComm) + at(Category::kDpComm),
-                     b[static_cast<size_t>(kCategoryCount)], mem);
+    o += fmt::format(
+        "{:<40} {:>9.3f}s {:>9.3f}s {:>+7.1f}%  {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f}  "
+        "{:>16}\n",
+        c.id, c.measured_step_s, c.predicted_step_s, 100 * c.error, at(Category::kCompute),
+        at(Category::kRecompute), at(Category::kTpComm),
+        at(Category::kPpComm) + at(Category::kDpComm), b[static_cast<size_t>(kCategoryCount)], mem);
   }
   o += fmt::format("\nMAPE {:.2f}% over {} cases; worst {} ({:.2f}%)\n", 100 * r.mape,
                    r.cases.size(), r.worst_id, 100 * r.worst_abs_error);
@@ -230,15 +233,14 @@ std::string render_validation(const ValidationReport& r) {
   if (r.non_moe_cases < static_cast<int>(r.cases.size()))
     o += fmt::format("MAPE {:.2f}% over the {} non-MoE cases\n", 100 * r.mape_non_moe,
                      r.non_moe_cases);
-  for (auto [title, map] : {std::pair{"profile", &r.mape_by_profile},
-                            std::pair{"framework", &r.mape_by_framework},
-                            std::pair{"kind", &r.mape_by_kind},
-                            std::pair{"family", &r.mape_by_family}}) {
+  for (auto [title, map] :
+       {std::pair{"profile", &r.mape_by_profile}, std::pair{"framework", &r.mape_by_framework},
+        std::pair{"kind", &r.mape_by_kind}, std::pair{"family", &r.mape_by_family}}) {
     if (map->size() <= 1) continue;
     std::string parts;
     for (const auto& [name, mn] : *map)
-      parts += fmt::format("{}{} {:.2f}% over {}", parts.empty() ? "" : ", ", name,
-                           100 * mn.first, mn.second);
+      parts += fmt::format("{}{} {:.2f}% over {}", parts.empty() ? "" : ", ", name, 100 * mn.first,
+                           mn.second);
     o += fmt::format("MAPE by {}: {}\n", title, parts);
   }
   if (r.memory_cases > 0) {
@@ -366,8 +368,8 @@ std::string compare_results(const std::string& pred_text, const std::string& pre
     issues.push_back(std::move(i));
   if (!issues.empty()) throw InputError(std::move(issues));
   nlohmann::json rows = nlohmann::json::array();
-  std::string o = fmt::format("{:<28} {:>12} {:>12} {:>8}\n", "what", "predicted", "measured",
-                              "error");
+  std::string o =
+      fmt::format("{:<28} {:>12} {:>12} {:>8}\n", "what", "predicted", "measured", "error");
   auto row = [&](const std::string& what, double p, double m) {
     double err = m != 0 ? (p - m) / m : 0.0;
     o += fmt::format("{:<28} {:>12} {:>12} {:>+7.1f}%\n", what, format_time(p), format_time(m),

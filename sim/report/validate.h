@@ -25,7 +25,7 @@ namespace stepcast {
 //                             the id up to its first '-')
 struct ValidationCase {
   std::string id;
-  std::string family;         // the source family (a paper or table the case comes from)
+  std::string family;  // the source family (a paper or table the case comes from)
   std::string source;
   std::string assumed;
   std::string scenario_file;  // file the scenario was read from
@@ -64,10 +64,10 @@ struct CaseOutcome {
 
 struct ValidationReport {
   std::vector<CaseOutcome> cases;
-  double mape = 0;            // mean of |error|
+  double mape = 0;  // mean of |error|
   std::string worst_id;
   double worst_abs_error = 0;
-  double memory_mape = 0;     // over cases with a published memory figure
+  double memory_mape = 0;  // over cases with a published memory figure
   int memory_cases = 0;
   int within_5pct = 0, within_10pct = 0;  // cases with |error| <= 5%, <= 10%
   std::vector<std::string> over_10pct;    // ids of the cases with |error| > 10%
@@ -95,19 +95,18 @@ struct FamilyFit {
 struct LofoReport {
   ProfileOverride key;  // the scanned key (value: the value fitted on all cases)
   std::vector<double> values;
-  std::vector<double> mape;       // per value, over all cases
+  std::vector<double> mape;  // per value, over all cases
   double best_value = 0;
-  double in_sample_mape = 0;      // over all cases at best_value
-  double held_out_mape = 0;       // over all cases, each predicted with its family left out
+  double in_sample_mape = 0;  // over all cases at best_value
+  double held_out_mape = 0;   // over all cases, each predicted with its family left out
   std::vector<FamilyFit> families;
 };
 // `reports[i]`: the cases run with `key` set to values[i] (same cases, same order).
 LofoReport leave_one_family_out(const ProfileOverride& key, const std::vector<double>& values,
-                                 const std::vector<ValidationReport>& reports);
+                                const std::vector<ValidationReport>& reports);
 std::string render_lofo(const LofoReport& r);
 // "PROFILE:KEY=V1,V2,..." -> the key (value empty) and the values; InputError naming --scan.
 std::pair<ProfileOverride, std::vector<double>> parse_scan(const std::string& text);
-
 
 // Predicts every case (on `threads` worker threads; the report is the same for any count)
 // and compares it with its measurement.

@@ -33,7 +33,7 @@ struct ScheduleBlock {
   int microbatch = -1;
   int chunk = -1;
   TimeNs start = 0, end = 0;
-  int tasks = 1;  // tasks merged into the block
+  int tasks = 1;                  // tasks merged into the block
   bool with_weight_grad = false;  // a backward block that also holds its weight gradients
   std::uint32_t categories = 0;   // communication: bit c set when category c is in the block
 };

@@ -32,8 +32,8 @@ void Loader::cross_checks(Scenario& sc) {
   if (parallel_ok_ && model_ok_) {
     const ParallelSpec& pl = sc.parallel;
     // An invalid expert_tp is reported below; the other rules then use the default.
-    const int etp = expert_tp_of(pl.tp, pl.ep,
-                                 pl.expert_tp == 1 || pl.expert_tp == pl.tp ? pl.expert_tp : 0);
+    const int etp =
+        expert_tp_of(pl.tp, pl.ep, pl.expert_tp == 1 || pl.expert_tp == pl.tp ? pl.expert_tp : 0);
     check_tp_split(par, sc, etp);
     check_expert_tp(par, sc);
     check_pipeline_split(par, sc);
@@ -63,8 +63,8 @@ bool Loader::check_plan_size(const YAML::Node& par, Scenario& sc) {
   if (par && par["dp"]) {
     if (tpc * pl.dp != sc.gpus)
       r_.error(par["dp"], path("dp"),
-               fmt::format("tp*pp*dp*cp = {}*{}*{}*{} = {} must equal the cluster's {} GPUs",
-                           pl.tp, pl.pp, pl.dp, pl.cp, tpc * pl.dp, sc.gpus));
+               fmt::format("tp*pp*dp*cp = {}*{}*{}*{} = {} must equal the cluster's {} GPUs", pl.tp,
+                           pl.pp, pl.dp, pl.cp, tpc * pl.dp, sc.gpus));
     else
       dp_ok = true;
   } else if (sc.gpus % tpc != 0) {
@@ -96,10 +96,8 @@ void Loader::check_batch(const YAML::Node& par, const Scenario& sc) {
                          "simulation can hold: give a larger microbatch or a smaller "
                          "global_batch",
                          sc.microbatches(), m.layers,
-                         static_cast<double>(sc.microbatches()) * m.layers,
-                         kMaxLayerPasses));
-  } else if (pl.schedule == Schedule::kInterleaved && pl.pp > 1 &&
-             sc.microbatches() % pl.pp != 0) {
+                         static_cast<double>(sc.microbatches()) * m.layers, kMaxLayerPasses));
+  } else if (pl.schedule == Schedule::kInterleaved && pl.pp > 1 && sc.microbatches() % pl.pp != 0) {
     r_.error(at(par, "schedule"), path("schedule"),
              fmt::format("the interleaved schedule needs the number of microbatches "
                          "(global_batch/(dp*microbatch) = {}) to be a multiple of pp ({})",
@@ -112,8 +110,7 @@ void Loader::check_tp_split(const YAML::Node& par, const Scenario& sc, int etp) 
   const ModelArch& m = sc.model;
   if (m.heads % pl.tp != 0)
     r_.error(at(par, "tp"), path("tp"),
-             fmt::format("the model's heads ({}) must be divisible by tp ({})", m.heads,
-                         pl.tp));
+             fmt::format("the model's heads ({}) must be divisible by tp ({})", m.heads, pl.tp));
   else if (m.kv_heads % pl.tp != 0)
     r_.error(at(par, "tp"), path("tp"),
              fmt::format("the model's kv_heads ({}) must be divisible by tp ({}) "
@@ -126,8 +123,8 @@ void Loader::check_tp_split(const YAML::Node& par, const Scenario& sc, int etp) 
   for (int l = 0; !has_dense && l < m.layers; ++l) has_dense = !m.is_moe_layer(l);
   if (has_dense && m.ffn_hidden % pl.tp != 0)
     r_.error(at(par, "tp"), path("tp"),
-             fmt::format("the model's ffn_hidden ({}) must be divisible by tp ({})",
-                         m.ffn_hidden, pl.tp));
+             fmt::format("the model's ffn_hidden ({}) must be divisible by tp ({})", m.ffn_hidden,
+                         pl.tp));
   if (m.moe && etp > 1 && m.moe->ffn_hidden % etp != 0)
     r_.error(at(par, "tp"), path("tp"),
              fmt::format("the model's moe.ffn_hidden ({}) must be divisible by tp ({}) "
@@ -182,12 +179,11 @@ void Loader::check_pipeline_split(const YAML::Node& par, const Scenario& sc) {
     for (int v : pl.pipeline_layers) sum += v;
     if (static_cast<int>(pl.pipeline_layers.size()) != stages)
       r_.error(pln, path("pipeline_layers"),
-               fmt::format("expected pp*vpp = {}*{} = {} entries, got {}", pl.pp, pl.vpp,
-                           stages, pl.pipeline_layers.size()));
+               fmt::format("expected pp*vpp = {}*{} = {} entries, got {}", pl.pp, pl.vpp, stages,
+                           pl.pipeline_layers.size()));
     else if (sum != m.layers)
       r_.error(pln, path("pipeline_layers"),
-               fmt::format("the entries sum to {} but the model has {} layers", sum,
-                           m.layers));
+               fmt::format("the entries sum to {} but the model has {} layers", sum, m.layers));
   } else if (m.layers % stages != 0) {
     r_.error(first_of(par, {"pp", "vpp"}), path(par && !par["pp"] && par["vpp"] ? "vpp" : "pp"),
              fmt::format("the model's {} layers do not split evenly over pp*vpp = {}*{} = {} "
@@ -196,8 +192,7 @@ void Loader::check_pipeline_split(const YAML::Node& par, const Scenario& sc) {
   }
 }
 
-void Loader::check_expert_parallel(const YAML::Node& par, const Scenario& sc, int etp,
-                                   bool dp_ok) {
+void Loader::check_expert_parallel(const YAML::Node& par, const Scenario& sc, int etp, bool dp_ok) {
   const ParallelSpec& pl = sc.parallel;
   const ModelArch& m = sc.model;
   if (pl.ep > 1) {
@@ -208,8 +203,8 @@ void Loader::check_expert_parallel(const YAML::Node& par, const Scenario& sc, in
                            pl.ep, m.name));
     } else if (m.moe->experts % pl.ep != 0) {
       r_.error(at(par, "ep"), path("ep"),
-               fmt::format("the model's experts ({}) must be divisible by ep ({})",
-                           m.moe->experts, pl.ep));
+               fmt::format("the model's experts ({}) must be divisible by ep ({})", m.moe->experts,
+                           pl.ep));
     } else if (dp_ok && (pl.tp * pl.cp * pl.dp) % (etp * pl.ep) != 0) {
       r_.error(at(par, "ep"), path("ep"),
                etp == 1 ? fmt::format("ep ({}) must divide tp*cp*dp = {}*{}*{} = {} (expert "

@@ -81,8 +81,8 @@ namespace detail {
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name",     "model",   "cluster", "training",
-                                           "parallel", "network", "sweep",   "framework", "search"};
+const std::vector<std::string> kTopKeys = {"name",    "model", "cluster",   "training", "parallel",
+                                           "network", "sweep", "framework", "search"};
 
 }  // namespace
 

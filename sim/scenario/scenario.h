@@ -25,32 +25,34 @@ enum class NetworkMode { kAnalytical, kFlow };
 // kernels (`compute`), NIC (`nic`) and NVLink (`nvlink`) bandwidth (sim/cluster/profile.h
 // GpuSpeed). A GPU named by itself and by its node takes the product of the factors.
 struct Straggler {
-  int gpu = -1;   // exactly one of gpu / node is >= 0
+  int gpu = -1;  // exactly one of gpu / node is >= 0
   int node = -1;
   GpuSpeed speed;
 };
 
 struct SweepAxis {
-  std::string key;                  // dotted, e.g. "parallel.tp"
+  std::string key;  // dotted, e.g. "parallel.tp"
   std::vector<YAML::Node> values;
 };
 
 struct Scenario {
-  std::string file;                 // path it came from ("" for in-memory)
+  std::string file;  // path it came from ("" for in-memory)
   std::string name;
   ModelArch model;
-  HwProfile profile;                // with overrides applied
+  HwProfile profile;  // with overrides applied
   int gpus = 0;
   int nodes = 0;
   TrainingSpec training;
   ParallelSpec parallel;
-  FrameworkRules framework;         // `framework:` (default: the megatron-core preset)
+  FrameworkRules framework;  // `framework:` (default: the megatron-core preset)
   NetworkMode network = NetworkMode::kAnalytical;
   std::vector<Straggler> stragglers;  // cluster.stragglers (empty: every GPU nominal)
   std::vector<SweepAxis> sweep;
-  YAML::Node source;                // the parsed document (for sweeps and reports)
+  YAML::Node source;  // the parsed document (for sweeps and reports)
 
-  std::int64_t microbatches() const { return training.global_batch / (parallel.dp * parallel.microbatch); }
+  std::int64_t microbatches() const {
+    return training.global_batch / (parallel.dp * parallel.microbatch);
+  }
 };
 
 // Per global rank, the speed the stragglers give it (empty when there are none).

@@ -21,24 +21,44 @@ constexpr std::int64_t kMaxLayers = 100000;
 constexpr double kMinStragglerSpeed = 0.01;
 
 const std::vector<std::string> kModelKeys = {
-    "name",  "layers",     "hidden", "ffn_hidden",      "heads",    "kv_heads",
-    "vocab", "activation", "norm",   "tied_embeddings", "head_dim", "max_positions",
-    "moe",   "dropout",    "qk_head_dim", "qkv_features", "linear_bias", "qk_norm",
-    "attention_sinks", "window", "window_every", "mtp_layers"};
-const std::vector<std::string> kMoeKeys = {"experts",         "top_k",          "ffn_hidden",
-                                           "every",           "capacity_factor", "shared_experts",
-                                           "first_dense_layers", "imbalance", "router_groups",
+    "name",         "layers",          "hidden",          "ffn_hidden",
+    "heads",        "kv_heads",        "vocab",           "activation",
+    "norm",         "tied_embeddings", "head_dim",        "max_positions",
+    "moe",          "dropout",         "qk_head_dim",     "qkv_features",
+    "linear_bias",  "qk_norm",         "attention_sinks", "window",
+    "window_every", "mtp_layers"};
+const std::vector<std::string> kMoeKeys = {"experts",
+                                           "top_k",
+                                           "ffn_hidden",
+                                           "every",
+                                           "capacity_factor",
+                                           "shared_experts",
+                                           "first_dense_layers",
+                                           "imbalance",
+                                           "router_groups",
                                            "router_group_topk"};
 const std::vector<std::string> kClusterKeys = {"profile", "nodes", "gpus", "overrides",
                                                "stragglers"};
 const std::vector<std::string> kStragglerKeys = {"gpu", "node", "compute", "nic", "nvlink"};
 const std::vector<std::string> kTrainingKeys = {"seq_len", "global_batch", "dtype", "optimizer",
                                                 "grad_reduce_dtype"};
-const std::vector<std::string> kParallelKeys = {
-    "tp",       "pp",       "dp",        "cp",   "ep",
-    "vpp",      "microbatch", "pipeline_layers", "schedule", "zero",
-    "sequence_parallel", "recompute", "overlap", "bucket_mb", "cp_kind", "expert_tp",
-    "moe_dispatcher"};
+const std::vector<std::string> kParallelKeys = {"tp",
+                                                "pp",
+                                                "dp",
+                                                "cp",
+                                                "ep",
+                                                "vpp",
+                                                "microbatch",
+                                                "pipeline_layers",
+                                                "schedule",
+                                                "zero",
+                                                "sequence_parallel",
+                                                "recompute",
+                                                "overlap",
+                                                "bucket_mb",
+                                                "cp_kind",
+                                                "expert_tp",
+                                                "moe_dispatcher"};
 const std::vector<std::string> kOverlapKeys = {"grad_reduce", "param_gather", "tp_comm",
                                                "moe_shared_experts"};
 
@@ -186,8 +206,8 @@ void Loader::parse_moe(const YAML::Node& moe, ModelArch& out, std::optional<std:
              fmt::format("top_k ({}) must not exceed experts ({})", *top_k, *experts));
   if (layers && first_dense && *first_dense >= *layers)
     r_.error(moe["first_dense_layers"], join_path(p, "first_dense_layers"),
-             fmt::format("expected fewer than layers ({}) leading dense layers, got {}",
-                         *layers, *first_dense));
+             fmt::format("expected fewer than layers ({}) leading dense layers, got {}", *layers,
+                         *first_dense));
   out.moe = s;
 }
 
@@ -287,9 +307,9 @@ bool Loader::parse_stragglers(const YAML::Node& list, Scenario& sc) {
     }
     Straggler s;
     bool any = false;
-    for (auto [key, field] : {std::pair{"compute", &s.speed.compute},
-                              std::pair{"nic", &s.speed.nic},
-                              std::pair{"nvlink", &s.speed.nvlink}}) {
+    for (auto [key, field] :
+         {std::pair{"compute", &s.speed.compute}, std::pair{"nic", &s.speed.nic},
+          std::pair{"nvlink", &s.speed.nvlink}}) {
       if (!e[key]) continue;
       any = true;
       auto v = r_.get_double(e, ep, key, -std::numeric_limits<double>::max(),
@@ -317,8 +337,8 @@ bool Loader::parse_stragglers(const YAML::Node& list, Scenario& sc) {
     auto [it, fresh] = seen.try_emplace({is_node, index}, static_cast<int>(i));
     if (!fresh) {
       r_.error(e[is_node ? "node" : "gpu"], ep + (is_node ? ".node" : ".gpu"),
-               fmt::format("{} {} is already listed in {}[{}]", is_node ? "node" : "gpu",
-                           index, p, it->second));
+               fmt::format("{} {} is already listed in {}[{}]", is_node ? "node" : "gpu", index, p,
+                           it->second));
       continue;
     }
     (is_node ? s.node : s.gpu) = index;
@@ -409,8 +429,7 @@ bool Loader::parse_parallel(const YAML::Node& par, ParallelSpec& out) {
   }
   if (const YAML::Node ov = par["overlap"]) {
     if (r_.expect_map(ov, "parallel.overlap", kOverlapKeys)) {
-      if (auto v = r_.get_bool(ov, "parallel.overlap", "grad_reduce"))
-        out.overlap_grad_reduce = *v;
+      if (auto v = r_.get_bool(ov, "parallel.overlap", "grad_reduce")) out.overlap_grad_reduce = *v;
       if (auto v = r_.get_bool(ov, "parallel.overlap", "param_gather"))
         out.overlap_param_gather = *v;
       if (auto v = r_.get_bool(ov, "parallel.overlap", "moe_shared_experts"))

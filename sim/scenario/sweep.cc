@@ -23,15 +23,16 @@ void Loader::parse_sweep(const YAML::Node& sw, Scenario& sc) {
   }
   YAML::Node base(YAML::NodeType::Map);
   for (const auto& kv : root_)
-    if (!(kv.first.IsScalar() && kv.first.Scalar() == "sweep")) base.force_insert(kv.first, kv.second);
+    if (!(kv.first.IsScalar() && kv.first.Scalar() == "sweep"))
+      base.force_insert(kv.first, kv.second);
   std::set<std::string> seen;
   for (const auto& kv : sw) {
     const YAML::Node& k = kv.first;
     const std::string key = k.IsScalar() ? k.Scalar() : "";
     const std::string kp = "sweep." + key;
     if (split_dotted(key).empty()) {
-      r_.error(k, "sweep", "expected a dotted scenario key such as parallel.tp, got " +
-                               show_node(k));
+      r_.error(k, "sweep",
+               "expected a dotted scenario key such as parallel.tp, got " + show_node(k));
       continue;
     }
     if (!seen.insert(key).second) {

@@ -54,8 +54,8 @@ Synthetic make_synthetic(int pp, int tp, int microbatches, int layers) {
       auto compute = [&](const char* what, TimeNs ns, std::vector<int> deps, Phase ph) {
         Task k;
         // "attn" memory-bound (HBM contention, Arg 2); the rest GEMMs.
-        k.kind = std::string_view(what).starts_with("attn") ? TaskKind::kMemoryBound
-                                                            : TaskKind::kGemm;
+        k.kind =
+            std::string_view(what).starts_with("attn") ? TaskKind::kMemoryBound : TaskKind::kGemm;
         k.phase = ph;
         k.label = what;
         k.deps = std::move(deps);
@@ -146,9 +146,8 @@ void BM_Simulate(benchmark::State& state) {
   // every collective and send/recv using 25% of HBM (memory-bound kernels and communication
   // re-timed over their overlaps).
   o.compute_slowdown_when_comm = state.range(0) ? 0.1 : 0.0;
-  if (state.range(0) == 2) o.comm_hbm_share = [](const RankProgram&, const Task&, TimeNs) {
-    return 0.25;
-  };
+  if (state.range(0) == 2)
+    o.comm_hbm_share = [](const RankProgram&, const Task&, TimeNs) { return 0.25; };
   std::uint64_t events = 0;
   size_t tasks = 0;
   for (const auto& rp : s.p.ranks) tasks += rp.tasks.size();
@@ -161,7 +160,11 @@ void BM_Simulate(benchmark::State& state) {
   state.counters["events_per_s"] =
       benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Simulate)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);  // rates per CPU second: the build machine is shared
+BENCHMARK(BM_Simulate)
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond);  // rates per CPU second: the build machine is shared
 
 }  // namespace
 }  // namespace stepcast

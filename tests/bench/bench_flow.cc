@@ -10,8 +10,8 @@
 
 #include "sim/cost/coster.h"
 #include "sim/engine/engine.h"
-#include "sim/report/flow_mode.h"
 #include "sim/lower/lower.h"
+#include "sim/report/flow_mode.h"
 #include "sim/scenario/scenario.h"
 
 namespace stepcast {

@@ -101,9 +101,9 @@ TEST(BenchProgram, GemmShapesFromAnyNesting) {
 TEST(BenchProgram, BadProgramsAreRejected) {
   EXPECT_THROW(program_gemm_shapes("/nonexistent.json"), BenchError);
   EXPECT_THROW(program_gemm_shapes(write("noschema.json", R"({"ranks": []})")), BenchError);
-  EXPECT_THROW(program_gemm_shapes(write("nogemm.json",
-                                         R"({"schema": "stepcast.program/1", "ranks": []})")),
-               BenchError);
+  EXPECT_THROW(
+      program_gemm_shapes(write("nogemm.json", R"({"schema": "stepcast.program/1", "ranks": []})")),
+      BenchError);
   try {
     program_gemm_shapes(write("baddtype.json", R"({"schema": "stepcast.program/1",
       "t": [{"kind": "gemm", "m": 1, "n": 2, "k": 3, "dtype": "int4"}]})"));

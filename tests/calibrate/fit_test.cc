@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <iostream>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <random>
 #include <set>
@@ -520,10 +520,10 @@ TEST(MeasurementsBad, CommunicatorEntries) {
     return replace(kGood, R"("collectives": [)",
                    "\"communicators\": [" + entry + "],\n  \"collectives\": [");
   };
-  EXPECT_EQ(parse_measurements(with(R"({"ranks": 8, "nodes": 1, "memory_bytes_per_gpu": 5e8})"),
-                               "m.json")
-                .communicators.size(),
-            1u);
+  EXPECT_EQ(
+      parse_measurements(with(R"({"ranks": 8, "nodes": 1, "memory_bytes_per_gpu": 5e8})"), "m.json")
+          .communicators.size(),
+      1u);
   InputIssue i = only_issue(with(R"({"ranks": 2, "nodes": 3, "memory_bytes_per_gpu": 5e8})"));
   EXPECT_EQ(i.key, "/communicators/0/nodes");
   EXPECT_EQ(i.line, 3);
@@ -564,9 +564,9 @@ TEST(MeasurementsBad, InconsistentBusbw) {
 }
 
 TEST(MeasurementsBad, MixedGpus) {
-  const InputIssue i = only_issue(replace(
-      kGood, R"("gpu_count": 8})",
-      R"("gpu_count": 2, "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3"},
+  const InputIssue i =
+      only_issue(replace(kGood, R"("gpu_count": 8})",
+                         R"("gpu_count": 2, "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3"},
                                   {"index": 1, "name": "NVIDIA A100-SXM4-80GB"}]})"));
   EXPECT_EQ(i.key, "/provenance/gpus/1/name");
   EXPECT_NE(i.message.find("mixed GPUs"), std::string::npos);
@@ -575,9 +575,9 @@ TEST(MeasurementsBad, MixedGpus) {
 TEST(MeasurementsBad, UnknownOpAndMoreNodesThanRanksAllReported) {
   // Loaders report every problem at once.
   try {
-    parse_measurements(replace(replace(kGood, "\"allreduce\"", "\"allreduse\""), "\"nodes\": 1",
-                               "\"nodes\": 9"),
-                       "m.json");
+    parse_measurements(
+        replace(replace(kGood, "\"allreduce\"", "\"allreduse\""), "\"nodes\": 1", "\"nodes\": 9"),
+        "m.json");
     FAIL() << "no InputError";
   } catch (const InputError& e) {
     ASSERT_EQ(e.issues().size(), 2u);
@@ -589,9 +589,9 @@ TEST(MeasurementsBad, UnknownOpAndMoreNodesThanRanksAllReported) {
 
 TEST(MeasurementsBad, InconsistentGemmFlops) {
   // 2*4096^3 / 200 us = 687.2 TFLOP/s; 900e12 disagrees.
-  const InputIssue i = only_issue(replace(
-      kGood, R"("collectives": [)",
-      R"("gemm": [{"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "time_us": 200,
+  const InputIssue i = only_issue(
+      replace(kGood, R"("collectives": [)",
+              R"("gemm": [{"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "time_us": 200,
                    "flop_per_s": 900e12}], "collectives": [)"));
   EXPECT_EQ(i.key, "/gemm/0/flop_per_s");
   EXPECT_NE(i.message.find("inconsistent"), std::string::npos);

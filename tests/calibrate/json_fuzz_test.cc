@@ -23,8 +23,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "calibrate/exec/plan.h"
 #include "calibrate/exec/program.h"
@@ -77,7 +77,8 @@ Tally fuzz_json(const nlohmann::json& base, const std::string& name, unsigned lo
     fuzz::announce(name + ": " + what);
     body(m, name + ": " + what, t);
   }
-  std::printf("fuzz: %s x %d documents: %d ran, %d refused\n", name.c_str(), trials, t.ran, t.refused);
+  std::printf("fuzz: %s x %d documents: %d ran, %d refused\n", name.c_str(), trials, t.ran,
+              t.refused);
   return t;
 }
 
@@ -98,34 +99,33 @@ TEST(JsonFuzz, MutatedMeasurementsLoadOrFailWithAnInputErrorNamingFileLineAndKey
 }
 
 TEST(JsonFuzz, MutatedProgramsReadOrFailWithAnInputErrorNamingFileLineAndKey) {
-  const Tally t = fuzz_json(nlohmann::json::parse(program_text(true)), "program.json", 2202,
-                            fuzz::trials(150),
-                            [&](const nlohmann::json& m, const std::string& ctx, Tally& tally) {
-                              fuzz::expect_runs_or_refuses(
-                                  [&] { (void)program_from_json(m.dump(1), "program.json"); }, ctx,
-                                  tally);
-                            });
+  const Tally t =
+      fuzz_json(nlohmann::json::parse(program_text(true)), "program.json", 2202, fuzz::trials(150),
+                [&](const nlohmann::json& m, const std::string& ctx, Tally& tally) {
+                  fuzz::expect_runs_or_refuses(
+                      [&] { (void)program_from_json(m.dump(1), "program.json"); }, ctx, tally);
+                });
   if (!fuzz::campaign()) {
     EXPECT_GT(t.refused, 50);
   }
 }
 
 TEST(JsonFuzz, MutatedResultsCompareOrFailWithAnInputErrorNamingFileLineAndKey) {
-  const Scenario s = load_scenario(std::string(STEPCAST_SOURCE_DIR) + "/tests/data/exec/tiny_8gpu.yaml");
+  const Scenario s =
+      load_scenario(std::string(STEPCAST_SOURCE_DIR) + "/tests/data/exec/tiny_8gpu.yaml");
   const std::string good = result_to_json(predict(s).result).dump(1);
-  const Tally t = fuzz_json(nlohmann::json::parse(good), "result.json", 3303, fuzz::trials(150),
-                            [&](const nlohmann::json& m, const std::string& ctx, Tally& tally) {
-                              const std::string text = m.dump(1);
-                              fuzz::expect_runs_or_refuses(
-                                  [&] {
-                                    nlohmann::json out;
-                                    (void)compare_results(text, "predicted.json", good,
-                                                          "measured.json", &out);
-                                    (void)compare_results(good, "predicted.json", text,
-                                                          "measured.json", &out);
-                                  },
-                                  ctx, tally);
-                            });
+  const Tally t =
+      fuzz_json(nlohmann::json::parse(good), "result.json", 3303, fuzz::trials(150),
+                [&](const nlohmann::json& m, const std::string& ctx, Tally& tally) {
+                  const std::string text = m.dump(1);
+                  fuzz::expect_runs_or_refuses(
+                      [&] {
+                        nlohmann::json out;
+                        (void)compare_results(text, "predicted.json", good, "measured.json", &out);
+                        (void)compare_results(good, "predicted.json", text, "measured.json", &out);
+                      },
+                      ctx, tally);
+                });
   if (!fuzz::campaign()) {
     // The schema and step_time_s are required; the section values must be seconds.
     EXPECT_GT(t.refused, 20);
@@ -134,22 +134,22 @@ TEST(JsonFuzz, MutatedResultsCompareOrFailWithAnInputErrorNamingFileLineAndKey) 
 
 TEST(JsonFuzz, MutatedProgramsDryRunOrFailWithAProgramError) {
   // stepcast-exec --dry-run: parse, plan, place on world_size GPUs (calibrate/exec/main.cc).
-  const Tally t = fuzz_json(nlohmann::json::parse(program_text(false)), "program.json", 4404,
-                            fuzz::trials(60),
-                            [&](const nlohmann::json& m, const std::string& ctx, Tally& tally) {
-                              try {
-                                const exec::Program p = exec::parse_program(m.dump(1), "program.json");
-                                exec::Plan plan = exec::make_plan(p);
-                                exec::place_single_process(plan, p.world_size);
-                                ++tally.ran;
-                              } catch (const exec::ProgramError& e) {
-                                ++tally.refused;
-                                EXPECT_NE(std::string(e.what()).find("program.json"), std::string::npos)
-                                    << ctx << ": " << e.what();
-                              } catch (const std::exception& e) {
-                                ADD_FAILURE() << ctx << ": not a ProgramError: " << e.what();
-                              }
-                            });
+  const Tally t =
+      fuzz_json(nlohmann::json::parse(program_text(false)), "program.json", 4404, fuzz::trials(60),
+                [&](const nlohmann::json& m, const std::string& ctx, Tally& tally) {
+                  try {
+                    const exec::Program p = exec::parse_program(m.dump(1), "program.json");
+                    exec::Plan plan = exec::make_plan(p);
+                    exec::place_single_process(plan, p.world_size);
+                    ++tally.ran;
+                  } catch (const exec::ProgramError& e) {
+                    ++tally.refused;
+                    EXPECT_NE(std::string(e.what()).find("program.json"), std::string::npos)
+                        << ctx << ": " << e.what();
+                  } catch (const std::exception& e) {
+                    ADD_FAILURE() << ctx << ": not a ProgramError: " << e.what();
+                  }
+                });
   if (!fuzz::campaign()) {
     EXPECT_GT(t.refused, 30);
   }

@@ -26,9 +26,9 @@ void expect_rel(double got, double want, double tol, const std::string& what) {
 
 TEST(Arch, BuiltinsListedFoundAndSound) {
   const auto names = builtin_model_names();
-  for (const char* n : {"gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b",
-                        "llama3-70b", "llama3-405b", "mixtral-8x7b", "mixtral-8x22b",
-                        "deepseek-v3-like"}) {
+  for (const char* n :
+       {"gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
+        "llama3-405b", "mixtral-8x7b", "mixtral-8x22b", "deepseek-v3-like"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   }
   for (const auto& n : names) {
@@ -97,16 +97,23 @@ TEST(Params, PublishedTotalsWithinHalfPercent) {
   };
   // docs/model.md; Llama-2 7B/13B: 6.74B / 13.02B (HF model cards); Mixtral-8x22B 141B
   // (Mistral AI release note); DeepSeek-V3 671B main model (arXiv 2412.19437).
-  const Case cases[] = {{"gpt3-175b", 174.6e9},   {"llama2-7b", 6.74e9},
-                        {"llama2-13b", 13.02e9},  {"llama2-70b", 69.0e9},
-                        {"llama3-8b", 8.03e9},    {"llama3-70b", 70.6e9},
-                        {"llama3-405b", 405.9e9}, {"mixtral-8x7b", 46.7e9},
-                        {"mixtral-8x22b", 141e9}, {"deepseek-v3-like", 671e9},
+  const Case cases[] = {{"gpt3-175b", 174.6e9},
+                        {"llama2-7b", 6.74e9},
+                        {"llama2-13b", 13.02e9},
+                        {"llama2-70b", 69.0e9},
+                        {"llama3-8b", 8.03e9},
+                        {"llama3-70b", 70.6e9},
+                        {"llama3-405b", 405.9e9},
+                        {"mixtral-8x7b", 46.7e9},
+                        {"mixtral-8x22b", 141e9},
+                        {"deepseek-v3-like", 671e9},
                         // Qwen3 model cards: 30.5B and 235B; openai/gpt-oss model card:
                         // 116.83B.
-                        {"qwen3-30b-a3b", 30.5e9}, {"qwen3-235b-a22b", 235e9},
+                        {"qwen3-30b-a3b", 30.5e9},
+                        {"qwen3-235b-a22b", 235e9},
                         {"gpt-oss-120b", 116.83e9}};
-  for (const Case& c : cases) expect_rel(count_params(builtin(c.name)).total, c.total, 0.005, c.name);
+  for (const Case& c : cases)
+    expect_rel(count_params(builtin(c.name)).total, c.total, 0.005, c.name);
   // Kimi K2 (README: "1T" total, rounded): its config counts 1,026.4B — 60 MoE layers of
   // 384 experts x 3 x 7168 x 2048 = 1,014.7B, attention 6.2B, embeddings 2.3B, shared
   // experts 2.6B; the MLA approximation moves it by -0.02%.

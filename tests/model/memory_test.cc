@@ -144,8 +144,8 @@ TEST(Activations, MoeLayerWithOneExpertIsDensePlusRouting) {
   const double T = 4096, h = 4096;
   const ShardSpec sh = shard(1, 4096, 1, false);
   EXPECT_DOUBLE_EQ(layer_activation_bytes(moe, 0, sh, Recompute::kSelective, true),
-                   layer_activation_bytes(dense, 0, sh, Recompute::kSelective, true) +
-                       T * h * 2 + T * 13 + T * 4);
+                   layer_activation_bytes(dense, 0, sh, Recompute::kSelective, true) + T * h * 2 +
+                       T * 13 + T * 4);
   // The arch-level overload takes the largest layer: here all layers are MoE.
   EXPECT_DOUBLE_EQ(layer_activation_bytes(moe, sh, Recompute::kSelective, true),
                    layer_activation_bytes(moe, 0, sh, Recompute::kSelective, true));

@@ -218,7 +218,8 @@ TEST(Moe, Fp8ExpertGemmOperandsAreQuantizedByTheirOwnKernels) {
     EXPECT_DOUBLE_EQ(q->op.bytes_read, elems * 2) << n;
     EXPECT_DOUBLE_EQ(q->op.bytes_written, elems * 2) << n;
   }
-  const std::pair<const char*, double> bwd[] = {{"moe.fc2.quant", R * h}, {"moe.fc1.quant", R * 2 * f}};
+  const std::pair<const char*, double> bwd[] = {{"moe.fc2.quant", R * h},
+                                                {"moe.fc1.quant", R * 2 * f}};
   for (const auto& [n, elems] : bwd) {
     const Step* q = find(o.bwd_input, n);
     ASSERT_NE(q, nullptr) << n;

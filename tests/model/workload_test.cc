@@ -40,8 +40,8 @@ std::vector<std::string> names(const std::vector<Step>& steps) {
       v.push_back(s.op.name);
       continue;
     }
-    const char* k = s.comm.kind == CommPointKind::kTpGather   ? "G:"
-                    : s.comm.kind == CommPointKind::kTpReduce ? "R:"
+    const char* k = s.comm.kind == CommPointKind::kTpGather     ? "G:"
+                    : s.comm.kind == CommPointKind::kTpReduce   ? "R:"
                     : s.comm.kind == CommPointKind::kEpDispatch ? "D:"
                     : s.comm.kind == CommPointKind::kEpGather   ? "AG:"
                     : s.comm.kind == CommPointKind::kEpScatter  ? "RS:"
@@ -99,9 +99,8 @@ std::string ops_difference(const LayerOps& a, const LayerOps& b) {
       const Step &s = (*x)[i], &t = (*y)[i];
       const Op &o = s.op, &q = t.op;
       if (s.recompute_selective != t.recompute_selective || s.comm.bytes != t.comm.bytes ||
-          s.comm.feeds_wgrad != t.comm.feeds_wgrad || o.kind != q.kind ||
-          o.flops != q.flops || o.bytes_read != q.bytes_read ||
-          o.bytes_written != q.bytes_written ||
+          s.comm.feeds_wgrad != t.comm.feeds_wgrad || o.kind != q.kind || o.flops != q.flops ||
+          o.bytes_read != q.bytes_read || o.bytes_written != q.bytes_written ||
           std::tie(o.gemm.m, o.gemm.n, o.gemm.k, o.gemm.batch) !=
               std::tie(q.gemm.m, q.gemm.n, q.gemm.k, q.gemm.batch) ||
           std::tie(o.attn.batch, o.attn.heads, o.attn.kv_heads, o.attn.seq_q, o.attn.seq_kv,
@@ -196,17 +195,17 @@ TEST(Workload, MlaAttentionUsesMeanHeadDim) {
 TEST(Workload, MegatronOrderWithSequenceParallel) {
   const ModelArch a = small_gpt();
   const LayerOps o = layer_ops(a, 0, shard(1, 2048, 4, true));
-  const std::vector<std::string> fwd = {"ln1", "G:attn.in", "qkv", "attn", "proj",
-                                        "R:attn.out", "ln2", "G:mlp.in", "fc1", "act", "fc2",
-                                        "R:mlp.out", "residual"};
+  const std::vector<std::string> fwd = {"ln1",        "G:attn.in", "qkv",      "attn", "proj",
+                                        "R:attn.out", "ln2",       "G:mlp.in", "fc1",  "act",
+                                        "fc2",        "R:mlp.out", "residual"};
   EXPECT_EQ(names(o.fwd), fwd);
   // Sequence parallel backward re-gathers the inputs of the column-parallel fc1 and qkv for
   // their weight gradients, issued before their input-gradient GEMMs (feeds_wgrad: only the
   // weight gradient of that GEMM waits for it).
-  const std::vector<std::string> bwd = {"residual", "G:mlp.out", "fc2", "act",
-                                        "G:fc1.in.wgrad", "fc1", "R:mlp.in", "ln2",
-                                        "G:attn.out", "proj", "attn", "G:qkv.in.wgrad", "qkv",
-                                        "R:attn.in", "ln1"};
+  const std::vector<std::string> bwd = {
+      "residual", "G:mlp.out",      "fc2", "act",        "G:fc1.in.wgrad",
+      "fc1",      "R:mlp.in",       "ln2", "G:attn.out", "proj",
+      "attn",     "G:qkv.in.wgrad", "qkv", "R:attn.in",  "ln1"};
   EXPECT_EQ(names(o.bwd_input), bwd);
   for (const Step& s : o.bwd_input) {
     if (!s.is_comm) continue;
@@ -232,11 +231,11 @@ TEST(Workload, MegatronOrderWithSequenceParallel) {
 TEST(Workload, MegatronOrderWithoutSequenceParallel) {
   const ModelArch a = small_gpt();
   const LayerOps o = layer_ops(a, 0, shard(1, 2048, 2, false));
-  const std::vector<std::string> fwd = {"ln1", "qkv", "attn", "proj", "R:attn.out",
-                                        "ln2", "fc1", "act", "fc2", "R:mlp.out", "residual"};
+  const std::vector<std::string> fwd = {"ln1", "qkv", "attn", "proj",      "R:attn.out", "ln2",
+                                        "fc1", "act", "fc2",  "R:mlp.out", "residual"};
   EXPECT_EQ(names(o.fwd), fwd);
-  const std::vector<std::string> bwd = {"residual", "fc2", "act", "fc1", "R:mlp.in", "ln2",
-                                        "proj", "attn", "qkv", "R:attn.in", "ln1"};
+  const std::vector<std::string> bwd = {"residual", "fc2",  "act", "fc1",       "R:mlp.in", "ln2",
+                                        "proj",     "attn", "qkv", "R:attn.in", "ln1"};
   EXPECT_EQ(names(o.bwd_input), bwd);
   // tp = 1: no communication at all (sp is meaningless without tp).
   for (const Step& s : layer_ops(a, 0, shard(1, 2048, 1, true)).fwd) EXPECT_FALSE(s.is_comm);
@@ -312,9 +311,12 @@ TEST(Workload, ContextParallelSplitsTokensAndAttention) {
 // 128256 at t = 8: 16128 (129024 / 8); 131072 is already a multiple (16384 at t = 8).
 TEST(Workload, VocabularyIsPaddedAsMegatronDoes) {
   ModelArch a = small_gpt();
-  for (const auto& [vocab, t, rows] : std::vector<std::tuple<std::int64_t, int, std::int64_t>>{
-           {50257, 1, 50304}, {50257, 8, 6400}, {128256, 8, 16128}, {131072, 8, 16384},
-           {51200, 4, 12800}}) {
+  for (const auto& [vocab, t, rows] :
+       std::vector<std::tuple<std::int64_t, int, std::int64_t>>{{50257, 1, 50304},
+                                                                {50257, 8, 6400},
+                                                                {128256, 8, 16128},
+                                                                {131072, 8, 16384},
+                                                                {51200, 4, 12800}}) {
     a.vocab = vocab;
     const LayerOps o = logits_loss_ops(a, shard(2, 1024, t, t > 1));
     EXPECT_EQ(find_op(o.fwd, "logits").gemm.n, rows) << vocab << " t" << t;
@@ -356,8 +358,8 @@ TEST(Workload, LogitsAndEmbedding) {
   const LayerOps sp = logits_loss_ops(a, shard(2, 1024, 4, true));
   const std::vector<std::string> fwd = {"final_ln", "G:logits.in", "logits", "softmax_ce"};
   EXPECT_EQ(names(sp.fwd), fwd);
-  const std::vector<std::string> bwd = {"softmax_ce", "G:logits.in.wgrad", "logits",
-                                        "R:logits.in", "final_ln"};
+  const std::vector<std::string> bwd = {"softmax_ce", "G:logits.in.wgrad", "logits", "R:logits.in",
+                                        "final_ln"};
   EXPECT_EQ(names(sp.bwd_input), bwd);
 
   const LayerOps e = embedding_ops(a, shard(2, 1024, 4, true));
@@ -408,8 +410,8 @@ TEST(Workload, OptimizerBytes) {
 
 TEST(Workload, BrokenShardsAreInvariantErrors) {
   const ModelArch a = small_gpt(1024, 16);
-  EXPECT_THROW(layer_ops(a, 0, shard(1, 1024, 3)), InvariantError);     // 16 % 3
-  EXPECT_THROW(layer_ops(a, 4, shard(1, 1024)), InvariantError);        // layer 4 of 4
+  EXPECT_THROW(layer_ops(a, 0, shard(1, 1024, 3)), InvariantError);            // 16 % 3
+  EXPECT_THROW(layer_ops(a, 4, shard(1, 1024)), InvariantError);               // layer 4 of 4
   EXPECT_THROW(layer_ops(a, 0, shard(1, 1000, 1, false, 3)), InvariantError);  // s % cp
   const ModelArch& mx = *find_builtin_model("mixtral-8x7b");
   EXPECT_THROW(layer_ops(mx, 0, shard(1, 1024, 1, false, 1, 3)), InvariantError);  // 8 % 3
@@ -423,18 +425,53 @@ TEST(Workload, MoeExpertParallelOrderAndTokens) {
   // = 4096 copies sent; 2 local experts each receive 1.0 * 2048 * 4 * 2 / 8 = 2048 slots.
   const LayerOps o = layer_ops(a, 0, shard(1, 4096, 2, true, 1, 4));
   // The dispatcher's kernels in Megatron-Core's order (model/moe.cc; tested in moe_test.cc).
-  const std::vector<std::string> fwd = {
-      "ln1",        "G:attn.in",       "qkv",          "attn",           "proj",
-      "R:attn.out", "ln2",             "router",       "moe.topk",       "moe.route_stats",
-      "AG:moe.counts", "moe.permute_map", "moe.permute", "moe.host_sync", "D:moe.dispatch",
-      "D:moe.dispatch_probs", "moe.sort", "moe.fc1",   "moe.act",        "moe.fc2",
-      "moe.unsort", "C:moe.combine",   "moe.unpermute", "residual"};
+  const std::vector<std::string> fwd = {"ln1",
+                                        "G:attn.in",
+                                        "qkv",
+                                        "attn",
+                                        "proj",
+                                        "R:attn.out",
+                                        "ln2",
+                                        "router",
+                                        "moe.topk",
+                                        "moe.route_stats",
+                                        "AG:moe.counts",
+                                        "moe.permute_map",
+                                        "moe.permute",
+                                        "moe.host_sync",
+                                        "D:moe.dispatch",
+                                        "D:moe.dispatch_probs",
+                                        "moe.sort",
+                                        "moe.fc1",
+                                        "moe.act",
+                                        "moe.fc2",
+                                        "moe.unsort",
+                                        "C:moe.combine",
+                                        "moe.unpermute",
+                                        "residual"};
   EXPECT_EQ(names(o.fwd), fwd);
-  const std::vector<std::string> bwd = {
-      "residual",  "moe.unpermute", "D:moe.dispatch", "moe.unsort", "moe.fc2", "moe.act",
-      "moe.fc1",   "moe.sort", "C:moe.combine_probs", "C:moe.combine", "moe.permute",
-      "moe.route_stats", "moe.topk", "router", "ln2", "G:attn.out", "proj", "attn",
-      "G:qkv.in.wgrad", "qkv", "R:attn.in", "ln1"};
+  const std::vector<std::string> bwd = {"residual",
+                                        "moe.unpermute",
+                                        "D:moe.dispatch",
+                                        "moe.unsort",
+                                        "moe.fc2",
+                                        "moe.act",
+                                        "moe.fc1",
+                                        "moe.sort",
+                                        "C:moe.combine_probs",
+                                        "C:moe.combine",
+                                        "moe.permute",
+                                        "moe.route_stats",
+                                        "moe.topk",
+                                        "router",
+                                        "ln2",
+                                        "G:attn.out",
+                                        "proj",
+                                        "attn",
+                                        "G:qkv.in.wgrad",
+                                        "qkv",
+                                        "R:attn.in",
+                                        "ln1"};
   EXPECT_EQ(names(o.bwd_input), bwd);
   const Op& fc1 = find_op(o.fwd, "moe.fc1");
   EXPECT_EQ(fc1.gemm.batch, 2);
@@ -447,8 +484,8 @@ TEST(Workload, MoeExpertParallelOrderAndTokens) {
   }
   // Parameters on this rank: 2 local experts of 3 * 4096 * 14336, router 8 * 4096,
   // attention split over tp: (4096*(2048 + 2*512) + 2048*4096), 2 norms 2 * 4096.
-  const double expected = 2 * 3 * 4096.0 * 14336 + 8 * 4096.0 +
-                          4096.0 * (2048 + 1024) + 2048.0 * 4096 + 2 * 4096.0;
+  const double expected =
+      2 * 3 * 4096.0 * 14336 + 8 * 4096.0 + 4096.0 * (2048 + 1024) + 2048.0 * 4096 + 2 * 4096.0;
   EXPECT_DOUBLE_EQ(o.param_count, expected);
 }
 
@@ -507,14 +544,16 @@ TEST(Workload, ExpertTensorParallelWithEpGathersTheDispatchedTokens) {
   EXPECT_EQ(fc1.gemm.m, 4096);
   EXPECT_EQ(fc1.gemm.n, 14336);
   const auto fwd = names(o.fwd);
-  const std::vector<std::string> mid = {
-      "D:moe.dispatch", "D:moe.dispatch_probs", "G:moe.tp_in", "moe.sort", "moe.fc1", "moe.act",
-      "moe.fc2",        "moe.unsort",           "R:moe.tp_out", "C:moe.combine"};
+  const std::vector<std::string> mid = {"D:moe.dispatch", "D:moe.dispatch_probs",
+                                        "G:moe.tp_in",    "moe.sort",
+                                        "moe.fc1",        "moe.act",
+                                        "moe.fc2",        "moe.unsort",
+                                        "R:moe.tp_out",   "C:moe.combine"};
   EXPECT_NE(std::search(fwd.begin(), fwd.end(), mid.begin(), mid.end()), fwd.end());
   const auto bwd = names(o.bwd_input);
   // Backward mirrors it (the combine's backward is a dispatch-shaped all-to-all).
   const std::vector<std::string> back = {
-      "D:moe.dispatch", "G:moe.tp_out", "moe.unsort", "moe.fc2", "moe.act", "moe.fc1",
+      "D:moe.dispatch", "G:moe.tp_out", "moe.unsort",          "moe.fc2",      "moe.act", "moe.fc1",
       "moe.sort",       "R:moe.tp_in",  "C:moe.combine_probs", "C:moe.combine"};
   EXPECT_NE(std::search(bwd.begin(), bwd.end(), back.begin(), back.end()), bwd.end());
   for (const Step& st : o.fwd) {
@@ -528,7 +567,8 @@ TEST(Workload, ExpertTensorParallelWithEpGathersTheDispatchedTokens) {
       if (!st.is_comm && st.op.name.rfind("moe.fc", 0) == 0) f += st.op.flops;
     return f;
   };
-  EXPECT_DOUBLE_EQ(expert_flops(o) * 2, expert_flops(layer_ops(a, 0, shard(1, 4096, 1, false, 1, 4))));
+  EXPECT_DOUBLE_EQ(expert_flops(o) * 2,
+                   expert_flops(layer_ops(a, 0, shard(1, 4096, 1, false, 1, 4))));
   EXPECT_DOUBLE_EQ(o.expert_param_count, 2.0 * 3 * 4096 * 7168);
 }
 
@@ -557,9 +597,9 @@ TEST(Workload, SharedExpertsAreATpSplitDenseMlp) {
                                                "shared.fc2", "R:shared.out"};
   EXPECT_NE(std::search(fwd.begin(), fwd.end(), shared_fwd.begin(), shared_fwd.end()), fwd.end());
   const auto bwd = names(o.bwd_input);
-  const std::vector<std::string> shared_bwd = {"G:shared.out", "shared.fc2", "shared.act",
-                                               "G:shared.fc1.in.wgrad", "shared.fc1",
-                                               "R:shared.in"};
+  const std::vector<std::string> shared_bwd = {"G:shared.out", "shared.fc2",
+                                               "shared.act",   "G:shared.fc1.in.wgrad",
+                                               "shared.fc1",   "R:shared.in"};
   const auto at = std::search(bwd.begin(), bwd.end(), shared_bwd.begin(), shared_bwd.end());
   ASSERT_NE(at, bwd.end());
   EXPECT_GT(at - bwd.begin(), std::find(bwd.begin(), bwd.end(), "moe.fc2") - bwd.begin());
@@ -577,8 +617,9 @@ TEST(Workload, SharedExpertsAreATpSplitDenseMlp) {
   none.moe->shared_experts = 0;
   EXPECT_DOUBLE_EQ(o.param_count - layer_ops(none, 3, shard(1, 4096, 4, true, 1, 8)).param_count,
                    44040192.0 / 4);
-  EXPECT_DOUBLE_EQ(whole.param_count - layer_ops(none, 3, shard(1, 4096, 1, false, 1, 8)).param_count,
-                   44040192.0);
+  EXPECT_DOUBLE_EQ(
+      whole.param_count - layer_ops(none, 3, shard(1, 4096, 1, false, 1, 8)).param_count,
+      44040192.0);
 }
 
 // ---- properties over random shapes
@@ -739,8 +780,8 @@ TEST(ModelFlops, LlamaAndMixtralMatchMegatronCore) {
     const double g = a.kv_heads, heads = a.heads;
     const double ffn = a.moe ? double(a.moe->ffn_hidden) : double(a.ffn_hidden);
     const double k = a.moe ? a.moe->top_k : 1;
-    double want = 12 * s * L * h * h *
-                  ((1 + g / heads + s / h) + ffn / h * 1.5 * k + V / (2 * L * h));
+    double want =
+        12 * s * L * h * h * ((1 + g / heads + s / h) + ffn / h * 1.5 * k + V / (2 * L * h));
     if (a.moe) want += 6 * s * h * a.moe->experts * L;
     EXPECT_NEAR(model_flops_per_sequence(a, 4096), want, 1e-9 * want) << n;
   }

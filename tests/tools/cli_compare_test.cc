@@ -1,5 +1,5 @@
-// End-to-end tests of tools/stepcast's binary: regress, fit and validate (comparing predictions with
-// expected results and measurements): exit codes, messages, output.
+// End-to-end tests of tools/stepcast's binary: regress, fit and validate (comparing predictions
+// with expected results and measurements): exit codes, messages, output.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,9 +36,10 @@ TEST(Cli, RegressDetectsMovesUpdatesAndMissingFiles) {
   // A changed profile value (half the HBM bandwidth) moves memory-bound work: step time
   // and breakdown rows move, memory does not.
   std::string changed = kSmall;
-  changed.replace(changed.find("cluster: {profile: h100-sxm, nodes: 1}"),
-                  std::string("cluster: {profile: h100-sxm, nodes: 1}").size(),
-                  "cluster: {profile: h100-sxm, nodes: 1, overrides: {gpu.hbm_bandwidth: 1.675 TB/s}}");
+  changed.replace(
+      changed.find("cluster: {profile: h100-sxm, nodes: 1}"),
+      std::string("cluster: {profile: h100-sxm, nodes: 1}").size(),
+      "cluster: {profile: h100-sxm, nodes: 1, overrides: {gpu.hbm_bandwidth: 1.675 TB/s}}");
   write(d / "sc" / "a.yaml", changed);
   r = stepcast("regress --dir " + (d / "sc").string());
   EXPECT_EQ(r.code, 1);
@@ -73,7 +74,8 @@ TEST(Cli, FitWithAnUnknownBaseProfileNamesTheFlag) {
 TEST(Cli, ValidateComparesTwoResults) {
   fs::path d = tmpdir();
   write(d / "s.yaml", kSmall);
-  ASSERT_EQ(stepcast("run " + (d / "s.yaml").string() + " --json " + (d / "p.json").string()).code, 0);
+  ASSERT_EQ(stepcast("run " + (d / "s.yaml").string() + " --json " + (d / "p.json").string()).code,
+            0);
   CliRun r = stepcast("validate --json " + (d / "p.json").string() + " " + (d / "p.json").string());
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
@@ -96,32 +98,41 @@ TEST(Cli, ValidateBadResultValuesExitTwoAtTheirLineAndKey) {
   // Columns: line 3 `  "step_time_s": 0,` puts 0 at 2 + 14 + 2 = 18; line 4 puts -1 at
   // 2 + 16 (key) + 2 (": ") + 1 ("{") + 6 ("gemm") + 2 + 1 = 30 and "fast" at 30 + 2 (-1)
   // + 2 (", ") + 11 ("attention") + 2 = 47; line 5 `  "breakdown_s": [1]` puts [ at 18.
-  write(d / "m.json", "{\n"
-                      "  \"schema\": \"stepcast.result/1\",\n"
-                      "  \"step_time_s\": 0,\n"
-                      "  \"busy_by_kind_s\": {\"gemm\": -1, \"attention\": \"fast\"},\n"
-                      "  \"breakdown_s\": [1]\n"
-                      "}\n");
+  write(d / "m.json",
+        "{\n"
+        "  \"schema\": \"stepcast.result/1\",\n"
+        "  \"step_time_s\": 0,\n"
+        "  \"busy_by_kind_s\": {\"gemm\": -1, \"attention\": \"fast\"},\n"
+        "  \"breakdown_s\": [1]\n"
+        "}\n");
   const std::string m = (d / "m.json").string();
   CliRun r = stepcast("validate " + p + " " + m);
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err,
-            "stepcast: " + m + ":3:18: step_time_s: expected a positive finite number of seconds "
-            "(the errors divide by it), got 0\n"
-            "stepcast: " + m + ":4:30: busy_by_kind_s.gemm: expected a non-negative finite number "
-            "of seconds, got -1\n"
-            "stepcast: " + m + ":4:47: busy_by_kind_s.attention: expected a non-negative finite "
-            "number of seconds, got string\n"
-            "stepcast: " + m + ":5:18: breakdown_s: expected a mapping of names to seconds, got "
-            "array\n");
+  EXPECT_EQ(r.err, "stepcast: " + m +
+                       ":3:18: step_time_s: expected a positive finite number of seconds "
+                       "(the errors divide by it), got 0\n"
+                       "stepcast: " +
+                       m +
+                       ":4:30: busy_by_kind_s.gemm: expected a non-negative finite number "
+                       "of seconds, got -1\n"
+                       "stepcast: " +
+                       m +
+                       ":4:47: busy_by_kind_s.attention: expected a non-negative finite "
+                       "number of seconds, got string\n"
+                       "stepcast: " +
+                       m +
+                       ":5:18: breakdown_s: expected a mapping of names to seconds, got "
+                       "array\n");
   // A missing key is placed at the object that lacks it; the predicted file is checked too.
   write(d / "q.json", "\n  {\"schema\": \"stepcast.result/1\"}\n");
   write(d / "x.json", "{\"schema\": \"stepcast.result/2\"}");
   const std::string q = (d / "q.json").string(), x = (d / "x.json").string();
   r = stepcast("validate " + x + " " + q);
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "stepcast: " + x + ":1:12: schema: expected a \"stepcast.result/1\" document\n"
-                   "stepcast: " + q + ":2:3: step_time_s: missing or not a number\n");
+  EXPECT_EQ(r.err, "stepcast: " + x +
+                       ":1:12: schema: expected a \"stepcast.result/1\" document\n"
+                       "stepcast: " +
+                       q + ":2:3: step_time_s: missing or not a number\n");
   // A measured timeline with one kind and no phases: only the step and that kind compare
   // (predicted 2 x measured: error +100%).
   const nlohmann::json pred = nlohmann::json::parse(slurp(p));
@@ -156,28 +167,32 @@ std::string cases_file(const std::vector<const char*>& ids) {
 // the file" with neither the cases file's line nor the key; now both, exit 2.
 TEST(Cli, ValidateCaseWithoutAScenarioExitsTwoWithLineAndKey) {
   fs::path d = tmpdir();
-  write(d / "cases.yaml", "cases:\n"
-                          "- id: a\n"
-                          "  source: test\n"
-                          "  scenario: missing.yaml\n"
-                          "  measured: {step_time_s: 1.0}\n");
+  write(d / "cases.yaml",
+        "cases:\n"
+        "- id: a\n"
+        "  source: test\n"
+        "  scenario: missing.yaml\n"
+        "  measured: {step_time_s: 1.0}\n");
   CliRun r = stepcast("validate --cases " + (d / "cases.yaml").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("cases.yaml:4:13: cases[0].scenario: no scenario file " +
                        (d / "missing.yaml").string()),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
   // A list where the scenario goes (the fuzzer's `scenario: []`) was "cases.yaml:1:1:
   // expected a mapping", with no key.
-  write(d / "list.yaml", "cases:\n"
-                         "- id: a\n"
-                         "  source: test\n"
-                         "  scenario: [1, 2]\n"
-                         "  measured: {step_time_s: 1.0}\n");
+  write(d / "list.yaml",
+        "cases:\n"
+        "- id: a\n"
+        "  source: test\n"
+        "  scenario: [1, 2]\n"
+        "  measured: {step_time_s: 1.0}\n");
   r = stepcast("validate --cases " + (d / "list.yaml").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("list.yaml:4:13: cases[0].scenario: expected a scenario file name or the "
                        "scenario inline (a mapping), got a list"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
 }
 
 // validate --cases on worker threads: the same report as on one thread (cases are
@@ -194,7 +209,8 @@ TEST(Cli, ValidateCasesGivesTheSameReportOnAnyNumberOfThreads) {
   EXPECT_EQ(nlohmann::json::parse(one.out)["cases"].size(), 3u);
   CliRun bad = stepcast(base + " --threads 0");
   EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.err.find("--threads: Value 0 not in range 1 to 1024"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--threads: Value 0 not in range 1 to 1024"), std::string::npos)
+      << bad.err;
   bad = stepcast("regress --threads x");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--threads"), std::string::npos) << bad.err;
@@ -238,14 +254,13 @@ TEST(Cli, ValidateGroupsCasesAndLeavesOneFamilyOut) {
   EXPECT_EQ(r.err, "stepcast: --scan: prints a table: not with --json\n");
 }
 
-
 // validate --cases --override [PROFILE:]KEY=VALUE: sets a profile key for every case of
 // that profile (how the README's scan of compute.sustained_clock is reproduced). A slower
 // sustained clock slows the H100 case and leaves the A100 case alone; without a profile
 // prefix both move; bad forms and unknown keys are one message naming --override, exit 2.
 TEST(Cli, ValidateOverridesAProfileKeyForItsCases) {
-  const std::string base =
-      "validate --json --cases " + cases_file({"mcore-h100-1.7B", "korthikanti2022-t5-22B-sp-selective"});
+  const std::string base = "validate --json --cases " +
+                           cases_file({"mcore-h100-1.7B", "korthikanti2022-t5-22B-sp-selective"});
   auto steps = [&](const std::string& extra) {
     CliRun r = stepcast(base + extra);
     EXPECT_EQ(r.code, 0) << r.err;

@@ -1,5 +1,5 @@
-// End-to-end tests of tools/stepcast's binary: run, lower, sweep and their reports (JSON, trace, SVG, HTML, progress), bad
-// input and flags, exit codes and messages.
+// End-to-end tests of tools/stepcast's binary: run, lower, sweep and their reports (JSON, trace,
+// SVG, HTML, progress), bad input and flags, exit codes and messages.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,8 +29,9 @@ TEST(Cli, RunPrintsSummaryAndJsonBreakdownSumsToStepTime) {
   EXPECT_EQ(r.err, "") << "no progress bar when stderr is not a terminal";
   auto j = nlohmann::json::parse(slurp(d / "r.json"));
   EXPECT_EQ(j["schema"], "stepcast.result/1");
-  for (const char* k : {"step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "params_total",
-                        "memory_peak_gib", "memory_peak_gib_per_stage", "fits_memory", "breakdown_s"}) {
+  for (const char* k :
+       {"step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "params_total", "memory_peak_gib",
+        "memory_peak_gib_per_stage", "fits_memory", "breakdown_s"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   double sum = 0;
@@ -58,8 +59,10 @@ TEST(Cli, RunPrintsSummaryAndJsonBreakdownSumsToStepTime) {
 TEST(Cli, SameInputGivesBitIdenticalJson) {
   fs::path d = tmpdir();
   write(d / "s.yaml", kSmall);
-  ASSERT_EQ(stepcast("run " + (d / "s.yaml").string() + " --json " + (d / "a.json").string()).code, 0);
-  ASSERT_EQ(stepcast("run " + (d / "s.yaml").string() + " --json " + (d / "b.json").string()).code, 0);
+  ASSERT_EQ(stepcast("run " + (d / "s.yaml").string() + " --json " + (d / "a.json").string()).code,
+            0);
+  ASSERT_EQ(stepcast("run " + (d / "s.yaml").string() + " --json " + (d / "b.json").string()).code,
+            0);
   EXPECT_EQ(slurp(d / "a.json"), slurp(d / "b.json"));
 }
 
@@ -100,14 +103,16 @@ TEST(Cli, UnmodelledOrAmbiguousProfileKeysExitTwo) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("nvswitch.yaml:3:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("cluster.overrides.node.nvswitch: nvswitch: false is not modelled"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
 
-  write(d / "old.yaml", "name: old\n"
-                        "gpu: {memory: 80 GiB, hbm_bandwidth: 3 TB/s, sms: 132, peak: {bf16: 989 TFLOP/s}}\n"
-                        "node: {gpus: 8, nvlink: 450 GB/s, nics: 8, nic: 400 Gb/s}\n"
-                        "collectives:\n"
-                        "  calibrated:\n"
-                        "    - {op: allreduce, ranks: 8, nodes: 1, latency: 30 us, busbw: 400 GB/s}\n");
+  write(d / "old.yaml",
+        "name: old\n"
+        "gpu: {memory: 80 GiB, hbm_bandwidth: 3 TB/s, sms: 132, peak: {bf16: 989 TFLOP/s}}\n"
+        "node: {gpus: 8, nvlink: 450 GB/s, nics: 8, nic: 400 Gb/s}\n"
+        "collectives:\n"
+        "  calibrated:\n"
+        "    - {op: allreduce, ranks: 8, nodes: 1, latency: 30 us, busbw: 400 GB/s}\n");
   text = kSmall;
   text.replace(text.find("h100-sxm"), 8, (d / "old.yaml").string());
   write(d / "uses_old.yaml", text);
@@ -115,7 +120,8 @@ TEST(Cli, UnmodelledOrAmbiguousProfileKeysExitTwo) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("old.yaml:6:7: collectives.calibrated[0].algorithm: missing key: name the "
                        "algorithm the entry was measured with"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
 }
 
 // Defects the bad-input fuzzer (tests/sim/scenario/fuzz_test.cc) found, each now exit 2 with
@@ -125,16 +131,18 @@ TEST(Cli, UnmodelledOrAmbiguousProfileKeysExitTwo) {
 // ~17 KB a pass); the limit is now 2^19 (sim/scenario/scenario.h kMaxLayerPasses).
 TEST(Cli, PlansTooLargeToSimulateExitTwoWithFileLineAndKey) {
   fs::path d = tmpdir();
-  write(d / "batch.yaml", "name: big batch\n"
-                          "model: {layers: 8, hidden: 1024, ffn_hidden: 4096, heads: 16, vocab: 32000}\n"
-                          "cluster: {profile: h100-sxm, nodes: 4}\n"
-                          "training: {seq_len: 65536, global_batch: 1000000}\n"
-                          "parallel: {tp: 8}\n");
+  write(d / "batch.yaml",
+        "name: big batch\n"
+        "model: {layers: 8, hidden: 1024, ffn_hidden: 4096, heads: 16, vocab: 32000}\n"
+        "cluster: {profile: h100-sxm, nodes: 4}\n"
+        "training: {seq_len: 65536, global_batch: 1000000}\n"
+        "parallel: {tp: 8}\n");
   CliRun r = stepcast("run " + (d / "batch.yaml").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("batch.yaml:4:42: training.global_batch: global_batch/(dp*microbatch) = "
                        "250000 microbatches of the model's 8 layers make 2000000 layer passes"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
 
   // Full fidelity (stragglers) simulates every rank: the straggler example on 16 nodes with
   // 65,536 sequences is 1024 microbatches x 32 layers x 128 GPUs / pp 1 = 4,194,304 passes
@@ -148,14 +156,18 @@ TEST(Cli, PlansTooLargeToSimulateExitTwoWithFileLineAndKey) {
   EXPECT_NE(r.err.find("strag.yaml:12:5: cluster.stragglers: simulating every rank (full fidelity, "
                        "as stragglers need) holds 1024 microbatches x 32 layers x 128 GPUs / pp 1 "
                        "= 4194304 layer passes, more than the 2097152"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
   // `lower --fidelity full` of the same plan without stragglers: at cluster.nodes.
   text.erase(text.find("  stragglers:"), text.find("training:") - text.find("  stragglers:"));
   write(d / "full.yaml", text);
-  r = stepcast("lower " + (d / "full.yaml").string() + " --fidelity full -o " + (d / "p.json").string());
+  r = stepcast("lower " + (d / "full.yaml").string() + " --fidelity full -o " +
+               (d / "p.json").string());
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("full.yaml:10:10: cluster.nodes: simulating every rank (full fidelity) holds"),
-            std::string::npos) << r.err;
+  EXPECT_NE(
+      r.err.find("full.yaml:10:10: cluster.nodes: simulating every rank (full fidelity) holds"),
+      std::string::npos)
+      << r.err;
 
   // A task longer than stepcast simulates (seq_len 2^32) is about the whole step (it had no
   // file or line, then the scenario's first line without a key): it is placed at the
@@ -173,14 +185,15 @@ TEST(Cli, PlansTooLargeToSimulateExitTwoWithFileLineAndKey) {
   // ratios 1, not beyond) and a bf16 peak of 1 GFLOP/s (the least a profile takes): the
   // attention of one 131,072-token sequence, ~4 s^2 h = 1.8e15 FLOPs, takes ~1.85e6 s. It is
   // the profile's doing: placed at cluster.overrides (line 6, its mapping at column 14).
-  write(d / "slow.yaml", "name: slow profile\n"
-                         "model: {layers: 2, hidden: 25600, ffn_hidden: 102400, heads: 160, "
-                         "vocab: 32000}\n"
-                         "cluster:\n"
-                         "  profile: h100-sxm\n"
-                         "  gpus: 1\n"
-                         "  overrides: {gpu.peak.bf16: 1 GFLOP/s}\n"
-                         "training: {seq_len: 131072, global_batch: 1}\n");
+  write(d / "slow.yaml",
+        "name: slow profile\n"
+        "model: {layers: 2, hidden: 25600, ffn_hidden: 102400, heads: 160, "
+        "vocab: 32000}\n"
+        "cluster:\n"
+        "  profile: h100-sxm\n"
+        "  gpus: 1\n"
+        "  overrides: {gpu.peak.bf16: 1 GFLOP/s}\n"
+        "training: {seq_len: 131072, global_batch: 1}\n");
   r = stepcast("run " + (d / "slow.yaml").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("slow.yaml:6:14: cluster.overrides: task 'fwd.L0.attn.mb0' would take"),
@@ -196,7 +209,10 @@ TEST(Cli, PlansTooLargeToSimulateExitTwoWithFileLineAndKey) {
   write(d / "buckets.yaml", text);
   r = stepcast("run " + (d / "buckets.yaml").string());
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("buckets.yaml:24:3: parallel.bucket_mb: 1.06e+14 parameters per pipeline stage"), std::string::npos) << r.err;
+  EXPECT_NE(
+      r.err.find("buckets.yaml:24:3: parallel.bucket_mb: 1.06e+14 parameters per pipeline stage"),
+      std::string::npos)
+      << r.err;
   r = stepcast("lower " + (d / "buckets.yaml").string() + " -o " + (d / "p.json").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("buckets.yaml:24:3: parallel.bucket_mb: "), std::string::npos) << r.err;
@@ -211,8 +227,9 @@ TEST(Cli, OutOfRangeFlagValuesExitTwo) {
   CliRun r = stepcast("run " + (d / "s.yaml").string() + " --trace " + (d / "t.json").string() +
                       " --trace-ranks 0 8");
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "stepcast: --trace-ranks: rank 8 is not a global rank of the scenario's 8 GPUs "
-                   "(0 to 7)\n");
+  EXPECT_EQ(r.err,
+            "stepcast: --trace-ranks: rank 8 is not a global rank of the scenario's 8 GPUs "
+            "(0 to 7)\n");
   r = stepcast("run " + (d / "s.yaml").string() + " --trace " + (d / "t.json").string() +
                " --trace-ranks -1");
   EXPECT_EQ(r.code, 2);
@@ -321,8 +338,7 @@ parallel: {tp: 2, pp: 2, microbatch: 1, schedule: 1f1b, zero: 1, sequence_parall
 
   // A sweep over stragglers ([] = none): the table's order is the sweep's, and the slow
   // GPU's point is the slower one by the same amount as the two runs above.
-  write(d / "sweep.yaml",
-        base + "sweep:\n  cluster.stragglers: [[], [{gpu: 11, compute: 0.5}]]\n");
+  write(d / "sweep.yaml", base + "sweep:\n  cluster.stragglers: [[], [{gpu: 11, compute: 0.5}]]\n");
   CliRun sw = stepcast("sweep " + (d / "sweep.yaml").string() + " --csv " + (d / "s.csv").string());
   ASSERT_EQ(sw.code, 0) << sw.err;
   // The swept list holds a comma: quoted (RFC 4180), so each line has the header's columns.
@@ -385,10 +401,12 @@ training: {seq_len: 8192, global_batch: 128, dtype: bf16, optimizer: adam}
 parallel: {tp: 2, pp: 1, cp: 1, microbatch: 1, schedule: 1f1b, zero: 1, sequence_parallel: true,
            recompute: none, overlap: {grad_reduce: true, param_gather: true}, bucket_mb: 40}
 )";
-  write(d / "tight.yaml", plan + "cluster: {profile: h100-sxm, nodes: 1, overrides: "
-                                 "{gpu.memory_reserved: 30 GiB}}\n");
-  write(d / "roomy.yaml", plan + "cluster: {profile: h100-sxm, nodes: 1, overrides: "
-                                 "{gpu.memory_reserved: 20 GiB}}\n");
+  write(d / "tight.yaml", plan +
+                              "cluster: {profile: h100-sxm, nodes: 1, overrides: "
+                              "{gpu.memory_reserved: 30 GiB}}\n");
+  write(d / "roomy.yaml", plan +
+                              "cluster: {profile: h100-sxm, nodes: 1, overrides: "
+                              "{gpu.memory_reserved: 20 GiB}}\n");
   CliRun tight = stepcast("run " + (d / "tight.yaml").string());
   EXPECT_EQ(tight.code, 3);
   EXPECT_NE(tight.err.find("> 49.65 GiB capacity (30.00 GiB more kept in reserve)"),
@@ -413,7 +431,6 @@ TEST(Cli, LowerWritesVersionedProgram) {
   EXPECT_EQ(j["ranks"].size(), 2u);
 }
 
-
 TEST(Cli, SweepRunsEveryCombination) {
   fs::path d = tmpdir();
   std::string text = kSmall;
@@ -431,7 +448,7 @@ TEST(Cli, TraceSvgAndHtmlAreWritten) {
   fs::path d = tmpdir();
   write(d / "s.yaml", kSmall);
   CliRun r = stepcast("run " + (d / "s.yaml").string() + " --trace " + (d / "t.json").string() +
-                   " --svg " + (d / "p.svg").string() + " --html " + (d / "r.html").string());
+                      " --svg " + (d / "p.svg").string() + " --html " + (d / "r.html").string());
   ASSERT_EQ(r.code, 0) << r.err;
   auto t = nlohmann::json::parse(slurp(d / "t.json"));
   ASSERT_TRUE(t.contains("traceEvents"));
@@ -449,9 +466,10 @@ TEST(Cli, ProgressBarOnlyOnATerminal) {
   if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no `script`";
   fs::path d = tmpdir();
   write(d / "s.yaml", kSmall);
-  std::string inner = std::string(STEPCAST_BINARY_DIR) + "/stepcast run " + (d / "s.yaml").string() +
-                      " >/dev/null";
-  std::string cmd = "script -qec '" + inner + "' " + (d / "typescript").string() + " >/dev/null 2>&1";
+  std::string inner =
+      std::string(STEPCAST_BINARY_DIR) + "/stepcast run " + (d / "s.yaml").string() + " >/dev/null";
+  std::string cmd =
+      "script -qec '" + inner + "' " + (d / "typescript").string() + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   std::string tty = slurp(d / "typescript");
   EXPECT_NE(tty.find("[##########....................] 1/3"), std::string::npos) << tty;

@@ -25,8 +25,10 @@ struct LauncherEnv {
     unsetenv("PMI_SIZE");
   }
   static void set(const char* k, const char* v) {
-    if (v) setenv(k, v, 1);
-    else unsetenv(k);
+    if (v)
+      setenv(k, v, 1);
+    else
+      unsetenv(k);
   }
 };
 

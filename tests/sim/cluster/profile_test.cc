@@ -108,7 +108,10 @@ TEST(Profiles, ByPathAndDefaultDir) {
   std::string saved = old ? old : "";
   setenv("STEPCAST_PROFILES", "/tmp/somewhere", 1);
   EXPECT_EQ(default_profiles_dir(), "/tmp/somewhere");
-  if (old) setenv("STEPCAST_PROFILES", saved.c_str(), 1); else unsetenv("STEPCAST_PROFILES");
+  if (old)
+    setenv("STEPCAST_PROFILES", saved.c_str(), 1);
+  else
+    unsetenv("STEPCAST_PROFILES");
 }
 
 TEST(Profiles, UnknownProfileListsKnownOnes) {
@@ -151,9 +154,7 @@ TEST(Profiles, BadProfileReportsEveryProblem) {
 TEST(Profiles, ReloadsGiveTheFileAsItIsNow) {
   const std::string path = testing::TempDir() + "stepcast_profile_reload.yaml";
   const std::string text = read_text_file(kProfiles + "/h100-sxm.yaml");
-  auto write = [&](const std::string& t) {
-    std::ofstream(path, std::ios::trunc) << t;
-  };
+  auto write = [&](const std::string& t) { std::ofstream(path, std::ios::trunc) << t; };
   write(text);
   const HwProfile a = load_profile(path, kProfiles);
   const HwProfile b = load_profile(path, kProfiles);
@@ -186,7 +187,8 @@ TEST(Profiles, SectionsOfTheCostModelAreStrict) {
   auto text = [](const std::string& extra) {
     return "name: x\n"
            "gpu: {memory: 80 GiB, hbm_bandwidth: 3 TB/s, sms: 100, peak: {bf16: 100 TFLOP/s}}\n"
-           "node: {gpus: 8, nvlink: 450 GB/s, nics: 8, nic: 400 Gb/s}\n" + extra;
+           "node: {gpus: 8, nvlink: 450 GB/s, nics: 8, nic: 400 Gb/s}\n" +
+           extra;
   };
   auto issues = [&](const std::string& extra) {
     IssueList list;
@@ -201,7 +203,8 @@ TEST(Profiles, SectionsOfTheCostModelAreStrict) {
     EXPECT_EQ(v[0].line, 4);
     EXPECT_NE(v[0].message.find(msg), std::string::npos) << v[0].message;
   };
-  EXPECT_TRUE(issues("compute: {gemm: {max_efficiency: 0.8, half_m: 32}, launch_overhead: 3 us}").empty());
+  EXPECT_TRUE(
+      issues("compute: {gemm: {max_efficiency: 0.8, half_m: 32}, launch_overhead: 3 us}").empty());
   one("compute: {gemm: {max_efficiency: 1.5}}", "compute.gemm.max_efficiency",
       "expected a number in [0.01, 1], got 1.5");
   // An efficiency below 1% of the peak is no kernel's (its tasks would run for years).
@@ -217,15 +220,18 @@ TEST(Profiles, SectionsOfTheCostModelAreStrict) {
       "got 0");  // 0 would make unaligned GEMMs take forever
   one("compute: {gemm: {unaligned_efficiency: 1.2}}", "compute.gemm.unaligned_efficiency",
       "got 1.2");
-  one("compute: {gemm: {max_efficency: 0.8}}", "compute.gemm.max_efficency", "did you mean 'max_efficiency'?");
+  one("compute: {gemm: {max_efficency: 0.8}}", "compute.gemm.max_efficency",
+      "did you mean 'max_efficiency'?");
   one("collectives: {nic_busbw: 48 Gb}", "collectives.nic_busbw", "unknown unit \"Gb\"");
   one("collectives: {intra_ring_busbw: 0 GB/s}", "collectives.intra_ring_busbw",
       "expected a positive bandwidth");
-  one("collectives: {calibrated: [{op: allreduse, algorithm: ring, ranks: 8, nodes: 1, latency: 2 us, busbw: 1 GB/s}]}",
+  one("collectives: {calibrated: [{op: allreduse, algorithm: ring, ranks: 8, nodes: 1, latency: 2 "
+      "us, busbw: 1 GB/s}]}",
       "collectives.calibrated[0].op", "did you mean 'allreduce'?");
   // Calibrated entries name their algorithm, one the model runs for that op and shape.
-  const std::string entry = "collectives: {calibrated: [{op: allreduce, ranks: 8, nodes: 1, "
-                            "latency: 2 us, busbw: 1 GB/s";
+  const std::string entry =
+      "collectives: {calibrated: [{op: allreduce, ranks: 8, nodes: 1, "
+      "latency: 2 us, busbw: 1 GB/s";
   EXPECT_TRUE(issues(entry + ", algorithm: nvls}]}").empty());
   one(entry + "}]}", "collectives.calibrated[0].algorithm",
       "missing key: name the algorithm the entry was measured with (ring | tree | nvls | "
@@ -245,10 +251,10 @@ TEST(Profiles, SectionsOfTheCostModelAreStrict) {
   // A valid table entry is read in SI units.
   IssueList list;
   YamlReader r("p.yaml", list);
-  HwProfile p = parse_profile(
-      r, load_yaml_text(text("compute: {gemm_table: [{m: 1, n: 2, k: 3, dtype: fp8, "
-                             "throughput: 780 TFLOP/s}]}"),
-                        "p.yaml"));
+  HwProfile p =
+      parse_profile(r, load_yaml_text(text("compute: {gemm_table: [{m: 1, n: 2, k: 3, dtype: fp8, "
+                                           "throughput: 780 TFLOP/s}]}"),
+                                      "p.yaml"));
   ASSERT_TRUE(list.empty());
   ASSERT_EQ(p.compute.gemm_table.size(), 1u);
   EXPECT_EQ(p.compute.gemm_table[0].dtype, DType::kFp8);
@@ -256,10 +262,11 @@ TEST(Profiles, SectionsOfTheCostModelAreStrict) {
 }
 
 TEST(ProfileOverrides, ChangeValues) {
-  HwProfile p = load_profile("h100-sxm", kProfiles,
-                             YAML::Load("{node.nics: 4, node.nic: 200 Gb/s, fabric.pod_gpus: 64, "
-                                        "compute.gemm.max_efficiency: 0.7, gpu.peak.fp8: 1 PFLOP/s}"),
-                             "s.yaml");
+  HwProfile p =
+      load_profile("h100-sxm", kProfiles,
+                   YAML::Load("{node.nics: 4, node.nic: 200 Gb/s, fabric.pod_gpus: 64, "
+                              "compute.gemm.max_efficiency: 0.7, gpu.peak.fp8: 1 PFLOP/s}"),
+                   "s.yaml");
   EXPECT_EQ(p.node.nics, 4);
   EXPECT_DOUBLE_EQ(p.node.nic_bytes_per_s, 25e9);  // 200 Gb/s / 8
   EXPECT_EQ(p.fabric.pod_gpus, 64);
@@ -280,33 +287,35 @@ TEST(ProfileOverrides, AMappingMergesIntoItsSection) {
   // h100-sxm.yaml: compute.sustained_clock 0.73, gemm {max_efficiency 0.880, half_m 107}.
   ASSERT_DOUBLE_EQ(file.compute.sustained_clock, 0.73);
   ASSERT_DOUBLE_EQ(file.compute.gemm_half_m, 107);
-  HwProfile p = load_profile("h100-sxm", kProfiles,
-                             YAML::Load("{compute: {comm_sms: 20, gemm: {max_efficiency: 0.7}}}"),
-                             "s.yaml");
+  HwProfile p =
+      load_profile("h100-sxm", kProfiles,
+                   YAML::Load("{compute: {comm_sms: 20, gemm: {max_efficiency: 0.7}}}"), "s.yaml");
   EXPECT_EQ(p.compute.comm_sms, 20);
   EXPECT_DOUBLE_EQ(p.compute.gemm_max_eff, 0.7);
   EXPECT_DOUBLE_EQ(p.compute.sustained_clock, 0.73);  // kept from the file
-  EXPECT_DOUBLE_EQ(p.compute.gemm_half_m, 107);        // kept from the file's gemm section
+  EXPECT_DOUBLE_EQ(p.compute.gemm_half_m, 107);       // kept from the file's gemm section
   EXPECT_DOUBLE_EQ(p.compute.gemm_fixed_time_s, file.compute.gemm_fixed_time_s);
   // Repeating the file's own value changes nothing.
-  HwProfile same = load_profile("h100-sxm", kProfiles, YAML::Load("{compute: {comm_sms: 16}}"),
-                                "s.yaml");
+  HwProfile same =
+      load_profile("h100-sxm", kProfiles, YAML::Load("{compute: {comm_sms: 16}}"), "s.yaml");
   EXPECT_DOUBLE_EQ(same.compute.sustained_clock, file.compute.sustained_clock);
   EXPECT_DOUBLE_EQ(same.compute.gemm_max_eff, file.compute.gemm_max_eff);
   EXPECT_DOUBLE_EQ(same.compute.attn_fwd_eff, file.compute.attn_fwd_eff);
   EXPECT_DOUBLE_EQ(same.compute.membound_eff, file.compute.membound_eff);
   // The dotted and the nested spelling agree.
-  HwProfile dotted = load_profile("h100-sxm", kProfiles, YAML::Load("{compute.comm_sms: 20}"),
-                                  "s.yaml");
+  HwProfile dotted =
+      load_profile("h100-sxm", kProfiles, YAML::Load("{compute.comm_sms: 20}"), "s.yaml");
   EXPECT_EQ(dotted.compute.comm_sms, p.compute.comm_sms);
   EXPECT_DOUBLE_EQ(dotted.compute.sustained_clock, p.compute.sustained_clock);
   // A key the file does not have (fabric.latency) is added inside the section.
-  EXPECT_DOUBLE_EQ(load_profile("h100-sxm", kProfiles, YAML::Load("{fabric: {latency: 2 us}}"),
-                                "s.yaml").fabric.latency_s, 2e-6);
+  EXPECT_DOUBLE_EQ(
+      load_profile("h100-sxm", kProfiles, YAML::Load("{fabric: {latency: 2 us}}"), "s.yaml")
+          .fabric.latency_s,
+      2e-6);
   // A sequence replaces: no calibrated collective entries left.
   ASSERT_FALSE(file.collectives.calibrated.empty());
-  HwProfile none = load_profile("h100-sxm", kProfiles,
-                                YAML::Load("{collectives: {calibrated: []}}"), "s.yaml");
+  HwProfile none =
+      load_profile("h100-sxm", kProfiles, YAML::Load("{collectives: {calibrated: []}}"), "s.yaml");
   EXPECT_TRUE(none.collectives.calibrated.empty());
   EXPECT_DOUBLE_EQ(none.collectives.nic_busbw, file.collectives.nic_busbw);
   // An unknown key inside the mapping is reported in the scenario, with its full path.
@@ -379,7 +388,8 @@ TEST(ProfileOverrides, QuantitiesOutsideTheirRangeAreRejected) {
     EXPECT_EQ(v[0].file, "s.yaml");
     EXPECT_EQ(v[0].line, 1);
     EXPECT_EQ(v[0].key.rfind("cluster.overrides.", 0), 0u) << v[0].key;
-    EXPECT_NE(v[0].message.find("expected 0 or a value between"), std::string::npos) << v[0].message;
+    EXPECT_NE(v[0].message.find("expected 0 or a value between"), std::string::npos)
+        << v[0].message;
   }
   // The ends of each range are accepted.
   for (const char* ov : {"{node.nvlink: 1 MB/s}", "{gpu.hbm_bandwidth: 1000000 TB/s}",
@@ -431,32 +441,32 @@ TEST(ProfileOverrides, CommunicatorMemory) {
   ASSERT_EQ(p.collectives.communicator_memory.size(), 3u);
   EXPECT_EQ(p.collectives.communicator_memory[1].source, "bench");
   const double mib = 1 << 20;
-  EXPECT_EQ(communicator_memory_bytes(p.collectives, 2, 1), 100 * mib);   // listed
-  EXPECT_EQ(communicator_memory_bytes(p.collectives, 8, 1), 300 * mib);   // listed
-  EXPECT_EQ(communicator_memory_bytes(p.collectives, 4, 1), 300 * mib);   // largest on 1 node
-  EXPECT_EQ(communicator_memory_bytes(p.collectives, 48, 6), 50 * mib);   // largest on several
+  EXPECT_EQ(communicator_memory_bytes(p.collectives, 2, 1), 100 * mib);  // listed
+  EXPECT_EQ(communicator_memory_bytes(p.collectives, 8, 1), 300 * mib);  // listed
+  EXPECT_EQ(communicator_memory_bytes(p.collectives, 4, 1), 300 * mib);  // largest on 1 node
+  EXPECT_EQ(communicator_memory_bytes(p.collectives, 48, 6), 50 * mib);  // largest on several
   CollectiveParams one_node = p.collectives;
   one_node.communicator_memory.pop_back();
-  EXPECT_EQ(communicator_memory_bytes(one_node, 48, 6), 300 * mib);       // largest of all
+  EXPECT_EQ(communicator_memory_bytes(one_node, 48, 6), 300 * mib);  // largest of all
   struct Bad {
     const char* yaml;
     const char* key;
     const char* says;
   };
-  for (const Bad& b : {
-           Bad{"{collectives.communicator_memory: 1 GiB}",
-               "cluster.overrides.collectives.communicator_memory", "expected a list"},
-           Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 3, memory: 1 MiB}]}",
-               "cluster.overrides.collectives.communicator_memory[0].nodes", "at most `ranks`"},
-           Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 1, memory: -1 MiB}]}",
-               "cluster.overrides.collectives.communicator_memory[0].memory", "non-negative"},
-           Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 1}]}",
-               "cluster.overrides.collectives.communicator_memory[0].memory", "missing"},
-           Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 1, memory: 1 MiB}, "
-               "{ranks: 2, nodes: 1, memory: 2 MiB}]}",
-               "cluster.overrides.collectives.communicator_memory[1]", "a second entry"},
-           Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 1, memry: 1 MiB}]}",
-               "cluster.overrides.collectives.communicator_memory[0].memry", "memory"}}) {
+  for (const Bad& b :
+       {Bad{"{collectives.communicator_memory: 1 GiB}",
+            "cluster.overrides.collectives.communicator_memory", "expected a list"},
+        Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 3, memory: 1 MiB}]}",
+            "cluster.overrides.collectives.communicator_memory[0].nodes", "at most `ranks`"},
+        Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 1, memory: -1 MiB}]}",
+            "cluster.overrides.collectives.communicator_memory[0].memory", "non-negative"},
+        Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 1}]}",
+            "cluster.overrides.collectives.communicator_memory[0].memory", "missing"},
+        Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 1, memory: 1 MiB}, "
+            "{ranks: 2, nodes: 1, memory: 2 MiB}]}",
+            "cluster.overrides.collectives.communicator_memory[1]", "a second entry"},
+        Bad{"{collectives.communicator_memory: [{ranks: 2, nodes: 1, memry: 1 MiB}]}",
+            "cluster.overrides.collectives.communicator_memory[0].memry", "memory"}}) {
     SCOPED_TRACE(b.yaml);
     const auto v = issues_of("h100-sxm", b.yaml);
     ASSERT_FALSE(v.empty());
@@ -470,7 +480,8 @@ TEST(ProfileOverrides, CommunicatorMemory) {
 TEST(ProfileOverrides, PodsHoldWholeNodes) {
   // 64 GPUs = 8 nodes of 8: fine; 12 is not a multiple of 8.
   EXPECT_EQ(load_profile("h100-sxm", kProfiles, YAML::Load("{fabric.pod_gpus: 64}"), "s.yaml")
-                .fabric.pod_gpus, 64);
+                .fabric.pod_gpus,
+            64);
   auto v = issues_of("h100-sxm", "{fabric.pod_gpus: 12}");
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].key, "cluster.overrides.fabric.pod_gpus");
@@ -478,8 +489,8 @@ TEST(ProfileOverrides, PodsHoldWholeNodes) {
   EXPECT_NE(v[0].message.find("expected a multiple of node.gpus (8)"), std::string::npos);
   v = issues_of("h100-sxm", "{fabric.topology: torus}");
   ASSERT_EQ(v.size(), 1u);
-  EXPECT_NE(v[0].message.find("unknown value \"torus\" (known: rail-optimized)"),
-            std::string::npos) << v[0].message;
+  EXPECT_NE(v[0].message.find("unknown value \"torus\" (known: rail-optimized)"), std::string::npos)
+      << v[0].message;
 }
 
 TEST(Profiles, IssuesWithoutAPositionGetTheNearestOne) {
@@ -546,7 +557,8 @@ TEST(ProfileOverrides, LineRateOverrideScalesMeasuredBandwidths) {
   EXPECT_DOUBLE_EQ(half.collectives.nvls_busbw, base.collectives.nvls_busbw / 2);
   // An explicit override of the measured figure wins over the scaling.
   YAML::Node both = YAML::Load("{node.nic: 200 Gb/s, collectives.nic_busbw: 40 GB/s}");
-  EXPECT_DOUBLE_EQ(stepcast::load_profile("h100-sxm", dir, both, "s.yaml").collectives.nic_busbw, 40e9);
+  EXPECT_DOUBLE_EQ(stepcast::load_profile("h100-sxm", dir, both, "s.yaml").collectives.nic_busbw,
+                   40e9);
 }
 
 // compute.attention.kernel selects the attention implementation; anything else is an error.
@@ -560,7 +572,8 @@ TEST(ProfileOverrides, AttentionKernel) {
     stepcast::load_profile("a100-80g-sxm", dir, bad, "s.yaml");
     FAIL() << "expected InputError";
   } catch (const stepcast::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown value \"fast\" (known: flash, unfused)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("unknown value \"fast\" (known: flash, unfused)"),
+              std::string::npos)
         << e.what();
   }
 }

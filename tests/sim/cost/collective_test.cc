@@ -1,5 +1,5 @@
-// Collective model (sim/cost/collective.cc) against docs/model.md "Collectives and network"'s latency table and measured
-// busbw, the nccl-tests CSVs in tests/data/measured/, and properties.
+// Collective model (sim/cost/collective.cc) against docs/model.md "Collectives and network"'s
+// latency table and measured busbw, the nccl-tests CSVs in tests/data/measured/, and properties.
 #include <cmath>
 #include <random>
 
@@ -25,22 +25,24 @@ double busbw(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw) 
   return bytes * bus_factor_of(op, g.ranks) / collective_time(op, bytes, g, hw).time_s;
 }
 
-double candidate_us(CollOp op, const GroupShape& g, const HwProfile& hw, CollAlgo a,
-                    CollProto p) {
+double candidate_us(CollOp op, const GroupShape& g, const HwProfile& hw, CollAlgo a, CollProto p) {
   for (const auto& c : collective_candidates(op, 0, g, hw))
     if (c.algo == a && c.proto == p) return c.time_s * 1e6;
   return -1;
 }
 
-// docs/model.md "Collectives and network" "Computed allreduce alpha": 8 ranks/1 node: Ring LL 15 (6.6 + 14*0.6), Ring
-// Simple 56 (8.4 + 14*3.4), Tree Simple 64 (8.4 + 2*7*4.0), NVLS 25.
+// docs/model.md "Collectives and network" "Computed allreduce alpha": 8 ranks/1 node: Ring LL 15
+// (6.6 + 14*0.6), Ring Simple 56 (8.4 + 14*3.4), Tree Simple 64 (8.4 + 2*7*4.0), NVLS 25.
 TEST(CollectiveLatency, MatchesNcclTableOneNode) {
   const HwProfile hw = h100_profile();
   const GroupShape g = shape(8, 1, 8);
   EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kRing, CollProto::kLL), 15.0, 1e-9);
-  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kRing, CollProto::kSimple), 56.0, 1e-9);
-  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kTree, CollProto::kSimple), 64.4, 1e-9);
-  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kNvls, CollProto::kSimple), 25.0, 1e-9);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kRing, CollProto::kSimple), 56.0,
+              1e-9);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kTree, CollProto::kSimple), 64.4,
+              1e-9);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kNvls, CollProto::kSimple), 25.0,
+              1e-9);
   // Small messages are latency-bound: at 8 bytes the cheapest is Ring LL at ~15 us.
   const CollectiveChoice c = collective_time(CollOp::kAllReduce, 8, g, hw);
   EXPECT_EQ(c.algo, CollAlgo::kRing);
@@ -50,15 +52,18 @@ TEST(CollectiveLatency, MatchesNcclTableOneNode) {
 
 // 1024 ranks / 128 nodes: Ring Simple 8.4 + 1792*3.4 + 254*14 = 9657, Tree LL
 // 6.8 + 2(7*0.6 + 7*5.0) = 85.2, Tree Simple 8.4 + 2(7*4 + 7*14) = 260.4, NVLS-Tree
-// 25 + 2*7*20.9 = 317.6. (docs/model.md "Collectives and network"'s Ring LL 2484 does not follow from its own table:
-// 6.6 + 1792*0.6 + 254*2.7 = 1767.6, which is what this model uses.)
+// 25 + 2*7*20.9 = 317.6. (docs/model.md "Collectives and network"'s Ring LL 2484 does not follow
+// from its own table: 6.6 + 1792*0.6 + 254*2.7 = 1767.6, which is what this model uses.)
 TEST(CollectiveLatency, MatchesNcclTableAtScale) {
   const HwProfile hw = h100_profile();
   const GroupShape g = shape(1024, 128, 8);
-  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kRing, CollProto::kSimple), 9657.2, 1e-6);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kRing, CollProto::kSimple), 9657.2,
+              1e-6);
   EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kTree, CollProto::kLL), 85.2, 1e-9);
-  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kTree, CollProto::kSimple), 260.4, 1e-9);
-  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kNvlsTree, CollProto::kSimple), 317.6, 1e-9);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kTree, CollProto::kSimple), 260.4,
+              1e-9);
+  EXPECT_NEAR(candidate_us(CollOp::kAllReduce, g, hw, CollAlgo::kNvlsTree, CollProto::kSimple),
+              317.6, 1e-9);
   const CollectiveChoice c = collective_time(CollOp::kAllReduce, 8, g, hw);
   EXPECT_EQ(c.algo, CollAlgo::kTree);  // logarithmic latency wins at scale
 }
@@ -97,7 +102,8 @@ TEST(CollectiveBandwidth, MatchesNetworkMdFigures) {
   EXPECT_EQ(collective_time(CollOp::kAllReduce, big, shape(4, 1, 4), h100).algo, CollAlgo::kRing);
   const double nvls_expected[] = {420, 440, 460, 480};
   for (int n = 5; n <= 8; ++n)
-    EXPECT_NEAR(busbw(CollOp::kAllReduce, big, shape(n, 1, n), h100) / 1e9, nvls_expected[n - 5], 2);
+    EXPECT_NEAR(busbw(CollOp::kAllReduce, big, shape(n, 1, n), h100) / 1e9, nvls_expected[n - 5],
+                2);
   // A100 multi-node, 8x HDR: ~192 (24 per NIC, 8 NICs aggregated by a full-node ring).
   EXPECT_NEAR(busbw(CollOp::kAllReduce, big, shape(16, 2, 8), a100) / 1e9, 192, 2);
   // NDR 400G per NIC 46-49: a one-GPU-per-node group uses one NIC.
@@ -109,13 +115,14 @@ TEST(CollectiveBandwidth, MatchesNetworkMdFigures) {
   // below the 192 of a ring. NCCL's all-to-all reaches 0.84 of that NIC rate (measured
   // 37.8, NDmv4); DeepEP's own kernels (nccl false) the whole of it.
   EXPECT_NEAR(busbw(CollOp::kAllToAll, big, shape(16, 2, 8), a100) / 1e9, 37.8, 0.5);
-  const double deepep = collective_time(CollOp::kAllToAll, big, shape(16, 2, 8), a100, false).time_s;
+  const double deepep =
+      collective_time(CollOp::kAllToAll, big, shape(16, 2, 8), a100, false).time_s;
   EXPECT_NEAR(big * (15.0 / 16) / deepep / 1e9, 45, 1);
 }
 
-// Half-bandwidth size S_1/2 (busbw = half its large-message value): docs/model.md "Collectives and network" ~12 MB for
-// a one-node H100 ring, 16-33 MB for A100; the H100 ring CSV crosses half (184 GB/s) at
-// 8 MiB. Located by bisection on the model: H100 must land in 8-30 MB. A100 lands at ~5 MB
+// Half-bandwidth size S_1/2 (busbw = half its large-message value): docs/model.md "Collectives and
+// network" ~12 MB for a one-node H100 ring, 16-33 MB for A100; the H100 ring CSV crosses half (184
+// GB/s) at 8 MiB. Located by bisection on the model: H100 must land in 8-30 MB. A100 lands at ~5 MB
 // (the LL protocol's 15 us alpha wins up to a few MB); the stas00 A100 sweep has a ~100 us
 // floor at 1-4 MB (single process driving 8 GPUs) and crosses half only at 32 MB, so the
 // model is optimistic there: A100 is only required in 4-30 MB (known gap, see report).
@@ -150,10 +157,14 @@ struct SweepCase {
 TEST(CollectiveBandwidth, MatchesNcclTestsSweepsAtLargeSizes) {
   const SweepCase cases[] = {
       {"nccl_allreduce_8xA100_1node_stas00.csv", CollOp::kAllReduce, true, false, "busbw_GBps"},
-      {"nccl_allreduce_8xH100_1node_NVLSon_together.csv", CollOp::kAllReduce, false, true, "ip_busbw_GBps"},
-      {"nccl_allreduce_8xH100_1node_NVLSoff_ring_together.csv", CollOp::kAllReduce, false, false, "ip_busbw_GBps"},
-      {"nccl_reducescatter_8xH100_1node_ring_together.csv", CollOp::kReduceScatter, false, false, "ip_busbw_GBps"},
-      {"nccl_allgather_8xH100_1node_ring_together.csv", CollOp::kAllGather, false, false, "ip_busbw_GBps"},
+      {"nccl_allreduce_8xH100_1node_NVLSon_together.csv", CollOp::kAllReduce, false, true,
+       "ip_busbw_GBps"},
+      {"nccl_allreduce_8xH100_1node_NVLSoff_ring_together.csv", CollOp::kAllReduce, false, false,
+       "ip_busbw_GBps"},
+      {"nccl_reducescatter_8xH100_1node_ring_together.csv", CollOp::kReduceScatter, false, false,
+       "ip_busbw_GBps"},
+      {"nccl_allgather_8xH100_1node_ring_together.csv", CollOp::kAllGather, false, false,
+       "ip_busbw_GBps"},
   };
   for (const SweepCase& c : cases) {
     HwProfile hw = c.a100 ? a100_profile() : h100_profile();
@@ -178,10 +189,14 @@ TEST(CollectiveBandwidth, MatchesNcclTestsSweepsAtLargeSizes) {
 // the small-message floor itself within 15%.
 TEST(CollectiveBandwidth, H100SweepsWithLaunchOverheadWholeRange) {
   const SweepCase cases[] = {
-      {"nccl_allreduce_8xH100_1node_NVLSon_together.csv", CollOp::kAllReduce, false, true, "ip_busbw_GBps"},
-      {"nccl_allreduce_8xH100_1node_NVLSoff_ring_together.csv", CollOp::kAllReduce, false, false, "ip_busbw_GBps"},
-      {"nccl_reducescatter_8xH100_1node_ring_together.csv", CollOp::kReduceScatter, false, false, "ip_busbw_GBps"},
-      {"nccl_allgather_8xH100_1node_ring_together.csv", CollOp::kAllGather, false, false, "ip_busbw_GBps"},
+      {"nccl_allreduce_8xH100_1node_NVLSon_together.csv", CollOp::kAllReduce, false, true,
+       "ip_busbw_GBps"},
+      {"nccl_allreduce_8xH100_1node_NVLSoff_ring_together.csv", CollOp::kAllReduce, false, false,
+       "ip_busbw_GBps"},
+      {"nccl_reducescatter_8xH100_1node_ring_together.csv", CollOp::kReduceScatter, false, false,
+       "ip_busbw_GBps"},
+      {"nccl_allgather_8xH100_1node_ring_together.csv", CollOp::kAllGather, false, false,
+       "ip_busbw_GBps"},
   };
   for (const SweepCase& c : cases) {
     HwProfile hw = h100_profile();
@@ -191,7 +206,8 @@ TEST(CollectiveBandwidth, H100SweepsWithLaunchOverheadWholeRange) {
       const double bytes = std::stod(r.at("size_bytes"));
       if (bytes < 1024.0 * 1024) continue;
       EXPECT_NEAR(busbw(c.op, bytes, shape(8, 1, 8), hw) / 1e9 / std::stod(r.at(c.busbw_column)),
-                  1.0, 0.35) << c.file << " @" << bytes;
+                  1.0, 0.35)
+          << c.file << " @" << bytes;
     }
   }
   HwProfile hw = h100_profile();
@@ -200,7 +216,9 @@ TEST(CollectiveBandwidth, H100SweepsWithLaunchOverheadWholeRange) {
     const double bytes = std::stod(r.at("size_bytes"));
     if (bytes < 128 || bytes > 65536) continue;
     EXPECT_NEAR(collective_time(CollOp::kReduceScatter, bytes, shape(8, 1, 8), hw).time_s * 1e6 /
-                    std::stod(r.at("ip_time_us")), 1.0, 0.15) << bytes;
+                    std::stod(r.at("ip_time_us")),
+                1.0, 0.15)
+        << bytes;
   }
 }
 
@@ -214,7 +232,8 @@ TEST(CollectiveBandwidth, ShippedH100ProfileReproducesTheMeasuredSweeps) {
   const HwProfile hw = load_profile("h100-sxm", std::string(STEPCAST_SOURCE_DIR) + "/hw_profiles");
   const SweepCase cases[] = {
       {"nccl_allreduce_8xH100_1node_NVLSon_together.csv", CollOp::kAllReduce, false, true, ""},
-      {"nccl_reducescatter_8xH100_1node_ring_together.csv", CollOp::kReduceScatter, false, false, ""},
+      {"nccl_reducescatter_8xH100_1node_ring_together.csv", CollOp::kReduceScatter, false, false,
+       ""},
       {"nccl_allgather_8xH100_1node_ring_together.csv", CollOp::kAllGather, false, false, ""},
   };
   for (const SweepCase& c : cases) {
@@ -267,7 +286,8 @@ TEST(CollectiveBandwidth, TwoRankGroupsAreBoundedBySendRecv) {
   }
   // Two ranks on two nodes: the NIC, not the NVLink bound, sets the rate.
   EXPECT_NEAR(busbw(CollOp::kAllReduce, 8e9, shape(2, 2, 1), a100) / 1e9, 24, 0.5);
-  const HwProfile h100 = load_profile("h100-sxm", std::string(STEPCAST_SOURCE_DIR) + "/hw_profiles");
+  const HwProfile h100 =
+      load_profile("h100-sxm", std::string(STEPCAST_SOURCE_DIR) + "/hw_profiles");
   const double xla_2gpu[3] = {250, 275, 205};  // allreduce, allgather, reduce_scatter at 2 GiB
   int i = 0;
   for (CollOp op : {CollOp::kAllReduce, CollOp::kAllGather, CollOp::kReduceScatter}) {
@@ -293,9 +313,10 @@ TEST(CollectiveBandwidth, ShippedA100ProfileReproducesTheMeasuredSweeps) {
     const char* busbw_column;
     double tol;
   };
-  for (const Sweep& w : {Sweep{"nccl_allreduce_8xA100_1node_stas00.csv", "size_bytes", "busbw_GBps", 0.04},
-                         Sweep{"nccl_allreduce_busbw_inplace_8gpu_azure_ND_A100v4_H100v5_H200v5.csv",
-                               "size_bytes_interpreted", "busbw_GBps_ND_A100_v4", 0.07}}) {
+  for (const Sweep& w :
+       {Sweep{"nccl_allreduce_8xA100_1node_stas00.csv", "size_bytes", "busbw_GBps", 0.04},
+        Sweep{"nccl_allreduce_busbw_inplace_8gpu_azure_ND_A100v4_H100v5_H200v5.csv",
+              "size_bytes_interpreted", "busbw_GBps_ND_A100_v4", 0.07}}) {
     int checked = 0;
     for (const auto& r : read_measured_csv(w.file)) {
       const double bytes = std::stod(r.at(w.size_column));
@@ -304,7 +325,8 @@ TEST(CollectiveBandwidth, ShippedA100ProfileReproducesTheMeasuredSweeps) {
       EXPECT_TRUE(ch.calibrated) << w.file << " @" << bytes;
       // nccl-tests busbw of an allreduce: 2 (n - 1) / n * S / t.
       const double modelled = 2.0 * 7 / 8 * bytes / ch.time_s / 1e9;
-      EXPECT_NEAR(modelled / std::stod(r.at(w.busbw_column)), 1.0, w.tol) << w.file << " @" << bytes;
+      EXPECT_NEAR(modelled / std::stod(r.at(w.busbw_column)), 1.0, w.tol)
+          << w.file << " @" << bytes;
       ++checked;
     }
     EXPECT_EQ(checked, 6) << w.file;  // 16, 32, 64, 128, 256, 512 MiB
@@ -315,7 +337,8 @@ TEST(CollectiveBandwidth, ShippedA100ProfileReproducesTheMeasuredSweeps) {
 TEST(CollectiveBandwidth, MatchesNvlsByGpuCountTable) {
   const HwProfile hw = h100_profile();  // H200 shares H100's NVLink 4 / NVSwitch
   int checked = 0;
-  for (const auto& r : read_measured_csv("nccltests_busbw_points_8xH200_NVLS_on_off_by_gpucount_stas00.csv")) {
+  for (const auto& r :
+       read_measured_csv("nccltests_busbw_points_8xH200_NVLS_on_off_by_gpucount_stas00.csv")) {
     if (r.at("gpu") != "H200" || r.at("payload") != "8GiB" ||
         r.at("nvls_setting") != "default(NVLS allowed)")
       continue;
@@ -323,7 +346,9 @@ TEST(CollectiveBandwidth, MatchesNvlsByGpuCountTable) {
     const CollectiveChoice ch = collective_time(CollOp::kAllReduce, 8 * kGiB, shape(n, 1, n), hw);
     EXPECT_EQ(std::string(algo_name(ch.algo)), r.at("algo_reported") == "NVLS" ? "nvls" : "ring");
     EXPECT_NEAR(busbw(CollOp::kAllReduce, 8 * kGiB, shape(n, 1, n), hw) / 1e9 /
-                    std::stod(r.at("busbw_GBps")), 1.0, 0.03) << n;
+                    std::stod(r.at("busbw_GBps")),
+                1.0, 0.03)
+        << n;
     ++checked;
   }
   EXPECT_EQ(checked, 5);
@@ -344,11 +369,12 @@ TEST(CollectiveBandwidth, MatchesNdmv4Points) {
     if (r.at("metric") != "busbw_GBps") continue;
     const int nodes = std::stoi(r.at("nodes")), ppn = std::stoi(r.at("gpus_per_node"));
     const std::string coll = r.at("collective");
-    const CollOp op = coll == "AllGather" ? CollOp::kAllGather
-                      : coll == "AllReduce" ? CollOp::kAllReduce : CollOp::kAllToAll;
+    const CollOp op = coll == "AllGather"   ? CollOp::kAllGather
+                      : coll == "AllReduce" ? CollOp::kAllReduce
+                                            : CollOp::kAllToAll;
     const double bytes = (r.at("message_size_label") == "4G" ? 4.0 : 1.0) * kGiB;
-    const double ratio = busbw(op, bytes, shape(nodes * ppn, nodes, ppn), hw) / 1e9 /
-                         std::stod(r.at("value"));
+    const double ratio =
+        busbw(op, bytes, shape(nodes * ppn, nodes, ppn), hw) / 1e9 / std::stod(r.at("value"));
     if (ppn == 1) {
       EXPECT_GE(ratio, 1.0) << coll;
       EXPECT_LE(ratio, 1.6) << coll;
@@ -367,7 +393,8 @@ TEST(P2p, MatchesA100SendRecv) {
   for (const auto& r : read_measured_csv("nccl_sendrecv_8xA100_1node_liplus.csv")) {
     const double bytes = std::stod(r.at("size_bytes"));
     if (bytes < 512.0 * 1024 * 1024) continue;
-    EXPECT_NEAR(bytes / p2p_time_s(bytes, true, hw) / 1e9 / std::stod(r.at("oop_busbw_GBps")), 1.0, 0.03);
+    EXPECT_NEAR(bytes / p2p_time_s(bytes, true, hw) / 1e9 / std::stod(r.at("oop_busbw_GBps")), 1.0,
+                0.03);
   }
   // Across nodes one NIC: 1 GB at 24 GB/s + Simple latency 8.4 + 14 us.
   EXPECT_NEAR(p2p_time_s(1e9, false, hw), 22.4e-6 + 1e9 / 24e9, 1e-12);
@@ -399,13 +426,14 @@ TEST(CollectiveBandwidth, OversubscriptionAbovePodDividesInterNodeBandwidth) {
 
 TEST(CollectiveCalibration, OverridesMatchingEntriesOnly) {
   HwProfile hw = h100_profile();
-  hw.collectives.calibrated = {{"allreduce", CollAlgo::kNvls, 8, 1, 1e6, 1e9, 20e-6, 300e9, "test"}};
+  hw.collectives.calibrated = {
+      {"allreduce", CollAlgo::kNvls, 8, 1, 1e6, 1e9, 20e-6, 300e9, "test"}};
   const GroupShape g = shape(8, 1, 8);
   const CollectiveChoice c = collective_time(CollOp::kAllReduce, 1e8, g, hw);
   EXPECT_TRUE(c.calibrated);
   EXPECT_DOUBLE_EQ(c.time_s, 20e-6 + 1e8 * 1.75 / 300e9);
-  EXPECT_FALSE(collective_time(CollOp::kAllReduce, 2e9, g, hw).calibrated);       // size
-  EXPECT_FALSE(collective_time(CollOp::kAllGather, 1e8, g, hw).calibrated);       // op
+  EXPECT_FALSE(collective_time(CollOp::kAllReduce, 2e9, g, hw).calibrated);               // size
+  EXPECT_FALSE(collective_time(CollOp::kAllGather, 1e8, g, hw).calibrated);               // op
   EXPECT_FALSE(collective_time(CollOp::kAllReduce, 1e8, shape(4, 1, 4), hw).calibrated);  // ranks
 }
 
@@ -515,7 +543,8 @@ TEST(CollectiveLatency, FabricLatencyPerSwitchHop) {
   EXPECT_NEAR(delta_us(CollAlgo::kNvlsTree, shape(16, 2, 8)), 20, 1e-6);  // 2 log2(2) x L
   EXPECT_NEAR((p2p_time_s(0, false, hw) - p2p_time_s(0, false, base)) * 1e6, 10, 1e-6);
   EXPECT_NEAR((p2p_time_s(0, pair_shape(0, 64, 8, 64), hw) -
-               p2p_time_s(0, pair_shape(0, 64, 8, 64), base)) * 1e6,
+               p2p_time_s(0, pair_shape(0, 64, 8, 64), base)) *
+                  1e6,
               50, 1e-6);
   EXPECT_EQ(p2p_time_s(0, true, hw), p2p_time_s(0, true, base));
 }

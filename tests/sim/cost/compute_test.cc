@@ -76,9 +76,11 @@ TEST(GemmEfficiency, MatchesMamfBestShape) {
 // peak x fp8_max_eff (0.70); 16384^3 and 32768^3 (the plateau, 1377/1382 TFLOP/s) within 3%.
 TEST(GemmEfficiency, Fp8UsesFp8PeakAndCeiling) {
   const HwProfile hw = h100_profile();
-  for (const auto& r : read_measured_csv("gemm_cublaslt_azure_ND_A100v4_fp16_H100v5_H200v5_fp8.csv")) {
+  for (const auto& r :
+       read_measured_csv("gemm_cublaslt_azure_ND_A100v4_fp16_H100v5_H200v5_fp8.csv")) {
     if (r.at("gpu") != "H100") continue;
-    const std::int64_t m = std::stoll(r.at("m")), n = std::stoll(r.at("n")), k = std::stoll(r.at("k"));
+    const std::int64_t m = std::stoll(r.at("m")), n = std::stoll(r.at("n")),
+                       k = std::stoll(r.at("k"));
     if (m != n || n != k || m < 2048) continue;
     const Task t = gemm_task(m, n, k, 1, DType::kFp8);
     HwProfile no_launch = hw;
@@ -96,10 +98,11 @@ TEST(GemmEfficiency, ReproducesA100CublasLtPoints) {
   const HwProfile hw = testing::a100_profile();
   double sum_sq = 0;
   int count = 0;
-  for (const auto& r : read_measured_csv("gemm_cublaslt_azure_ND_A100v4_fp16_H100v5_H200v5_fp8.csv")) {
+  for (const auto& r :
+       read_measured_csv("gemm_cublaslt_azure_ND_A100v4_fp16_H100v5_H200v5_fp8.csv")) {
     if (r.at("gpu") != "A100") continue;
     GemmShape g{std::stoll(r.at("m")), std::stoll(r.at("n")), std::stoll(r.at("k")), 1,
-                DType::kFp16, GemmLayout::kNN};
+                DType::kFp16,          GemmLayout::kNN};
     const double ratio = gemm_efficiency(g, hw) * 312e12 / (std::stod(r.at("tflops")) * 1e12);
     EXPECT_NEAR(ratio, 1.0, 0.13) << g.m << "x" << g.n << "x" << g.k;
     sum_sq += std::log(ratio) * std::log(ratio);
@@ -127,8 +130,8 @@ TEST(AttentionEfficiency, ReproducesFa3PaperFigures) {
       const auto seq = static_cast<std::int64_t>(measured_to_seconds(r.at("seqlen")));
       t.attn.head_dim = std::stoll(r.at("head_dim"));
       t.attn.seq_q = t.attn.seq_kv = seq;
-      t.attn.heads = 2048 / t.attn.head_dim;   // hidden 2048 (FA benchmark setting)
-      t.attn.batch = 16384 / seq;              // 16k tokens
+      t.attn.heads = 2048 / t.attn.head_dim;  // hidden 2048 (FA benchmark setting)
+      t.attn.batch = 16384 / seq;             // 16k tokens
       t.attn.causal = r.at("causal") == "True";
       t.attn.backward = bwd;
       // FA convention: fwd 4*b*h*s^2*d (halved when causal), bwd 2.5x.
@@ -195,7 +198,7 @@ TEST(GemmEfficiency, TablePointOverridesCurveNearItsShape) {
   EXPECT_DOUBLE_EQ(gemm_efficiency(near, hw), 700e12 / 989.4e12);
   GemmShape near2{8192, 8192, 8896, 1, DType::kBf16, GemmLayout::kNN};  // nearer the 9000 point
   EXPECT_DOUBLE_EQ(gemm_efficiency(near2, hw), 600e12 / 989.4e12);
-  GemmShape far{8192, 8192, 12000, 1, DType::kBf16, GemmLayout::kNN};   // > 10% from both: curve
+  GemmShape far{8192, 8192, 12000, 1, DType::kBf16, GemmLayout::kNN};  // > 10% from both: curve
   HwProfile plain = h100_profile();
   EXPECT_DOUBLE_EQ(gemm_efficiency(far, hw), gemm_efficiency(far, plain));
   GemmShape other_dtype{8192, 8192, 8192, 1, DType::kFp8, GemmLayout::kNN};
@@ -248,7 +251,8 @@ TEST(GemmEfficiency, UnalignedDimensionsReproduceTheSwigluSweep) {
     odd_m.m = odd_k.k = odd_n.n = 4099;
     const double e = gemm_efficiency(even, hw);
     auto penalised = [&](const GemmShape& g) { return gemm_efficiency(g, hw) < 0.8 * e; };
-    EXPECT_EQ(penalised(odd_m), l == GemmLayout::kTN || l == GemmLayout::kTT) << gemm_layout_name(l);
+    EXPECT_EQ(penalised(odd_m), l == GemmLayout::kTN || l == GemmLayout::kTT)
+        << gemm_layout_name(l);
     EXPECT_EQ(penalised(odd_k), l != GemmLayout::kTN) << gemm_layout_name(l);
     EXPECT_TRUE(penalised(odd_n)) << gemm_layout_name(l);
   }
@@ -259,7 +263,8 @@ TEST(GemmEfficiency, UnalignedDimensionsReproduceTheSwigluSweep) {
   EXPECT_NEAR(gemm_efficiency(g, hw) / gemm_efficiency(g2, hw), 1.0, 0.01);
   g.dtype = g2.dtype = DType::kFp8;
   // (the fixed kernel time, not scaled by the factor, dilutes it slightly)
-  EXPECT_NEAR(gemm_efficiency(g, hw) / gemm_efficiency(g2, hw), hw.compute.gemm_unaligned_eff, 0.02);
+  EXPECT_NEAR(gemm_efficiency(g, hw) / gemm_efficiency(g2, hw), hw.compute.gemm_unaligned_eff,
+              0.02);
 }
 
 // Properties over random shapes: efficiency in (0, max_eff], non-decreasing in m, n, k.
@@ -310,9 +315,10 @@ TEST(Compute, UnfusedAttentionIsGemmsPlusScoreTraffic) {
     return 2.0 * g.m * g.n * g.k * g.batch / (312e12 * gemm_efficiency(g, hw)) +
            hw.compute.launch_overhead_s;
   };
-  const double expect = gemm_s(qk) + gemm_s(pv) +
-                        (t.bytes_read + t.bytes_written) / (hw.gpu.hbm_bytes_per_s * hw.compute.membound_eff) +
-                        2 * hw.compute.launch_overhead_s;
+  const double expect =
+      gemm_s(qk) + gemm_s(pv) +
+      (t.bytes_read + t.bytes_written) / (hw.gpu.hbm_bytes_per_s * hw.compute.membound_eff) +
+      2 * hw.compute.launch_overhead_s;
   EXPECT_NEAR(compute_time_s(t, hw), expect, 1e-12);
   // Slower than the flash kernel for the same block (its FLOPs are half, causal).
   Task fl = t;
@@ -340,8 +346,8 @@ TEST(GroupedGemm, EachGroupAtItsOwnShapeFixedTimesFourAtATime) {
   one.batch = 1;
   const double peak = hw.gpu.peak_flop_per_s.at(DType::kFp8);
   const double t_one = 2.0 * 4096 * 1536 * 2048 / (peak * gemm_efficiency(one, hw));
-  const double want = (16 * t_one - 12 * c.gemm_fixed_time_s) / c.sustained_clock +
-                      c.launch_overhead_s;
+  const double want =
+      (16 * t_one - 12 * c.gemm_fixed_time_s) / c.sustained_clock + c.launch_overhead_s;
   EXPECT_NEAR(compute_time_s(t, hw), want, 1e-12);
   // Slower than one [65536, 1536, 2048] GEMM of the same FLOPs, as the batched form was.
   const Task merged = gemm_task(65536, 1536, 2048, 1, DType::kFp8);

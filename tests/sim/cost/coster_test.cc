@@ -239,12 +239,12 @@ TEST(TaskDurations, SlowGpuStretchesItsKernelsAndItsLinksTransfers) {
   speeds[0] = GpuSpeed{0.8, 0.5, 1.0};
   Durations d = task_durations(p, hw, speeds);
   EXPECT_EQ(d[0][0], to_ns(compute_time_s(g, hw) / 0.8));
-  EXPECT_EQ(d[0][1], nominal[0][1]);               // one node: NVLink, nominal
-  EXPECT_EQ(d[0][2], slowed(t_rs, a_rs, 0.5));     // two nodes: the NIC
-  EXPECT_EQ(d[0][3], slowed(t_far, a_far, 0.5));   // to node 1
-  EXPECT_EQ(d[0][4], nominal[0][4]);               // same node
-  EXPECT_EQ(d[1], nominal[1]);                     // rank 8 is nominal
-  EXPECT_GT(d[0][2], nominal[0][2] * 3 / 2);       // bandwidth-bound: close to 2x
+  EXPECT_EQ(d[0][1], nominal[0][1]);              // one node: NVLink, nominal
+  EXPECT_EQ(d[0][2], slowed(t_rs, a_rs, 0.5));    // two nodes: the NIC
+  EXPECT_EQ(d[0][3], slowed(t_far, a_far, 0.5));  // to node 1
+  EXPECT_EQ(d[0][4], nominal[0][4]);              // same node
+  EXPECT_EQ(d[1], nominal[1]);                    // rank 8 is nominal
+  EXPECT_GT(d[0][2], nominal[0][2] * 3 / 2);      // bandwidth-bound: close to 2x
 
   speeds[0] = GpuSpeed{1.0, 1.0, 0.25};
   d = task_durations(p, hw, speeds);

@@ -18,9 +18,13 @@ inline std::vector<std::string> split_csv_line(const std::string& line) {
   std::string cur;
   bool quoted = false;
   for (char c : line) {
-    if (c == '"') quoted = !quoted;
-    else if (c == ',' && !quoted) { out.push_back(cur); cur.clear(); }
-    else if (c != '\r') cur += c;
+    if (c == '"')
+      quoted = !quoted;
+    else if (c == ',' && !quoted) {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != '\r')
+      cur += c;
   }
   out.push_back(cur);
   return out;
@@ -36,7 +40,10 @@ inline std::vector<CsvRow> read_measured_csv(const std::string& name) {
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
     auto cells = split_csv_line(line);
-    if (header.empty()) { header = cells; continue; }
+    if (header.empty()) {
+      header = cells;
+      continue;
+    }
     CsvRow row;
     for (size_t i = 0; i < header.size() && i < cells.size(); ++i) row[header[i]] = cells[i];
     rows.push_back(std::move(row));

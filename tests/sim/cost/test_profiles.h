@@ -2,7 +2,8 @@
 // loaded and checked by tests/sim/cluster). Numbers and sources:
 //  - peaks: NVIDIA datasheets (A100 SXM bf16 312 TFLOP/s; H100 SXM bf16 989.4, fp8 1978.9
 //    dense); HBM 2.039 TB/s (A100 80GB), 3.35 TB/s (H100); SMs 108 / 132.
-//  - collectives: docs/model.md "Collectives and network" measured busbw (A100 232 GB/s ring; H100 370 ring, 480 NVLS;
+//  - collectives: docs/model.md "Collectives and network" measured busbw (A100 232 GB/s ring; H100
+//  370 ring, 480 NVLS;
 //    HDR 24 GB/s and NDR 48 GB/s per NIC); A100 send/recv 195 GB/s
 //    (tests/data/measured/nccl_sendrecv_8xA100_1node_liplus.csv, 1 GiB row).
 //  - compute: the fit of tests/data/measured/fit_cost_params.py (see compute.cc).
@@ -20,8 +21,10 @@ inline HwProfile h100_profile() {
   hw.gpu.memory_bytes = 80 * kGiB;
   hw.gpu.hbm_bytes_per_s = 3.35e12;
   hw.gpu.sms = 132;
-  hw.gpu.peak_flop_per_s = {{DType::kBf16, 989.4e12}, {DType::kFp16, 989.4e12},
-                            {DType::kFp8, 1978.9e12}, {DType::kFp32, 494.7e12}};
+  hw.gpu.peak_flop_per_s = {{DType::kBf16, 989.4e12},
+                            {DType::kFp16, 989.4e12},
+                            {DType::kFp8, 1978.9e12},
+                            {DType::kFp32, 494.7e12}};
   hw.node.gpus = 8;
   hw.node.nvlink_bytes_per_s = 450e9;
   hw.node.nvswitch = true;
@@ -57,8 +60,7 @@ inline HwProfile a100_profile() {
   hw.gpu.name = "A100 SXM 80GB";
   hw.gpu.hbm_bytes_per_s = 2.039e12;
   hw.gpu.sms = 108;
-  hw.gpu.peak_flop_per_s = {{DType::kBf16, 312e12}, {DType::kFp16, 312e12},
-                            {DType::kFp32, 156e12}};
+  hw.gpu.peak_flop_per_s = {{DType::kBf16, 312e12}, {DType::kFp16, 312e12}, {DType::kFp32, 156e12}};
   hw.node.nvlink_bytes_per_s = 300e9;
   hw.node.nvls = false;
   hw.node.nic_bytes_per_s = 25e9;

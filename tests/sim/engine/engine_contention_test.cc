@@ -277,37 +277,37 @@ TEST(EngineProperty, EveryKernelDoesItsWorkAtTheSpeedOfEachMoment) {
   int partial = 0;  // kernels overlapped over part of their span (the re-timed ones)
   EngineOptions o;
   o.compute_slowdown_when_comm = f - 1;
-  on_random_jittered_programs(777, o, [&](int trial, const auto&, const Builder& b,
-                                          const Timeline& tl) {
-    for (size_t r = 0; r < b.p.ranks.size(); ++r) {
-      const TaskList& tasks = b.p.ranks[r].tasks;
-      const RankTimeline& rt = tl.ranks[r];
-      std::vector<std::pair<TimeNs, TimeNs>> comm;  // the rank's communication spans
-      for (size_t i = 0; i < tasks.size(); ++i) {
-        const TaskKind k = tasks[i].kind;
-        const bool is_comm =
-            k == TaskKind::kCollective || k == TaskKind::kSend || k == TaskKind::kRecv;
-        if (is_comm && rt.tasks[i].end > rt.tasks[i].start)
-          comm.emplace_back(rt.tasks[i].start, rt.tasks[i].end);
-      }
-      TimeNs added = 0;  // what the rank's kernels ran longer than their durations
-      for (size_t i = 0; i < tasks.size(); ++i) {
-        const TaskKind k = tasks[i].kind;
-        const TimeNs d = b.d[r][i];
-        if ((k != TaskKind::kGemm && k != TaskKind::kMemoryBound) || d == 0) continue;
-        const TimeNs s0 = rt.tasks[i].start, s1 = rt.tasks[i].end;
-        added += s1 - s0 - d;
-        const double overlap = covered(s0, s1, comm);  // O
-        const double wall = static_cast<double>(s1 - s0);
-        const double work = (wall - overlap) + overlap / f;
-        ASSERT_NEAR(work, static_cast<double>(d), 1.0)
-            << "trial " << trial << " rank " << r << " task " << i << ": [" << s0 << ", " << s1
-            << "), overlap " << overlap;
-        partial += overlap > 0 && overlap < wall;
-      }
-      EXPECT_EQ(rt.interference_ns, added) << "trial " << trial << " rank " << r;
-    }
-  });
+  on_random_jittered_programs(
+      777, o, [&](int trial, const auto&, const Builder& b, const Timeline& tl) {
+        for (size_t r = 0; r < b.p.ranks.size(); ++r) {
+          const TaskList& tasks = b.p.ranks[r].tasks;
+          const RankTimeline& rt = tl.ranks[r];
+          std::vector<std::pair<TimeNs, TimeNs>> comm;  // the rank's communication spans
+          for (size_t i = 0; i < tasks.size(); ++i) {
+            const TaskKind k = tasks[i].kind;
+            const bool is_comm =
+                k == TaskKind::kCollective || k == TaskKind::kSend || k == TaskKind::kRecv;
+            if (is_comm && rt.tasks[i].end > rt.tasks[i].start)
+              comm.emplace_back(rt.tasks[i].start, rt.tasks[i].end);
+          }
+          TimeNs added = 0;  // what the rank's kernels ran longer than their durations
+          for (size_t i = 0; i < tasks.size(); ++i) {
+            const TaskKind k = tasks[i].kind;
+            const TimeNs d = b.d[r][i];
+            if ((k != TaskKind::kGemm && k != TaskKind::kMemoryBound) || d == 0) continue;
+            const TimeNs s0 = rt.tasks[i].start, s1 = rt.tasks[i].end;
+            added += s1 - s0 - d;
+            const double overlap = covered(s0, s1, comm);  // O
+            const double wall = static_cast<double>(s1 - s0);
+            const double work = (wall - overlap) + overlap / f;
+            ASSERT_NEAR(work, static_cast<double>(d), 1.0)
+                << "trial " << trial << " rank " << r << " task " << i << ": [" << s0 << ", " << s1
+                << "), overlap " << overlap;
+            partial += overlap > 0 && overlap < wall;
+          }
+          EXPECT_EQ(rt.interference_ns, added) << "trial " << trial << " rank " << r;
+        }
+      });
   EXPECT_GT(partial, 100);  // the property is about re-timed kernels: there must be many
 }
 
@@ -323,43 +323,45 @@ TEST(EngineProperty, EveryCollectiveSharesHbmOverItsOverlapOnly) {
   EngineOptions o;
   o.compute_slowdown_when_comm = 0.2;
   o.comm_hbm_share = [share](const RankProgram&, const Task&, TimeNs) { return share; };
-  on_random_jittered_programs(4242, o, [&](int trial, const auto& tt, const Builder& b,
-                                           const Timeline& tl) {
-    const size_t nr = b.p.ranks.size();
-    std::vector<std::vector<std::pair<TimeNs, TimeNs>>> mb(nr);  // memory-bound spans
-    for (size_t r = 0; r < nr; ++r)
-      for (size_t i = 0; i < b.p.ranks[r].tasks.size(); ++i)
-        if (b.p.ranks[r].tasks[i].kind == TaskKind::kMemoryBound && b.d[r][i] > 0)
-          mb[r].emplace_back(tl.ranks[r].tasks[i].start, tl.ranks[r].tasks[i].end);
-    for (size_t i = 0; i < tt.size(); ++i) {
-      // Template task i is task i on every rank; world collectives span the 4 ranks, pair
-      // collectives {0, 1} and {2, 3}.
-      std::vector<std::vector<size_t>> groups;
-      if (tt[i].kind == testing::TemplateTask::kCollWorld) groups = {{0, 1, 2, 3}};
-      else if (tt[i].kind == testing::TemplateTask::kCollPair) groups = {{0, 1}, {2, 3}};
-      for (const auto& members : groups) {
-        TimeNs d0 = 0;
-        std::vector<std::pair<TimeNs, TimeNs>> spans;
-        for (const size_t r : members) {
-          d0 = std::max(d0, b.d[r][i]);
-          spans.insert(spans.end(), mb[r].begin(), mb[r].end());
+  on_random_jittered_programs(
+      4242, o, [&](int trial, const auto& tt, const Builder& b, const Timeline& tl) {
+        const size_t nr = b.p.ranks.size();
+        std::vector<std::vector<std::pair<TimeNs, TimeNs>>> mb(nr);  // memory-bound spans
+        for (size_t r = 0; r < nr; ++r)
+          for (size_t i = 0; i < b.p.ranks[r].tasks.size(); ++i)
+            if (b.p.ranks[r].tasks[i].kind == TaskKind::kMemoryBound && b.d[r][i] > 0)
+              mb[r].emplace_back(tl.ranks[r].tasks[i].start, tl.ranks[r].tasks[i].end);
+        for (size_t i = 0; i < tt.size(); ++i) {
+          // Template task i is task i on every rank; world collectives span the 4 ranks, pair
+          // collectives {0, 1} and {2, 3}.
+          std::vector<std::vector<size_t>> groups;
+          if (tt[i].kind == testing::TemplateTask::kCollWorld)
+            groups = {{0, 1, 2, 3}};
+          else if (tt[i].kind == testing::TemplateTask::kCollPair)
+            groups = {{0, 1}, {2, 3}};
+          for (const auto& members : groups) {
+            TimeNs d0 = 0;
+            std::vector<std::pair<TimeNs, TimeNs>> spans;
+            for (const size_t r : members) {
+              d0 = std::max(d0, b.d[r][i]);
+              spans.insert(spans.end(), mb[r].begin(), mb[r].end());
+            }
+            const TimeNs s0 = tl.ranks[members[0]].tasks[i].start;
+            const TimeNs s1 = tl.ranks[members[0]].tasks[i].end;
+            for (const size_t r : members) {  // a rendezvous: one span for all its members
+              ASSERT_EQ(tl.ranks[r].tasks[i].start, s0);
+              ASSERT_EQ(tl.ranks[r].tasks[i].end, s1);
+            }
+            if (d0 == 0) continue;
+            const double overlap = covered(s0, s1, spans);
+            const double wall = static_cast<double>(s1 - s0);
+            ASSERT_NEAR((wall - overlap) + overlap / (1 + share), static_cast<double>(d0), 1.0)
+                << "trial " << trial << " task " << i << ": [" << s0 << ", " << s1 << "), overlap "
+                << overlap;
+            partial += overlap > 0 && overlap < wall;
+          }
         }
-        const TimeNs s0 = tl.ranks[members[0]].tasks[i].start;
-        const TimeNs s1 = tl.ranks[members[0]].tasks[i].end;
-        for (const size_t r : members) {  // a rendezvous: one span for all its members
-          ASSERT_EQ(tl.ranks[r].tasks[i].start, s0);
-          ASSERT_EQ(tl.ranks[r].tasks[i].end, s1);
-        }
-        if (d0 == 0) continue;
-        const double overlap = covered(s0, s1, spans);
-        const double wall = static_cast<double>(s1 - s0);
-        ASSERT_NEAR((wall - overlap) + overlap / (1 + share), static_cast<double>(d0), 1.0)
-            << "trial " << trial << " task " << i << ": [" << s0 << ", " << s1 << "), overlap "
-            << overlap;
-        partial += overlap > 0 && overlap < wall;
-      }
-    }
-  });
+      });
   EXPECT_GT(partial, 30);  // the property is about re-timed collectives: there must be many
 }
 

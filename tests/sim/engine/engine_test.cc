@@ -45,7 +45,7 @@ TEST(Engine, StepsBeyondTheClockAreBadInput) {
   b.compute(r, "a", TimeNs{1} << 59);
   b.compute(r, "b", TimeNs{1} << 59);
   EXPECT_EQ(simulate(b.p, b.d).step_ns, TimeNs{1} << 60);  // exactly at the limit: simulated
-  b.compute(r, "c", TimeNs{1} << 40);  // 2^60 + 2^40 ns
+  b.compute(r, "c", TimeNs{1} << 40);                      // 2^60 + 2^40 ns
   try {
     simulate(b.p, b.d);
     ADD_FAILURE() << "accepted";
@@ -300,8 +300,9 @@ TEST(Engine, GpipeStepAndBubble) {
     EXPECT_EQ(tl.critical_rank, 0);
     EXPECT_EQ(tl.breakdown_ns[kBubble], 3 * f * (p - 1));
     EXPECT_EQ(tl.breakdown_ns[cat(Category::kCompute)], 3 * f * m);
-    EXPECT_DOUBLE_EQ(static_cast<double>(tl.breakdown_ns[kBubble]) / static_cast<double>(tl.step_ns),
-                     static_cast<double>(p - 1) / (m + p - 1));
+    EXPECT_DOUBLE_EQ(
+        static_cast<double>(tl.breakdown_ns[kBubble]) / static_cast<double>(tl.step_ns),
+        static_cast<double>(p - 1) / (m + p - 1));
   }
 }
 

@@ -10,9 +10,9 @@
 #include "sim/cost/coster.h"
 #include "sim/engine/critical_path.h"
 #include "sim/engine/engine.h"
-#include "sim/report/flow_mode.h"
 #include "sim/engine/flow_network.h"
 #include "sim/network/topology.h"
+#include "sim/report/flow_mode.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
 #include "tests/sim/cost/test_profiles.h"
@@ -404,8 +404,8 @@ TEST(EngineFlow, ScenarioThroughPredict) {
   // analytical 2.98808 s), so the bound allows 0.1%. The folded and full-fidelity runs of
   // this symmetric plan agree (folded flows cover each collective's full group; the rails of
   // the folded copies do not share links here), and a rerun is bit-identical.
-  Scenario sc = load_scenario(std::string(STEPCAST_SOURCE_DIR) +
-                              "/scenarios/mixtral-8x7b-8node-h100.yaml");
+  Scenario sc =
+      load_scenario(std::string(STEPCAST_SOURCE_DIR) + "/scenarios/mixtral-8x7b-8node-h100.yaml");
   const Prediction an = predict(sc);
   sc.network = NetworkMode::kFlow;
   const Prediction fl = predict(sc);
@@ -415,7 +415,8 @@ TEST(EngineFlow, ScenarioThroughPredict) {
   RunOptions full;
   full.folded = false;
   const Prediction ff = predict(sc, full);
-  EXPECT_NEAR(to_s(ff.timeline.step_ns), to_s(fl.timeline.step_ns), 1e-3 * to_s(fl.timeline.step_ns));
+  EXPECT_NEAR(to_s(ff.timeline.step_ns), to_s(fl.timeline.step_ns),
+              1e-3 * to_s(fl.timeline.step_ns));
 }
 
 // A random plan (testing::random_plan: up to 64 GPUs) on nodes of 4 GPUs with `nics` NICs.
@@ -446,10 +447,10 @@ TEST(EngineFlow, FoldedEqualsFullWithSharedNicsOnRandomPlans) {
     Scenario sc = four_gpu_node_scenario(rng, trial % 2 == 0 ? 1 : 2, p);
     sc.network = NetworkMode::kFlow;
     multi_node += sc.nodes > 1 ? 1 : 0;
-    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": " << sc.gpus << " GPUs, "
-                                      << sc.profile.node.nics << " NIC(s) per 4 GPUs, tp " << p.tp << " pp "
-                                      << p.pp << " cp " << p.cp << " ep " << p.ep << " dp "
-                                      << p.dp << " sp " << p.sp << " zero " << p.zero);
+    SCOPED_TRACE(::testing::Message()
+                 << "trial " << trial << ": " << sc.gpus << " GPUs, " << sc.profile.node.nics
+                 << " NIC(s) per 4 GPUs, tp " << p.tp << " pp " << p.pp << " cp " << p.cp << " ep "
+                 << p.ep << " dp " << p.dp << " sp " << p.sp << " zero " << p.zero);
     RunOptions full;
     full.folded = false;
     const double folded_s = to_s(predict(sc).timeline.step_ns);
@@ -466,8 +467,8 @@ TEST(EngineFlow, FoldedEqualsFullWithSharedNicsOnRandomPlans) {
 // in full fidelity. Random plans (up to 64 GPUs) on nodes of 4 GPUs with 4, 2 or 1 NICs,
 // pods of 4 or 8 GPUs (1 or 2 nodes) at 1:2 or 1:4, with NCCL's PXN routing or without (a
 // flow between rails then crosses the spine: leaf up and down). Engine without SM / HBM
-// interference; the steps agree up to max-min round-off. Measured: all 48 equal (to the ns), hence 1e-5 as
-// above. Without the copies (fold_offsets returning {0}: each flow alone) 26 of the 48 miss
+// interference; the steps agree up to max-min round-off. Measured: all 48 equal (to the ns), hence
+// 1e-5 as above. Without the copies (fold_offsets returning {0}: each flow alone) 26 of the 48 miss
 // it (checked; 25 miss 1e-3), the folded step too fast by up to 19.6%.
 TEST(EngineFlow, FoldedEqualsFullWithPodsOnRandomPlans) {
   auto run = [](const Program& p, const HwProfile& hw, bool pxn) {
@@ -494,10 +495,10 @@ TEST(EngineFlow, FoldedEqualsFullWithPodsOnRandomPlans) {
     cross_pod += sc.gpus > sc.profile.fabric.pod_gpus ? 1 : 0;
     SCOPED_TRACE(::testing::Message()
                  << "trial " << trial << ": " << sc.gpus << " GPUs, " << sc.profile.node.nics
-                 << " NIC(s) per 4 GPUs, pods of " << sc.profile.fabric.pod_gpus << " at 1:"
-                 << sc.profile.fabric.oversubscription << (pxn ? ", pxn" : ", no pxn") << ", tp "
-                 << p.tp << " pp " << p.pp << " cp " << p.cp << " ep " << p.ep << " dp " << p.dp
-                 << " zero " << p.zero);
+                 << " NIC(s) per 4 GPUs, pods of " << sc.profile.fabric.pod_gpus
+                 << " at 1:" << sc.profile.fabric.oversubscription << (pxn ? ", pxn" : ", no pxn")
+                 << ", tp " << p.tp << " pp " << p.pp << " cp " << p.cp << " ep " << p.ep << " dp "
+                 << p.dp << " zero " << p.zero);
     LowerOptions folded, full;
     full.folded = false;
     const double folded_s = run(lower(sc, folded), sc.profile, pxn);

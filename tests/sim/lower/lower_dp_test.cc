@@ -263,7 +263,7 @@ TEST(Lower, ZeroTwoWithoutOverlapHoldsTheWholeGradients) {
   p.dp = 4;
   p.zero = 2;
   p.microbatches = 1;
-  p.seq_len = 64;  // activations well below the gradients
+  p.seq_len = 64;      // activations well below the gradients
   p.bucket_bytes = 0;  // Megatron-Core's default: no bucketing without overlap
   p.overlap_grad = false;
   const Program sync = lower(make_scenario(tiny_gpt(), p));
@@ -329,7 +329,6 @@ TEST(Lower, Zero2BackwardWaitsForItsTwoBucketBuffers) {
   }
   EXPECT_GT(checked, 100);
 }
-
 
 TEST(Lower, ExpertGradientsAreReducedOverTheExpertDataParallelGroupWhole) {
   // tiny_moe (8 MoE layers, 8 experts of ffn 512, h 256, SwiGLU) at tp 2, ep 2, dp 4, ZeRO-1,
@@ -466,10 +465,11 @@ TEST(Lower, FullFidelityPlansTooLargeToHoldAreBadInput) {
   full.folded = false;
   const std::optional<InputIssue> i = refusal(sc, full);
   ASSERT_TRUE(i);
-  EXPECT_EQ(i->str(), "big.yaml:3:10: cluster.nodes: simulating every rank (full fidelity) "
-                      "holds 65536 microbatches x 8 layers x 8 GPUs / pp 1 = 4194304 layer "
-                      "passes, more than the 2097152 one simulation can hold: give a larger "
-                      "microbatch or a smaller global_batch, or run folded");
+  EXPECT_EQ(i->str(),
+            "big.yaml:3:10: cluster.nodes: simulating every rank (full fidelity) "
+            "holds 65536 microbatches x 8 layers x 8 GPUs / pp 1 = 4194304 layer "
+            "passes, more than the 2097152 one simulation can hold: give a larger "
+            "microbatch or a smaller global_batch, or run folded");
 }
 
 TEST(Lower, DpBucketDefaultIsMegatronCores) {
@@ -549,7 +549,8 @@ TEST(Lower, GradientReductionDtypeFollowsMegatronDefaults) {
       }
       if (t.label == "opt.step") {
         EXPECT_DOUBLE_EQ(t.bytes_read, params * (24.0 + (half ? 2.0 : 0.0) + (scaled ? 4.0 : 0.0)));
-        EXPECT_DOUBLE_EQ(t.bytes_written, params * (14.0 + (half ? 4.0 : 0.0) + (scaled ? 4.0 : 0.0)));
+        EXPECT_DOUBLE_EQ(t.bytes_written,
+                         params * (14.0 + (half ? 4.0 : 0.0) + (scaled ? 4.0 : 0.0)));
         ++steps;
       }
     }

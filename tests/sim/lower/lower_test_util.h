@@ -132,8 +132,8 @@ inline bool is_compute(TaskKind k) {
 }
 
 struct Synth {
-  bool aux_free = false;       // embedding, head and optimizer take no time
-  double comm_ns_per_byte = 0; // 0: communication is free
+  bool aux_free = false;        // embedding, head and optimizer take no time
+  double comm_ns_per_byte = 0;  // 0: communication is free
 };
 
 inline Durations synth_durations(const Program& prog, const Synth& s = {}) {

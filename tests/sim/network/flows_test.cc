@@ -113,8 +113,8 @@ TEST(Flows, FoldOffsetsGiveTheLayoutsGroups) {
     const std::vector<int> stage = lay.stage_ranks(s);
     using GroupOf = std::vector<int> (RankLayout::*)(int) const;
     for (const GroupOf g : {&RankLayout::tp_group, &RankLayout::cp_group, &RankLayout::dp_group,
-                            &RankLayout::dp_cp_group, &RankLayout::ep_group,
-                            &RankLayout::edp_group, &RankLayout::pp_group}) {
+                            &RankLayout::dp_cp_group, &RankLayout::ep_group, &RankLayout::edp_group,
+                            &RankLayout::pp_group}) {
       const std::vector<int> members = (lay.*g)(r0);
       std::set<std::vector<int>> want, got;
       for (int r : stage) {
@@ -128,8 +128,8 @@ TEST(Flows, FoldOffsetsGiveTheLayoutsGroups) {
         std::sort(m.begin(), m.end());
         got.insert(m);
       }
-      EXPECT_EQ(got, want) << "tp " << tp << " cp " << cp << " dp " << dp << " pp " << pp
-                           << " ep " << ep << " etp " << etp << " stage " << s;
+      EXPECT_EQ(got, want) << "tp " << tp << " cp " << cp << " dp " << dp << " pp " << pp << " ep "
+                           << ep << " etp " << etp << " stage " << s;
     }
   }
 }
@@ -151,11 +151,14 @@ TEST(Flows, ChargedCopiesLoadThePodUplink) {
       for (int l : x.links) charged[static_cast<size_t>(l)] = 1;
     const std::vector<int> offsets = fold_offsets(0, stage, group);
     ASSERT_EQ(offsets.size(), 8u);
-    charge_copies(f, offsets, [&](int d) {
-      std::vector<int> moved = group;
-      for (int& m : moved) m += d;
-      return collective_flows(CollOp::kAllReduce, moved, 1e9, t);
-    }, charged);
+    charge_copies(
+        f, offsets,
+        [&](int d) {
+          std::vector<int> moved = group;
+          for (int& m : moved) m += d;
+          return collective_flows(CollOp::kAllReduce, moved, 1e9, t);
+        },
+        charged);
     const FlowSpec& up = f[1];  // 8 -> 16: node 1 (pod 0) -> node 2 (pod 1)
     ASSERT_EQ(up.links.size(), up.copies.size());
     for (size_t i = 0; i < up.links.size(); ++i) {

@@ -34,8 +34,8 @@ TEST(Topology, Routes) {
   // Same rail, same pod: NIC to NIC through the rail leaf.
   EXPECT_EQ(t.route(2, 10), (std::vector<int>{t.nic_up(0, 2), t.nic_down(1, 2)}));
   // Cross rail with PXN: NVLink to GPU 5 (rail 5) first, then rail 5.
-  EXPECT_EQ(t.route(2, 13), (std::vector<int>{t.nvl_up(2), t.nvl_down(5), t.nic_up(0, 5),
-                                              t.nic_down(1, 5)}));
+  EXPECT_EQ(t.route(2, 13),
+            (std::vector<int>{t.nvl_up(2), t.nvl_down(5), t.nic_up(0, 5), t.nic_down(1, 5)}));
   // Cross rail without PXN: through the spine.
   EXPECT_EQ(t.route(2, 13, false), (std::vector<int>{t.nic_up(0, 2), t.leaf_up(0, 2),
                                                      t.leaf_down(0, 5), t.nic_down(1, 5)}));

@@ -18,9 +18,9 @@ TEST(RankLayout, MegatronOrderTpFastestThenCpDpPp) {
   EXPECT_EQ(l.world_size(), 24);
   EXPECT_EQ(l.rank(1, 1, 2, 1), 23);
   EXPECT_EQ(l.rank(0, 0, 0, 0), 0);
-  EXPECT_EQ(l.rank(1, 0, 0, 0), 1);  // tp fastest
-  EXPECT_EQ(l.rank(0, 1, 0, 0), 2);  // then cp
-  EXPECT_EQ(l.rank(0, 0, 1, 0), 4);  // then dp
+  EXPECT_EQ(l.rank(1, 0, 0, 0), 1);   // tp fastest
+  EXPECT_EQ(l.rank(0, 1, 0, 0), 2);   // then cp
+  EXPECT_EQ(l.rank(0, 0, 1, 0), 4);   // then dp
   EXPECT_EQ(l.rank(0, 0, 0, 1), 12);  // pp slowest: TP*CP*DP = 12
 }
 
@@ -42,7 +42,9 @@ TEST(RankLayout, GroupsPartitionTheWorld) {
   for (int trial = 0; trial < 30; ++trial) {
     const int tp = 1 << (rng() % 3), cp = 1 + static_cast<int>(rng() % 3);
     const int dp = 1 + static_cast<int>(rng() % 4);
-    const int ep = (tp * cp * dp) % 4 == 0 ? 1 << (rng() % 3) : (tp * cp * dp) % 2 == 0 ? 1 << (rng() % 2) : 1;
+    const int ep = (tp * cp * dp) % 4 == 0   ? 1 << (rng() % 3)
+                   : (tp * cp * dp) % 2 == 0 ? 1 << (rng() % 2)
+                                             : 1;
     const int pp = 1 + static_cast<int>(rng() % 3);
     const int etp = (cp * dp) % ep == 0 && rng() % 2 ? tp : 1;
     RankLayout l(tp, cp, dp, pp, ep, etp);
@@ -50,9 +52,9 @@ TEST(RankLayout, GroupsPartitionTheWorld) {
       std::vector<int> (RankLayout::*fn)(int) const;
       int size;
     };
-    const Kind kinds[] = {{&RankLayout::tp_group, tp},     {&RankLayout::cp_group, cp},
-                          {&RankLayout::dp_group, dp},     {&RankLayout::dp_cp_group, dp * cp},
-                          {&RankLayout::ep_group, ep},     {&RankLayout::pp_group, pp}};
+    const Kind kinds[] = {{&RankLayout::tp_group, tp}, {&RankLayout::cp_group, cp},
+                          {&RankLayout::dp_group, dp}, {&RankLayout::dp_cp_group, dp * cp},
+                          {&RankLayout::ep_group, ep}, {&RankLayout::pp_group, pp}};
     for (const Kind& k : kinds) {
       std::set<std::vector<int>> groups;
       for (int r = 0; r < l.world_size(); ++r) {
@@ -126,7 +128,7 @@ TEST(RankLayout, StageRanksAreContiguous) {
 TEST(RankLayout, RejectsEpNotDividingTheStage) {
   EXPECT_THROW(RankLayout(1, 1, 3, 1, 2), InvariantError);
   EXPECT_THROW(RankLayout(2, 1, 3, 1, 4), InvariantError);  // 6 ranks a stage
-  EXPECT_NO_THROW(RankLayout(2, 1, 3, 1, 2));                // ep 2 divides the stage's 6 ranks, not dp 3
+  EXPECT_NO_THROW(RankLayout(2, 1, 3, 1, 2));  // ep 2 divides the stage's 6 ranks, not dp 3
   EXPECT_THROW(RankLayout(0, 1, 1, 1), InvariantError);
 }
 

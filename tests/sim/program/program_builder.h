@@ -137,7 +137,8 @@ inline std::vector<TemplateTask> random_template(std::mt19937_64& rng, int ntask
       const int a = allocs.back();
       allocs.pop_back();
       deps.push_back(a);
-      tt.push_back({TemplateTask::kFree, 0, deps, Category::kCompute, tt[static_cast<size_t>(a)].bytes});
+      tt.push_back(
+          {TemplateTask::kFree, 0, deps, Category::kCompute, tt[static_cast<size_t>(a)].bytes});
     }
   }
   tt.resize(static_cast<size_t>(ntasks));
@@ -182,7 +183,8 @@ inline Builder build_replicated(const std::vector<TemplateTask>& tt, int replica
           const int id = b.compute(r, label, dur, x.deps, x.cat);
           // Optimizer-category compute is memory-bound (matters for HBM contention only).
           if (x.cat == Category::kOptimizer)
-            b.p.ranks[static_cast<size_t>(r)].tasks.mut(static_cast<size_t>(id)).kind = TaskKind::kMemoryBound;
+            b.p.ranks[static_cast<size_t>(r)].tasks.mut(static_cast<size_t>(id)).kind =
+                TaskKind::kMemoryBound;
           break;
         }
         case TemplateTask::kCollWorld:

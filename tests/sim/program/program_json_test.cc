@@ -171,8 +171,9 @@ TEST(ProgramJson, SyntaxErrorHasLineAndColumn) {
 // level (a stack overflow, SIGSEGV) and built paths of O(depth) each; now values below
 // JsonLocator::kMaxDepth are skipped and the issue is placed at the key's value.
 TEST(ProgramJson, DeeplyNestedValueIsAnIssueNotACrash) {
-  const std::string text = "{\"schema\": \"stepcast.program/1\", \"deep\": " +
-                           std::string(200000, '[') + std::string(200000, ']') + "}";
+  const std::string text =
+      "{\"schema\": \"stepcast.program/1\", \"deep\": " + std::string(200000, '[') +
+      std::string(200000, ']') + "}";
   try {
     program_from_json(text, "deep.json");
     FAIL();
@@ -182,7 +183,8 @@ TEST(ProgramJson, DeeplyNestedValueIsAnIssueNotACrash) {
       if (i.key == "deep") {
         found = true;
         EXPECT_EQ(i.line, 1);
-        EXPECT_EQ(i.column, 42);  // after the 41 characters `{"schema": "stepcast.program/1", "deep": `
+        EXPECT_EQ(i.column,
+                  42);  // after the 41 characters `{"schema": "stepcast.program/1", "deep": `
         EXPECT_NE(i.message.find("unknown key"), std::string::npos) << i.message;
       }
     EXPECT_TRUE(found) << e.what();
@@ -244,7 +246,8 @@ TEST(ProgramJson, SchemaErrorsCarryLineAndColumn) {
   j["ranks"][1].erase("rank");
   const std::string text = j.dump(2);
   auto line_of = [&](size_t at) {
-    return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
+    return 1 +
+           static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
   };
   try {
     program_from_json(text, "p.json");
@@ -312,8 +315,7 @@ TEST(ProgramJson, CollectiveKernelsIsDeepEpOnly) {
     program_from_json(j.dump(), "p.json");
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("ranks[1].tasks[0].collective.kernels"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("ranks[1].tasks[0].collective.kernels"), std::string::npos)
         << e.what();
   }
 }

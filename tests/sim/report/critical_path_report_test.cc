@@ -74,8 +74,7 @@ TEST(CriticalPathReport, OneGpuIsTheComputeStream) {
   ASSERT_EQ(cp.by_kind_s.size(), r.busy_by_kind_s.size());
   for (const auto& [k, v] : r.busy_by_kind_s) EXPECT_NEAR(cp.by_kind_s.at(k), v, 1e-12) << k;
   for (const auto& [k, v] : r.busy_by_phase_s) EXPECT_NEAR(cp.by_phase_s.at(k), v, 1e-12) << k;
-  for (const auto& [k, v] : cp.by_category_s)
-    EXPECT_TRUE(k == "compute" || k == "optimizer") << k;
+  for (const auto& [k, v] : cp.by_category_s) EXPECT_TRUE(k == "compute" || k == "optimizer") << k;
   ASSERT_EQ(cp.longest.size(), 5u);
   EXPECT_EQ(cp.longest.front().duration_s, longest);
   for (size_t i = 1; i < cp.longest.size(); ++i)
@@ -103,8 +102,8 @@ TEST(CriticalPathReport, TwoStagesCrossBothRanks) {
 // its slowest member) add up to the step time, and so does each summary map. The summary is
 // the same when computed again, and survives the JSON round trip.
 TEST(CriticalPathReport, CoversTheStepOnRandomPlans) {
-  YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
-                                  "/scenarios/llama3-8b-1node-h100.yaml");
+  YAML::Node doc =
+      YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) + "/scenarios/llama3-8b-1node-h100.yaml");
   doc["training"]["global_batch"] = 16;
   doc["training"]["seq_len"] = 4096;
   const Scenario base = load_scenario_node(doc, "small.yaml");

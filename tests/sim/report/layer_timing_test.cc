@@ -63,8 +63,9 @@ TEST(LayerTiming, Korthikanti22BLayerWithinTenPercentOfTable4) {
       {"selective + sequence parallel", "selective", true, 7.2, 13.1},
   };
   for (const Row& row : rows) {
-    YAML::Node doc = YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
-                                    "/scenarios/validation/korthikanti2022-t5-22B-full-recompute.yaml");
+    YAML::Node doc =
+        YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) +
+                       "/scenarios/validation/korthikanti2022-t5-22B-full-recompute.yaml");
     doc["parallel"]["recompute"] = row.recompute;
     doc["parallel"]["sequence_parallel"] = row.sequence_parallel;
     const Scenario sc = load_scenario_node(doc, "22b-table4.yaml");

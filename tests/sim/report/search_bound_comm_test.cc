@@ -86,8 +86,8 @@ TEST(StepBoundComm, TermsAgainstTheLoweredStreams) {
 TEST(StepBoundComm, CollectiveTimeIsSubadditive) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> log_bytes(0.0, 11.0);
-  const std::vector<GroupShape> shapes = {{2, 1, 2, 1},   {8, 1, 8, 1},    {16, 2, 8, 1},
-                                          {64, 64, 1, 1}, {256, 32, 8, 2}, {72, 1, 72, 1},
+  const std::vector<GroupShape> shapes = {{2, 1, 2, 1},      {8, 1, 8, 1},    {16, 2, 8, 1},
+                                          {64, 64, 1, 1},    {256, 32, 8, 2}, {72, 1, 72, 1},
                                           {1024, 1024, 1, 4}};
   int checked = 0;
   for (const char* name : {"h100-sxm", "a100-80g-sxm", "h200-sxm", "b200-sxm", "gb200-nvl72"}) {
@@ -97,8 +97,10 @@ TEST(StepBoundComm, CollectiveTimeIsSubadditive) {
       for (CollOp op : {CollOp::kAllReduce, CollOp::kReduceScatter, CollOp::kAllGather}) {
         for (int k = 0; k < 20; ++k) {
           const double a = std::pow(10.0, log_bytes(rng)), b = std::pow(10.0, log_bytes(rng));
-          const double apart = collective_time(op, a, g, hw).time_s + collective_time(op, b, g, hw).time_s;
-          EXPECT_GE(apart, collective_time(op, a + b, g, hw).time_s) << name << " " << a << " " << b;
+          const double apart =
+              collective_time(op, a, g, hw).time_s + collective_time(op, b, g, hw).time_s;
+          EXPECT_GE(apart, collective_time(op, a + b, g, hw).time_s)
+              << name << " " << a << " " << b;
           ++checked;
         }
       }

@@ -70,8 +70,8 @@ TEST(Stragglers, SlowComputeIsBoundedBetweenBaseAndBaseOverF) {
     Scenario sc = scenario_of(p);
     const double f = trial % 2 ? 0.5 : 0.8;
     const int gpu = static_cast<int>(rng() % static_cast<unsigned>(sc.gpus));
-    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": " << sc.gpus << " GPUs, gpu "
-                                      << gpu << " at " << f);
+    SCOPED_TRACE(::testing::Message()
+                 << "trial " << trial << ": " << sc.gpus << " GPUs, gpu " << gpu << " at " << f);
     const double base = predict(sc).result.step_time_s;
     sc.stragglers = {gpu_at(gpu, GpuSpeed{f, 1, 1})};
     const Result slow = predict(sc).result;

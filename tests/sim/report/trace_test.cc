@@ -44,8 +44,10 @@ TEST(ScheduleBlocks, EveryTaskLiesInABlockOfItsStageAndRowMergedOrNot) {
   size_t exact_blocks = 0;
   for (const TimeNs gap : {TimeNs{0}, t.step_ns / 2200, t.step_ns}) {
     const std::vector<ScheduleBlock> blocks = schedule_blocks(prog, t, gap);
-    if (gap == 0) exact_blocks = blocks.size();
-    else EXPECT_LT(blocks.size(), exact_blocks) << gap;
+    if (gap == 0)
+      exact_blocks = blocks.size();
+    else
+      EXPECT_LT(blocks.size(), exact_blocks) << gap;
     size_t tasks = 0, drawn = 0;
     for (const ScheduleBlock& b : blocks) drawn += static_cast<size_t>(b.tasks);
     for (size_t r = 0; r < prog.ranks.size(); ++r) {

@@ -42,27 +42,31 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
     const char* name;
     bool async_tp, blocking_p2p, te_fp8;
   };
-  for (const Want& w : {Want{"megatron-core", true, true, true},
-                        Want{"megatron-lm", false, true, false},
-                        Want{"megatron-deepspeed", false, true, false},
-                        Want{"deepspeed", false, true, false}, Want{"fsdp2", false, false, false}}) {
+  for (const Want& w :
+       {Want{"megatron-core", true, true, true}, Want{"megatron-lm", false, true, false},
+        Want{"megatron-deepspeed", false, true, false}, Want{"deepspeed", false, true, false},
+        Want{"fsdp2", false, false, false}}) {
     const FrameworkRules r = load(base().insert(2, std::string("framework: ") + w.name)).framework;
     EXPECT_EQ(r.async_tp_dgrad_reduce, w.async_tp) << w.name;
     EXPECT_EQ(r.blocking_p2p_1f1b, w.blocking_p2p) << w.name;
     EXPECT_EQ(r.te_fp8_storage, w.te_fp8) << w.name;
   }
   EXPECT_TRUE(load(base()).framework.async_tp_dgrad_reduce);  // the default is megatron-core
-  const FrameworkRules o = load(base().insert(
-      2, "framework: {name: megatron-lm, async_tp_dgrad_reduce: true, blocking_p2p_1f1b: false}"))
-                               .framework;
+  const FrameworkRules o =
+      load(base().insert(2,
+                         "framework: {name: megatron-lm, async_tp_dgrad_reduce: true, "
+                         "blocking_p2p_1f1b: false}"))
+          .framework;
   EXPECT_TRUE(o.async_tp_dgrad_reduce);
   EXPECT_FALSE(o.blocking_p2p_1f1b);
   EXPECT_FALSE(o.te_fp8_storage);  // the preset's
-  EXPECT_FALSE(load(base().insert(2, "framework: {te_fp8_storage: false}")).framework.te_fp8_storage);
+  EXPECT_FALSE(
+      load(base().insert(2, "framework: {te_fp8_storage: false}")).framework.te_fp8_storage);
   // FP8 primary weights: Megatron's default off in every preset, on when stated.
   for (const std::string& name : framework_names())
     EXPECT_FALSE(load(base().insert(2, "framework: " + name)).framework.fp8_param_gather) << name;
-  EXPECT_TRUE(load(base().insert(2, "framework: {fp8_param_gather: true}")).framework.fp8_param_gather);
+  EXPECT_TRUE(
+      load(base().insert(2, "framework: {fp8_param_gather: true}")).framework.fp8_param_gather);
 }
 
 TEST(Framework, MappingOverridesOneRuleOfItsPreset) {

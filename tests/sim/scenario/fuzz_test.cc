@@ -110,8 +110,8 @@ void run_scenario(const std::string& file, const std::string& ctx, bool search, 
 // (sim/report/report.cc, whole_step_key), and every refusal here must.
 
 struct Base {
-  std::string file;   // relative to the source tree
-  bool search;        // also fuzz the search space from it
+  std::string file;  // relative to the source tree
+  bool search;       // also fuzz the search space from it
 };
 
 // One base per feature: dense analytical with overlap off; MoE + expert, context and

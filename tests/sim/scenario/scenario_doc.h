@@ -38,28 +38,30 @@ struct Doc {
 // microbatches = 64 / (dp*microbatch) = 16.
 inline Doc base() {
   return Doc{{
-      "name: t",             // 1
-      "model:",              // 2
-      "  layers: 8",         // 3
-      "  hidden: 1024",      // 4
-      "  ffn_hidden: 4096",  // 5
-      "  heads: 16",         // 6
-      "  kv_heads: 8",       // 7
-      "  vocab: 32000",      // 8
-      "cluster:",            // 9
-      "  profile: h100-sxm", // 10
-      "  nodes: 2",          // 11
-      "training:",           // 12
-      "  seq_len: 4096",     // 13
-      "  global_batch: 64",  // 14
-      "parallel:",           // 15
-      "  tp: 2",             // 16
-      "  pp: 2",             // 17
-      "  microbatch: 1",     // 18
+      "name: t",              // 1
+      "model:",               // 2
+      "  layers: 8",          // 3
+      "  hidden: 1024",       // 4
+      "  ffn_hidden: 4096",   // 5
+      "  heads: 16",          // 6
+      "  kv_heads: 8",        // 7
+      "  vocab: 32000",       // 8
+      "cluster:",             // 9
+      "  profile: h100-sxm",  // 10
+      "  nodes: 2",           // 11
+      "training:",            // 12
+      "  seq_len: 4096",      // 13
+      "  global_batch: 64",   // 14
+      "parallel:",            // 15
+      "  tp: 2",              // 16
+      "  pp: 2",              // 17
+      "  microbatch: 1",      // 18
   }};
 }
 
-inline Scenario load(const Doc& d) { return load_scenario_node(load_yaml_text(d.text(), "t.yaml"), "t.yaml"); }
+inline Scenario load(const Doc& d) {
+  return load_scenario_node(load_yaml_text(d.text(), "t.yaml"), "t.yaml");
+}
 
 inline std::vector<InputIssue> issues_of(const Doc& d) {
   try {
@@ -71,8 +73,8 @@ inline std::vector<InputIssue> issues_of(const Doc& d) {
 }
 
 // Asserts that exactly one issue has `key` and that it is on `line` with `text` in its message.
-inline void expect_issue(const std::vector<InputIssue>& issues, const std::string& key,
-                         int line, const std::string& text) {
+inline void expect_issue(const std::vector<InputIssue>& issues, const std::string& key, int line,
+                         const std::string& text) {
   std::string all;
   int found = 0;
   for (const auto& i : issues) {
@@ -82,8 +84,8 @@ inline void expect_issue(const std::vector<InputIssue>& issues, const std::strin
     EXPECT_EQ(i.file, "t.yaml") << i.str();
     EXPECT_EQ(i.line, line) << i.str();
     EXPECT_GT(i.column, 0) << i.str();
-    EXPECT_NE(i.message.find(text), std::string::npos) << "message: " << i.message
-                                                        << "\nexpected to contain: " << text;
+    EXPECT_NE(i.message.find(text), std::string::npos)
+        << "message: " << i.message << "\nexpected to contain: " << text;
   }
   EXPECT_EQ(found, 1) << "issues for key " << key << ":\n" << all;
 }

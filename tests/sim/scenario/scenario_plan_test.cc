@@ -27,8 +27,9 @@ TEST(ScenarioRules, PlanMustMultiplyToGpus) {
 
 TEST(ScenarioRules, DerivedDpMustDivide) {
   // 16 GPUs / (tp*pp*cp) = 16 / (2*2*3) is not an integer; reported at the first plan key.
-  expect_issue(base().insert(19, "  cp: 3"), "parallel.dp", 16,
-               "cannot derive dp: the cluster's 16 GPUs are not divisible by tp*pp*cp = 2*2*3 = 12");
+  expect_issue(
+      base().insert(19, "  cp: 3"), "parallel.dp", 16,
+      "cannot derive dp: the cluster's 16 GPUs are not divisible by tp*pp*cp = 2*2*3 = 12");
 }
 
 TEST(ScenarioRules, GlobalBatchDivisibleByDpTimesMicrobatch) {
@@ -59,16 +60,20 @@ TEST(ScenarioRules, LayerPassesPerStepAreBounded) {
   // Full fidelity counts every rank of a stage, against its own bound: the shipped 405B
   // (16 microbatches x 126 layers x 16,384 GPUs / pp 16 = 2,064,384 rank passes, under
   // 2^21 = 2,097,152; 8.5 GB, README "Speed") stays allowed.
-  const Scenario big = load_scenario(std::string(STEPCAST_SOURCE_DIR) +
-                                     "/scenarios/llama3-405b-2048node-h100.yaml");
+  const Scenario big =
+      load_scenario(std::string(STEPCAST_SOURCE_DIR) + "/scenarios/llama3-405b-2048node-h100.yaml");
   EXPECT_EQ(simulated_layer_passes(big, false), 2064384);
   EXPECT_NO_THROW(check_simulation_size(big, false));
 }
 
 TEST(ScenarioRules, HeadsDivisibleByTp) {
   // 12 heads (head_dim 128), tp 8, pp 1: dp = 2; 12 % 8 != 0.
-  Doc d = base().set(4, "  hidden: 1536").set(6, "  heads: 12").set(7, "  kv_heads: 12")
-              .set(16, "  tp: 8").set(17, "  pp: 1");
+  Doc d = base()
+              .set(4, "  hidden: 1536")
+              .set(6, "  heads: 12")
+              .set(7, "  kv_heads: 12")
+              .set(16, "  tp: 8")
+              .set(17, "  pp: 1");
   expect_issue(d, "parallel.tp", 16, "the model's heads (12) must be divisible by tp (8)");
 }
 
@@ -81,19 +86,23 @@ TEST(ScenarioRules, FfnHiddenDivisibleByTp) {
   expect_issue(base().insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023}"), "parallel.tp",
                17, "the model's moe.ffn_hidden (1023) must be divisible by tp (2)");
   // With ep the tokens of a microbatch are split over tp: 4095 tokens, tp 2.
-  Doc d = base().insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023}")
+  Doc d = base()
+              .insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023}")
               .set(14, "  seq_len: 4095")
               .insert(20, "  ep: 2");
   expect_issue(d, "parallel.tp", 17, "microbatch*seq_len/cp = 4095 tokens over tp (2)");
   // With ep the routed experts are whole, but shared experts are split over tp as a dense MLP.
-  Doc sh = base().insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023, shared_experts: 1}")
+  Doc sh = base()
+               .insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023, shared_experts: 1}")
                .insert(20, "  ep: 2");
   expect_issue(sh, "parallel.tp", 17,
                "the model's shared experts (shared_experts x moe.ffn_hidden = 1 x 1023) must be "
                "divisible by tp (2)");
-  EXPECT_NO_THROW(load(sh.set(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023, shared_experts: 2}")));
+  EXPECT_NO_THROW(
+      load(sh.set(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1023, shared_experts: 2}")));
   // All-MoE model: the dense ffn_hidden is unused and not checked.
-  EXPECT_NO_THROW(load(base().set(5, "  ffn_hidden: 4097")
+  EXPECT_NO_THROW(load(base()
+                           .set(5, "  ffn_hidden: 4097")
                            .insert(9, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1024}")));
 }
 
@@ -118,8 +127,8 @@ TEST(ScenarioRules, PipelineLayers) {
   // 0 layers only on the first or last virtual stage (the embedding's, the output layer's):
   // 4 stages (pp 2, vpp 2), a 0 in the middle is refused, at either end accepted.
   const Doc four = base().insert(19, "  vpp: 2").insert(20, "  schedule: interleaved");
-  expect_issue(Doc(four).insert(21, "  pipeline_layers: [4, 0, 2, 2]"), "parallel.pipeline_layers[1]",
-               21,
+  expect_issue(Doc(four).insert(21, "  pipeline_layers: [4, 0, 2, 2]"),
+               "parallel.pipeline_layers[1]", 21,
                "expected a positive number of layers (0 only for the first or last virtual "
                "stage, which hold the embedding or the output layer), got 0");
   EXPECT_EQ(load(Doc(four).insert(21, "  pipeline_layers: [0, 3, 3, 2]")).parallel.pipeline_layers,
@@ -143,18 +152,25 @@ TEST(ScenarioRules, VppRequiresInterleavedAndViceVersa) {
                "vpp = 2 needs schedule: interleaved (got 1f1b)");
   expect_issue(base().insert(19, "  schedule: interleaved"), "parallel.schedule", 19,
                "the interleaved schedule needs vpp >= 2");
-  expect_issue(base().set(17, "  pp: 1").insert(19, "  vpp: 2").insert(20, "  schedule: interleaved"),
-               "parallel.schedule", 20, "the interleaved schedule needs pp >= 2, got pp = 1");
+  expect_issue(
+      base().set(17, "  pp: 1").insert(19, "  vpp: 2").insert(20, "  schedule: interleaved"),
+      "parallel.schedule", 20, "the interleaved schedule needs pp >= 2, got pp = 1");
 }
 
 TEST(ScenarioRules, InterleavedNeedsMicrobatchesMultipleOfPp) {
   // dp = 4, microbatch 1, global_batch 12: 3 microbatches, not a multiple of pp = 2.
-  Doc d = base().set(14, "  global_batch: 12").insert(19, "  vpp: 2").insert(20, "  schedule: interleaved");
+  Doc d = base()
+              .set(14, "  global_batch: 12")
+              .insert(19, "  vpp: 2")
+              .insert(20, "  schedule: interleaved");
   expect_issue(d, "parallel.schedule", 20,
                "needs the number of microbatches (global_batch/(dp*microbatch) = 3) to be a "
                "multiple of pp (2)");
   // global_batch 16: 4 microbatches; layers 8 over pp*vpp = 4: accepted.
-  Scenario s = load(base().set(14, "  global_batch: 16").insert(19, "  vpp: 2").insert(20, "  schedule: interleaved"));
+  Scenario s = load(base()
+                        .set(14, "  global_batch: 16")
+                        .insert(19, "  vpp: 2")
+                        .insert(20, "  schedule: interleaved"));
   EXPECT_EQ(s.microbatches(), 4);
   EXPECT_EQ(s.parallel.vpp, 2);
 }
@@ -164,33 +180,41 @@ TEST(ScenarioRules, SeqLenDivisibleByCp) {
   expect_issue(base().set(13, "  seq_len: 4098").insert(19, "  cp: 2"), "parallel.cp", 19,
                "splits seq_len (4098) into 2*cp = 4 chunks");
   // allgather only needs seq % cp: 4098 % 2 == 0: accepted.
-  Scenario s = load(base().set(13, "  seq_len: 4098").insert(19, "  cp: 2").insert(20, "  cp_kind: allgather"));
+  Scenario s = load(
+      base().set(13, "  seq_len: 4098").insert(19, "  cp: 2").insert(20, "  cp_kind: allgather"));
   EXPECT_EQ(s.parallel.cp_kind, CpKind::kAllGather);
   EXPECT_EQ(s.parallel.dp, 2);
   // allgather with 4097 % 2 != 0.
-  expect_issue(base().set(13, "  seq_len: 4097").insert(19, "  cp: 2").insert(20, "  cp_kind: allgather"),
-               "parallel.cp", 19, "seq_len (4097) must be divisible by cp (2)");
+  expect_issue(
+      base().set(13, "  seq_len: 4097").insert(19, "  cp: 2").insert(20, "  cp_kind: allgather"),
+      "parallel.cp", 19, "seq_len (4097) must be divisible by cp (2)");
 }
 
 TEST(ScenarioRules, SequenceParallelNeedsSeqDivisibleByTp) {
   expect_issue(base().set(13, "  seq_len: 4095").insert(19, "  sequence_parallel: true"),
                "parallel.sequence_parallel", 19, "seq_len/cp must be divisible by tp");
   // tp = 1: sequence parallel is a no-op and accepted with an odd length.
-  Scenario s = load(base().set(13, "  seq_len: 4095").set(16, "  tp: 1").insert(19, "  sequence_parallel: true"));
+  Scenario s = load(
+      base().set(13, "  seq_len: 4095").set(16, "  tp: 1").insert(19, "  sequence_parallel: true"));
   EXPECT_TRUE(s.parallel.sequence_parallel);
 }
 
 TEST(ScenarioRules, ExpertParallel) {
   expect_issue(base().insert(19, "  ep: 2"), "parallel.ep", 19, "ep = 2 needs a MoE model");
-  expect_issue(base().set(7, "  moe: {experts: 6, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 4"),
-               "parallel.ep", 19, "the model's experts (6) must be divisible by ep (4)");
+  expect_issue(
+      base().set(7, "  moe: {experts: 6, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 4"),
+      "parallel.ep", 19, "the model's experts (6) must be divisible by ep (4)");
   // tp 2, dp 4: a stage's 8 ranks hold the expert groups, so ep = 8 (more than dp) is
   // accepted and ep = 16 (dividing experts = 16) is not.
-  EXPECT_EQ(load(base().set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 8"))
-                .parallel.ep, 8);
-  expect_issue(base().set(7, "  moe: {experts: 16, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 16"),
-               "parallel.ep", 19, "ep (16) must divide tp*cp*dp = 2*1*4 = 8");
-  Scenario s = load(base().set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 4"));
+  EXPECT_EQ(
+      load(base().set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 8"))
+          .parallel.ep,
+      8);
+  expect_issue(
+      base().set(7, "  moe: {experts: 16, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 16"),
+      "parallel.ep", 19, "ep (16) must divide tp*cp*dp = 2*1*4 = 8");
+  Scenario s =
+      load(base().set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1024}").insert(19, "  ep: 4"));
   ASSERT_TRUE(s.model.moe.has_value());
   EXPECT_EQ(s.model.moe->experts, 8);
   EXPECT_EQ(s.parallel.ep, 4);
@@ -202,8 +226,10 @@ TEST(ScenarioRules, ExpertTensorParallel) {
     return base().set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1024}").insert(19, extra);
   };
   EXPECT_EQ(load(moe("  ep: 2")).parallel.expert_tp, 0);  // the default (expert_tp_of)
-  EXPECT_EQ(load(moe("  ep: 2").insert(20, "  expert_tp: 2").insert(21, "  sequence_parallel: true"))
-                .parallel.expert_tp, 2);
+  EXPECT_EQ(
+      load(moe("  ep: 2").insert(20, "  expert_tp: 2").insert(21, "  sequence_parallel: true"))
+          .parallel.expert_tp,
+      2);
   expect_issue(base().insert(19, "  expert_tp: 1"), "parallel.expert_tp", 19,
                "expert_tp needs a MoE model");
   // One message: the other rules use the default expert layout meanwhile.
@@ -216,8 +242,10 @@ TEST(ScenarioRules, ExpertTensorParallel) {
   expect_issue(moe("  ep: 8").insert(20, "  expert_tp: 2").insert(21, "  sequence_parallel: true"),
                "parallel.ep", 19, "ep (8) must divide cp*dp = 1*4 = 4");
   // Experts split over tp: their width must divide by tp (1023 with tp 2).
-  expect_issue(base().set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1023}")
-                   .insert(19, "  ep: 2").insert(20, "  expert_tp: 2")
+  expect_issue(base()
+                   .set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1023}")
+                   .insert(19, "  ep: 2")
+                   .insert(20, "  expert_tp: 2")
                    .insert(21, "  sequence_parallel: true"),
                "parallel.tp", 16, "the model's moe.ffn_hidden (1023) must be divisible by tp (2)");
 }
@@ -240,8 +268,10 @@ TEST(ScenarioRules, AllProblemsReportedAtOnce) {
     EXPECT_EQ(e.issues()[2].key, "parallel.zero");
     EXPECT_EQ(e.issues()[2].line, 20);
     // what() holds one "file:line:col: key: message" line per issue.
-    EXPECT_NE(std::string(e.what()).find("three_problems.yaml:20:9: parallel.zero: expected an integer in [0, 3], got 5"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "three_problems.yaml:20:9: parallel.zero: expected an integer in [0, 3], got 5"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -266,9 +296,12 @@ TEST(ScenarioRules, FileLevelProblems) {
 TEST(ScenarioRules, SweepKeysAndValues) {
   expect_issue(base().insert(19, "sweep:").insert(20, "  parallel.tpp: [1, 2]"),
                "sweep.parallel.tpp", 20, "did you mean 'tp'?");
-  expect_issue(base().insert(19, "sweep:").insert(20, "  parallel.tp: []"), "sweep.parallel.tp",
-               20, "expected a non-empty list of values");
-  expect_issue(base().insert(19, "sweep:").insert(20, "  parallel.tp:").insert(21, "    - 2")
+  expect_issue(base().insert(19, "sweep:").insert(20, "  parallel.tp: []"), "sweep.parallel.tp", 20,
+               "expected a non-empty list of values");
+  expect_issue(base()
+                   .insert(19, "sweep:")
+                   .insert(20, "  parallel.tp:")
+                   .insert(21, "    - 2")
                    .insert(22, "    - two"),
                "sweep.parallel.tp", 22, "expected an integer, got \"two\"");
   expect_issue(base().insert(19, "sweep: [1]"), "sweep", 19, "expected a mapping");
@@ -279,8 +312,8 @@ TEST(ScenarioRules, SweepKeysAndValues) {
 TEST(ScenarioRules, SweepReportsAProblemOnceAndIgnoresProblemsBetweenKeys) {
   // Sweeping cluster.nodes while the file gives cluster.gpus: one issue for the axis, not
   // one per value.
-  auto v = issues_of(base().set(11, "  gpus: 16").insert(19, "sweep:")
-                         .insert(20, "  cluster.nodes: [1, 2, 4]"));
+  auto v = issues_of(
+      base().set(11, "  gpus: 16").insert(19, "sweep:").insert(20, "  cluster.nodes: [1, 2, 4]"));
   expect_issue(v, "sweep.cluster.nodes", 20, "exactly one of cluster.nodes and cluster.gpus");
   // tp = 16 breaks kv_heads % tp at that point only: left to the sweep point, not an error
   // of the file.
@@ -292,7 +325,9 @@ TEST(ScenarioRules, SweepReportsAProblemOnceAndIgnoresProblemsBetweenKeys) {
 TEST(ScenarioRules, IssuesComeInFileOrder) {
   // Override problems are found while loading the profile (after the cluster keys), yet are
   // listed by line: line 13 (bare number) before line 14 (unknown key).
-  auto v = issues_of(base().insert(12, "  overrides:").insert(13, "    node.nic: 100")
+  auto v = issues_of(base()
+                         .insert(12, "  overrides:")
+                         .insert(13, "    node.nic: 100")
                          .insert(14, "    gpu.peak.fp9: 1 TFLOP/s"));
   ASSERT_EQ(v.size(), 2u);
   EXPECT_EQ(v[0].line, 13);
@@ -323,7 +358,8 @@ TEST(WithDottedKey, ReplacesOneValueAndLeavesTheRest) {
 TEST(ScenarioRules, TpCommOverlapNeedsSequenceParallel) {
   expect_issue(base().insert(19, "  overlap: {tp_comm: true}"), "parallel.overlap.tp_comm", 19,
                "requires sequence_parallel: true");
-  Scenario s = load(base().insert(19, "  sequence_parallel: true").insert(20, "  overlap: {tp_comm: true}"));
+  Scenario s =
+      load(base().insert(19, "  sequence_parallel: true").insert(20, "  overlap: {tp_comm: true}"));
   EXPECT_TRUE(s.parallel.overlap_tp_comm);
 }
 

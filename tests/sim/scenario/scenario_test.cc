@@ -25,8 +25,8 @@ TEST(ScenarioLoad, BaseLoadsWithDerivedDp) {
   EXPECT_EQ(s.name, "t");
   EXPECT_EQ(s.gpus, 16);
   EXPECT_EQ(s.nodes, 2);
-  EXPECT_EQ(s.parallel.dp, 4);          // 16 / (2*2*1)
-  EXPECT_EQ(s.microbatches(), 16);      // 64 / (4*1)
+  EXPECT_EQ(s.parallel.dp, 4);      // 16 / (2*2*1)
+  EXPECT_EQ(s.microbatches(), 16);  // 64 / (4*1)
   EXPECT_EQ(s.model.kv_heads, 8);
   EXPECT_EQ(s.model.activation, Activation::kGelu);  // documented default
   EXPECT_EQ(s.profile.name, "h100-sxm");
@@ -135,10 +135,8 @@ TEST(ScenarioLoad, BuiltinModelByName) {
 // ---- inline model ------------------------------------------------------------------------
 TEST(ScenarioRules, InlineModelKeys) {
   expect_issue(base().set(4, "  hiden: 1024"), "model.hiden", 4, "did you mean 'hidden'?");
-  expect_issue(base().set(7, "  activation: relu"), "model.activation", 7,
-               "(known: gelu, swiglu)");
-  expect_issue(base().set(7, "  norm: batchnorm"), "model.norm", 7,
-               "(known: layernorm, rmsnorm)");
+  expect_issue(base().set(7, "  activation: relu"), "model.activation", 7, "(known: gelu, swiglu)");
+  expect_issue(base().set(7, "  norm: batchnorm"), "model.norm", 7, "(known: layernorm, rmsnorm)");
   expect_issue(base().set(7, "  kv_heads: 6"), "model.kv_heads", 7,
                "heads (16) must be a multiple of kv_heads (6)");
   expect_issue(base().set(7, "  kv_heads: 32"), "model.kv_heads", 7,
@@ -150,12 +148,15 @@ TEST(ScenarioRules, InlineModelKeys) {
 }
 
 TEST(ScenarioRules, InlineModelDropoutAndAttentionShapes) {
-  expect_issue(base().insert(9, "  dropout: sometimes"), "model.dropout", 9, "expected true or false");
+  expect_issue(base().insert(9, "  dropout: sometimes"), "model.dropout", 9,
+               "expected true or false");
   expect_issue(base().insert(9, "  qk_head_dim: 0"), "model.qk_head_dim", 9,
                "expected an integer in [1,");
   expect_issue(base().insert(9, "  qkv_features: -1"), "model.qkv_features", 9,
                "expected an integer in [1,");
-  const Scenario s = load(base().insert(9, "  dropout: false").insert(10, "  qk_head_dim: 96")
+  const Scenario s = load(base()
+                              .insert(9, "  dropout: false")
+                              .insert(10, "  qk_head_dim: 96")
                               .insert(11, "  qkv_features: 3000"));
   EXPECT_FALSE(s.model.dropout);
   EXPECT_EQ(s.model.qk_head_dim, 96);
@@ -201,7 +202,7 @@ TEST(ScenarioLoad, InlineModelCanRestateEveryBuiltIn) {
     Doc d = base();
     d.lines.erase(d.lines.begin() + 1, d.lines.begin() + 8);  // the base's inline model
     d.insert(2, m);
-    d.set(7, "  seq_len: 2048");  // within every built-in's learned positions
+    d.set(7, "  seq_len: 2048");              // within every built-in's learned positions
     d.set(10, "  tp: 1").set(11, "  pp: 1");  // any layer and head count
     const ModelArch got = load(d).model;
     EXPECT_EQ(got.layers, a.layers) << name;
@@ -245,9 +246,10 @@ TEST(ScenarioRules, MoeTopKAtMostExperts) {
 }
 
 TEST(ScenarioRules, MoeRanges) {
-  expect_issue(base().set(7, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1024, first_dense_layers: 8}"),
-               "model.moe.first_dense_layers", 7,
-               "expected fewer than layers (8) leading dense layers, got 8");
+  expect_issue(
+      base().set(7, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1024, first_dense_layers: 8}"),
+      "model.moe.first_dense_layers", 7,
+      "expected fewer than layers (8) leading dense layers, got 8");
   expect_issue(base().set(7, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1024, capacity_factor: 0}"),
                "model.moe.capacity_factor", 7, "expected a positive number");
   expect_issue(base().set(7, "  moe: {experts: 0, top_k: 1, ffn_hidden: 1024}"),
@@ -260,13 +262,15 @@ TEST(ScenarioRules, MoeRoutingKeys) {
                "model.moe.imbalance", 7, "expected at most experts/top_k = 2");
   expect_issue(base().set(7, "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, imbalance: 0.5}"),
                "model.moe.imbalance", 7, "expected a number in [1,");
-  expect_issue(base().set(7, "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, imbalance: 1.5, "
-                             "capacity_factor: 1}"),
+  expect_issue(base().set(7,
+                          "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, imbalance: 1.5, "
+                          "capacity_factor: 1}"),
                "model.moe.imbalance", 7, "imbalance applies to dropless routing");
   expect_issue(base().set(7, "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, router_groups: 2}"),
                "model.moe.router_groups", 7, "router_groups and router_group_topk go together");
-  expect_issue(base().set(7, "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, router_groups: 3, "
-                             "router_group_topk: 1}"),
+  expect_issue(base().set(7,
+                          "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, router_groups: 3, "
+                          "router_group_topk: 1}"),
                "model.moe.router_groups", 7, "expected groups dividing experts (4)");
   expect_issue(base().insert(19, "  moe_dispatcher: nccl"), "parallel.moe_dispatcher", 19,
                "deepep");
@@ -277,8 +281,9 @@ TEST(ScenarioRules, MoeRoutingKeys) {
                "expected an integer in [0,");
   EXPECT_EQ(load(base().insert(8, "  mtp_layers: 1")).model.mtp_layers, 1);
   const Scenario ok = load(base()
-                               .set(7, "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, "
-                                       "imbalance: 1.5, router_groups: 2, router_group_topk: 1}")
+                               .set(7,
+                                    "  moe: {experts: 4, top_k: 2, ffn_hidden: 1024, "
+                                    "imbalance: 1.5, router_groups: 2, router_group_topk: 1}")
                                .insert(8, "  qk_norm: true")
                                .insert(9, "  window: 128")
                                .insert(10, "  window_every: 2")
@@ -329,7 +334,10 @@ TEST(ScenarioRules, OverridesValidatedLikeTheProfile) {
   expect_issue(base().insert(12, "  overrides: {gpu.memory.size: 4}"),
                "cluster.overrides.gpu.memory.size", 12, "'gpu.memory' is a value, not a section");
   // Block style: the message points at the value's own line.
-  expect_issue(base().insert(12, "  overrides:").insert(13, "    node.nics: 4").insert(14, "    gpu.sms: many"),
+  expect_issue(base()
+                   .insert(12, "  overrides:")
+                   .insert(13, "    node.nics: 4")
+                   .insert(14, "    gpu.sms: many"),
                "cluster.overrides.gpu.sms", 14, "expected an integer, got \"many\"");
 }
 
@@ -338,18 +346,23 @@ TEST(ScenarioRules, MultiNodeNeedsNics) {
   expect_issue(base().insert(12, "  overrides: {node.nics: 0}"), "cluster.nodes", 11,
                "2 nodes need NICs, but profile h100-sxm has node.nics: 0");
   EXPECT_EQ(load(base().set(11, "  nodes: 1").insert(12, "  overrides: {node.nics: 0}"))
-                .profile.node.nics, 0);
+                .profile.node.nics,
+            0);
 }
 
 TEST(ScenarioRules, DuplicateOverride) {
-  expect_issue(base().insert(12, "  overrides:").insert(13, "    node.nics: 4").insert(14, "    node.nics: 2"),
+  expect_issue(base()
+                   .insert(12, "  overrides:")
+                   .insert(13, "    node.nics: 4")
+                   .insert(14, "    node.nics: 2"),
                "cluster.overrides.node.nics", 14, "duplicate key");
 }
 
 TEST(ScenarioLoad, OverridesChangeTheProfile) {
   // node.nic 100 Gb/s = 100e9 / 8 = 12.5e9 bytes/s.
-  Scenario s = load(base().insert(12, "  overrides: {node.nics: 4, node.nic: 100 Gb/s, "
-                                      "collectives.nic_busbw: 11 GB/s}"));
+  Scenario s = load(base().insert(12,
+                                  "  overrides: {node.nics: 4, node.nic: 100 Gb/s, "
+                                  "collectives.nic_busbw: 11 GB/s}"));
   EXPECT_EQ(s.profile.node.nics, 4);
   EXPECT_DOUBLE_EQ(s.profile.node.nic_bytes_per_s, 12.5e9);
   EXPECT_DOUBLE_EQ(s.profile.collectives.nic_busbw, 11e9);
@@ -360,7 +373,8 @@ TEST(ScenarioLoad, OverridesChangeTheProfile) {
 TEST(ScenarioLoad, StragglersGiveEachGpuItsSpeed) {
   EXPECT_TRUE(load(base()).stragglers.empty());
   EXPECT_TRUE(gpu_speeds(load(base())).empty());
-  const Scenario s = load(base().insert(12, "  stragglers:")
+  const Scenario s = load(base()
+                              .insert(12, "  stragglers:")
                               .insert(13, "    - {gpu: 9, compute: 0.8, nvlink: 0.5}")
                               .insert(14, "    - {node: 1, nic: 0.5}")
                               .insert(15, "    - {gpu: 2, nic: 0.25}"));
@@ -393,7 +407,8 @@ TEST(ScenarioRules, Stragglers) {
                "expected an integer in [0, 1], got 2");
   expect_issue(with("{gpu: 1, node: 0, nic: 0.5}"), "cluster.stragglers[0].node", 13,
                "give one of gpu and node, not both");
-  expect_issue(with("{compute: 0.5}"), "cluster.stragglers[0].gpu", 13, "missing: name the slow GPU");
+  expect_issue(with("{compute: 0.5}"), "cluster.stragglers[0].gpu", 13,
+               "missing: name the slow GPU");
   expect_issue(with("{gpu: 1}"), "cluster.stragglers[0].compute", 13,
                "missing: give at least one of compute, nic, nvlink");
   expect_issue(with("{gpu: 1, compute: 0}"), "cluster.stragglers[0].compute", 13,
@@ -420,10 +435,10 @@ TEST(ScenarioRules, GradReduceDtype) {
   // Stated: a 16-bit buffer in the parameters' dtype (bf16 for fp8 training too), or fp32.
   EXPECT_EQ(grad_reduce_dtype(load(base().insert(15, "  grad_reduce_dtype: bf16")).training),
             DType::kBf16);
-  EXPECT_EQ(grad_reduce_dtype(
-                load(base().insert(15, "  dtype: fp8").insert(16, "  grad_reduce_dtype: bf16"))
-                    .training),
-            DType::kBf16);
+  EXPECT_EQ(
+      grad_reduce_dtype(
+          load(base().insert(15, "  dtype: fp8").insert(16, "  grad_reduce_dtype: bf16")).training),
+      DType::kBf16);
   EXPECT_EQ(grad_reduce_dtype(
                 load(base().insert(15, "  dtype: fp16").insert(16, "  grad_reduce_dtype: fp32"))
                     .training),
@@ -469,8 +484,8 @@ TEST(ScenarioLoad, GoodFilesLoad) {
 
 TEST(ScenarioLoad, GoodFileDerivedValues) {
   Scenario d = load_scenario(kData + "good/dense_h100.yaml");
-  EXPECT_EQ(d.parallel.dp, 4);       // 16 / (2*2*1)
-  EXPECT_EQ(d.microbatches(), 8);    // 64 / (4*2)
+  EXPECT_EQ(d.parallel.dp, 4);     // 16 / (2*2*1)
+  EXPECT_EQ(d.microbatches(), 8);  // 64 / (4*2)
   EXPECT_EQ(d.parallel.recompute, Recompute::kSelective);
   EXPECT_FALSE(d.parallel.overlap_param_gather);
   EXPECT_DOUBLE_EQ(d.parallel.bucket_bytes, 25e6);
@@ -478,8 +493,8 @@ TEST(ScenarioLoad, GoodFileDerivedValues) {
 
   Scenario m = load_scenario(kData + "good/moe_interleaved_h200.yaml");
   EXPECT_EQ(m.gpus, 32);
-  EXPECT_EQ(m.parallel.dp, 4);       // 32 / (2*2*2)
-  EXPECT_EQ(m.microbatches(), 8);    // 32 / (4*1)
+  EXPECT_EQ(m.parallel.dp, 4);     // 32 / (2*2*2)
+  EXPECT_EQ(m.microbatches(), 8);  // 32 / (4*1)
   EXPECT_EQ(m.parallel.schedule, Schedule::kInterleaved);
   EXPECT_EQ(m.network, NetworkMode::kFlow);
   EXPECT_DOUBLE_EQ(m.model.moe->capacity_factor, 1.25);
@@ -489,7 +504,7 @@ TEST(ScenarioLoad, GoodFileDerivedValues) {
   EXPECT_EQ(p.gpus, 4);
   EXPECT_EQ(p.profile.node.nics, 4);
   EXPECT_DOUBLE_EQ(p.profile.node.nic_bytes_per_s, 12.5e9);  // 100 Gb/s / 8
-  EXPECT_EQ(p.model.kv_heads, 12);  // defaults to heads (MHA)
+  EXPECT_EQ(p.model.kv_heads, 12);                           // defaults to heads (MHA)
   EXPECT_EQ(p.training.optimizer, Optimizer::kSgd);
 
   Scenario s = load_scenario(kData + "good/sweep_h100.yaml");
