@@ -15,6 +15,36 @@ bool ModelArch::is_moe_layer(int layer) const {
   return (layer + 1) % every == 0;
 }
 
+namespace {
+
+// MLA keys (model/arch.h): kv_lora_rank and qk_rope_head_dim come together, with a
+// qk_head_dim above the rope part; not with the fused-GEMM approximation (qkv_features).
+void validate_mla(const ModelArch& a, std::vector<std::string>& out) {
+  if (a.q_lora_rank < 0 || a.kv_lora_rank < 0 || a.qk_rope_head_dim < 0) {
+    out.push_back("q_lora_rank, kv_lora_rank, qk_rope_head_dim: expected >= 0");
+    return;
+  }
+  if (!a.mla()) {
+    if (a.q_lora_rank > 0 || a.qk_rope_head_dim > 0)
+      out.push_back("kv_lora_rank: q_lora_rank and qk_rope_head_dim need kv_lora_rank (MLA)");
+    return;
+  }
+  if (a.qk_rope_head_dim <= 0)
+    out.push_back("qk_rope_head_dim: MLA (kv_lora_rank) needs a positive qk_rope_head_dim");
+  if (a.heads > 0 && a.dim_qk() <= a.qk_rope_head_dim)
+    out.push_back(
+        fmt::format("qk_head_dim: MLA needs qk_head_dim (nope + rope) above "
+                    "qk_rope_head_dim ({}), got {}",
+                    a.qk_rope_head_dim, a.dim_qk()));
+  if (a.qkv_features > 0)
+    out.push_back("qkv_features: the fused-QKV approximation cannot go with kv_lora_rank (MLA)");
+  if (a.kv_heads != a.heads)
+    out.push_back(fmt::format("kv_heads: MLA has one key/value head per query head ({}), got {}",
+                              a.heads, a.kv_heads));
+}
+
+}  // namespace
+
 std::vector<std::string> validate_arch(const ModelArch& a) {
   std::vector<std::string> out;
   auto need_positive = [&](const char* key, std::int64_t v) {
@@ -37,6 +67,7 @@ std::vector<std::string> validate_arch(const ModelArch& a) {
     out.push_back(
         fmt::format("heads: {} does not divide hidden ({}); give head_dim", a.heads, a.hidden));
   }
+  validate_mla(a, out);
   if (a.moe.has_value()) {
     const MoeSpec& m = *a.moe;
     need_positive("moe.experts", m.experts);
@@ -132,10 +163,10 @@ ModelArch deepseek_v3_like() {
   a.head_dim = 128;     // value head size
   a.qk_head_dim = 192;  // 128 nope + 64 rope
   // MLA projections per layer: q_a 7168x1536 + q_b 1536x(128*192) + kv_a 7168x(512+64)
-  // + kv_b 512x(128*(128+128)) = 69,664,768 parameters = 7168 x 9718.9. Approximated by
-  // one [7168, 9728] GEMM (9728 = 76*128 divides by any power-of-two tp up to 512):
-  // +0.09% on these projections, +3.9M parameters over the model.
-  a.qkv_features = 9728;
+  // + kv_b 512x(128*(128+128)) = 69,664,768 parameters, + 1536 + 512 latent-norm gains.
+  a.q_lora_rank = 1536;
+  a.kv_lora_rank = 512;
+  a.qk_rope_head_dim = 64;
   MoeSpec m;
   m.experts = 256;
   m.top_k = 8;
@@ -147,25 +178,22 @@ ModelArch deepseek_v3_like() {
   m.router_group_topk = 4;
   a.moe = m;
   a.approximation =
-      "multi-head latent attention approximated as standard attention: the low-rank "
-      "q/kv projections (q_a, q_b, kv_a, kv_b: 69.66M parameters per layer) become one "
-      "fused QKV GEMM [7168, 9728] of the same parameter count (+0.09%) and FLOPs per "
-      "token; the attention core runs 128 heads with q/k head size 192 and v head size 128 "
-      "(FLOPs exact); the KV cache compression, q/kv-a norms (2048 params/layer), router "
-      "bias and the multi-token-prediction module are not modelled";
+      "the KV cache compression (inference only), the router bias and the absorbed "
+      "(inference) form of MLA are not modelled";
   return a;
 }
 
 // Kimi K2 (MoonshotAI/Kimi-K2 README, config.json; Megatron-Bridge KimiK2Provider): the
 // DeepSeek-V3 architecture with 64 MLA heads, 1 leading dense layer, 384 routed experts
 // (ffn 2048) top-8 + 1 shared, one router group, vocab 163840. MLA q/kv projections:
-// q_a 7168x1536 + q_b 1536x(64*192) + kv_a 7168x576 + kv_b 512x(64*256) = 42,401,792 =
-// 7168 x 5915.4, approximated by one [7168, 5888] GEMM (46*128; -0.46% on them).
+// q_a 7168x1536 + q_b 1536x(64*192) + kv_a 7168x576 + kv_b 512x(64*256) = 42,401,792.
 ModelArch kimi_k2_like() {
   ModelArch a = llama("kimi-k2-like", 61, 7168, 18432, 64, 64, 163840);
   a.head_dim = 128;
   a.qk_head_dim = 192;
-  a.qkv_features = 5888;
+  a.q_lora_rank = 1536;
+  a.kv_lora_rank = 512;
+  a.qk_rope_head_dim = 64;
   MoeSpec m;
   m.experts = 384;
   m.top_k = 8;
@@ -173,9 +201,7 @@ ModelArch kimi_k2_like() {
   m.shared_experts = 1;
   m.first_dense_layers = 1;
   a.moe = m;
-  a.approximation =
-      "multi-head latent attention approximated as in deepseek-v3-like: one fused QKV GEMM "
-      "[7168, 5888] for the q/kv low-rank projections (-0.46% of their parameters)";
+  a.approximation = "as deepseek-v3-like: MLA's inference-only KV cache form not modelled";
   return a;
 }
 

@@ -77,6 +77,17 @@ struct ModelArch {
   // size: an approximation of low-rank projections (MLA) by one GEMM [h, qkv_features] with
   // the same parameter count and FLOPs per token. 0: the standard fused QKV.
   std::int64_t qkv_features = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3; Megatron-Core MLASelfAttention), the keys as
+  // the HF config spells them. kv_lora_rank > 0 turns it on: per layer a down-projection
+  // [h -> q_lora_rank] (0: none, queries straight from [h -> heads x qk_head_dim]) and
+  // [h -> kv_lora_rank + qk_rope_head_dim], replicated on every tp rank, RMSNorms of the
+  // q and kv latents, and the column-parallel up-projections [q_lora_rank -> heads x
+  // qk_head_dim] and [kv_lora_rank -> heads x (qk_head_dim - qk_rope_head_dim + head_dim)]
+  // (the keys' no-position part and the values). The rope part of the key (qk_rope_head_dim)
+  // is one head shared by all heads.
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_rope_head_dim = 0;
   // Multi-token prediction modules (DeepSeek-V3 section 2.2; Megatron-Core
   // multi_token_prediction.py, --mtp-num-layers): each predicts one more token ahead from
   // the previous depth's hidden states and the shifted tokens' embeddings, through two
@@ -92,6 +103,18 @@ struct ModelArch {
   std::int64_t qkv_out_features() const {
     return qkv_features > 0 ? qkv_features
                             : heads * dim_qk() + kv_heads * (dim_qk() + dim_per_head());
+  }
+  bool mla() const { return kv_lora_rank > 0; }
+  // MLA: output features of the q and kv up-projections of the whole layer.
+  std::int64_t mla_q_up_features() const { return heads * dim_qk(); }
+  std::int64_t mla_kv_up_features() const {
+    return heads * (dim_qk() - qk_rope_head_dim + dim_per_head());
+  }
+  // MLA: parameters of the down-projections and latent norms, whole on every tp rank.
+  std::int64_t mla_replicated_params() const {
+    if (!mla()) return 0;
+    const std::int64_t q = q_lora_rank > 0 ? hidden * q_lora_rank + q_lora_rank : 0;
+    return q + hidden * (kv_lora_rank + qk_rope_head_dim) + kv_lora_rank;
   }
   bool is_moe_layer(int layer) const;  // layer index 0-based
   // SwiGLU's fc1 holds gate and up projections: twice the output features of GeLU's.

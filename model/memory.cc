@@ -76,6 +76,13 @@ double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec&
   // Attention block.
   bytes += 2 * tn * h * e;                                // ln1 input, QKV input
   bytes += tokens * (heads * dqk + kv * (dqk + dv)) * e;  // Q, K, V
+  if (arch.mla()) {
+    // MLA (model/mla.cc): the q and kv latents and the rope key (the latent norms' inputs)
+    // and the normed latents (the up-projections' inputs), on the rank's T/tp tokens under
+    // sequence parallel (the up-projections re-gather theirs for the weight gradient).
+    const double q = d(arch.q_lora_rank), kv_lat = d(arch.kv_lora_rank);
+    bytes += tn * (q + kv_lat + d(arch.qk_rope_head_dim)) * e + tn * (q + kv_lat) * e;
+  }
   if (rc == Recompute::kNone && !flash_attention) {
     const double per_score = e + mask * (1.0 + e);
     bytes += heads * tokens * d(shard.seq_len) * per_score;

@@ -18,9 +18,20 @@ double mlp_params(const ModelArch& a, double ffn) {
 
 double attention_params(const ModelArch& a) {
   const double h = static_cast<double>(a.hidden);
-  const double qkv = static_cast<double>(a.qkv_out_features());
+  // MLA (model/arch.h): the replicated down-projections and latent norms, then the
+  // up-projections from the latents (queries from h when there is no q latent).
+  const double qkv = a.mla() ? static_cast<double>(a.mla_q_up_features() + a.mla_kv_up_features())
+                             : static_cast<double>(a.qkv_out_features());
   const double proj_in = static_cast<double>(a.heads) * static_cast<double>(a.dim_per_head());
-  double p = h * qkv + proj_in * h;
+  double p = proj_in * h;
+  if (!a.mla()) {
+    p += h * qkv;
+  } else {
+    const double q_in = a.q_lora_rank > 0 ? static_cast<double>(a.q_lora_rank) : h;
+    p += q_in * static_cast<double>(a.mla_q_up_features()) +
+         static_cast<double>(a.kv_lora_rank) * static_cast<double>(a.mla_kv_up_features()) +
+         static_cast<double>(a.mla_replicated_params());
+  }
   if (a.has_bias()) p += qkv + h;
   if (a.qk_norm) p += 2.0 * static_cast<double>(a.dim_qk());  // q and k RMSNorm gains
   if (a.attention_sinks) p += static_cast<double>(a.heads);   // one sink logit per head

@@ -129,6 +129,8 @@ Local make_local(const ModelArch& a, const ShardSpec& sh) {
   if (a.qkv_features > 0) {
     STEPCAST_CHECK(a.qkv_features % l.tp == 0, "qkv_features not divisible by tp");
     l.qkv_n = a.qkv_features / l.tp;
+  } else if (a.mla()) {  // the up-projections' outputs (model/mla.cc)
+    l.qkv_n = (a.mla_q_up_features() + a.mla_kv_up_features()) / l.tp;
   } else {
     l.qkv_n = l.heads * l.dqk + l.kv_heads * (l.dqk + l.dv);
   }
@@ -387,8 +389,15 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   // ---- forward
   auto& f = out.fwd;
   f.push_back(op_step(memory_op("ln1", tn * h * e, tn * h * e)));
-  if (l.sp) f.push_back(comm_step(CommPointKind::kTpGather, full, "attn.in"));
-  f.push_back(op_step(qkv.fwd(l)));
+  // MLA (model/mla.cc) replaces the fused QKV with its down- and up-projections.
+  MlaFront mla;
+  if (arch.mla()) {
+    mla = mla_front(arch, l);
+    for (auto& s : mla.fwd) f.push_back(std::move(s));
+  } else {
+    if (l.sp) f.push_back(comm_step(CommPointKind::kTpGather, full, "attn.in"));
+    f.push_back(op_step(qkv.fwd(l)));
+  }
   if (arch.qk_norm) f.push_back(op_step(memory_op("qk_norm", qk_bytes, qk_bytes)));
   // Rank-local attention: s/cp queries against all s keys (the lowering splits it into
   // ring-attention chunks with attention_op).
@@ -410,22 +419,31 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   bi.push_back(op_step(proj.dgrad(l)));
   bi.push_back(op_step(attention_op(arch, shard, l.s / l.cp, l.s, true, true, window)));
   if (arch.qk_norm) bi.push_back(op_step(memory_op("qk_norm", 2 * qk_bytes, qk_bytes)));
-  bi.push_back(op_step(qkv.dgrad(l)));
-  if (l.tp > 1) bi.push_back(comm_step(CommPointKind::kTpReduce, full, "attn.in"));
+  if (arch.mla()) {
+    for (auto& s : mla.bwd_input) bi.push_back(std::move(s));
+  } else {
+    bi.push_back(op_step(qkv.dgrad(l)));
+    if (l.tp > 1) bi.push_back(comm_step(CommPointKind::kTpReduce, full, "attn.in"));
+  }
   bi.push_back(op_step(memory_op("ln1", 3 * tn * h * e, tn * h * e)));
-  if (l.sp) insert_wgrad_gather(bi, "qkv", full);
+  if (l.sp && !arch.mla()) insert_wgrad_gather(bi, "qkv", full);
 
   // ---- backward, weight gradients (GEMMs only; norm/bias gradients are negligible)
   auto& bw = out.bwd_weight;
   for (auto& s : ffn.bwd_weight) bw.push_back(std::move(s));
   bw.push_back(op_step(proj.wgrad(l)));
-  bw.push_back(op_step(qkv.wgrad(l)));
+  if (arch.mla()) {
+    for (auto& s : mla.bwd_weight) bw.push_back(std::move(s));
+  } else {
+    bw.push_back(op_step(qkv.wgrad(l)));
+  }
 
   add_quantize_ops(out.fwd, l);
   add_quantize_ops(out.bwd_input, l);
 
   // ---- parameters held on this rank
-  double p = 2.0 * d(arch.norm_params()) + h * d(l.qkv_n) + d(l.proj_k) * h;
+  double p = 2.0 * d(arch.norm_params()) + d(l.proj_k) * h;
+  p += arch.mla() ? mla.params : h * d(l.qkv_n);
   if (arch.has_bias()) p += d(l.qkv_n) + h;
   if (arch.qk_norm) p += 2.0 * d(l.dqk);      // q and k norm gains (replicated)
   if (arch.attention_sinks) p += d(l.heads);  // one sink logit per local head
@@ -433,6 +451,7 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   out.param_count = p;
   out.expert_param_count = ffn.expert_params;
   out.grad_bytes_fp32 = 4.0 * p;
+  out.tp_grad_params = mla.tp_grad_params;
   return out;
 }
 

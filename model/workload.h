@@ -178,6 +178,10 @@ struct LayerOps {
   double expert_param_count = 0;  // of which routed experts' (their gradients are reduced
                                   // over the expert data-parallel group, dp / ep)
   double grad_bytes_fp32 = 0;     // main-grad bytes for this layer on this rank
+  // Of param_count, the replicated parameters whose gradients are partial sums over this
+  // rank's sequence shard and are all-reduced over tp once per step (MLA's down-projections
+  // and latent norms under sequence parallel: model/mla.cc).
+  double tp_grad_params = 0;
 };
 
 // Depends on `layer` only through arch.is_moe_layer(layer): the lowering computes it once per

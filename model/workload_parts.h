@@ -65,4 +65,15 @@ Block tp_mlp_block(const ModelArch& a, const Local& l, const std::string& prefix
                    const std::string& comm, I ffn);
 Block moe_block(const ModelArch& a, const Local& l);  // model/moe.cc
 
+// Multi-head latent attention between ln1 and the attention core (model/mla.cc): the
+// forward steps, the backward input-gradient steps in order, the weight gradients, the
+// parameters on this rank, and of those the replicated ones whose gradients are all-reduced
+// over tp (LayerOps::tp_grad_params).
+struct MlaFront {
+  std::vector<Step> fwd, bwd_input, bwd_weight;
+  double params = 0;
+  double tp_grad_params = 0;
+};
+MlaFront mla_front(const ModelArch& a, const Local& l);
+
 }  // namespace stepcast::workload_parts

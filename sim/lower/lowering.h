@@ -300,6 +300,7 @@ class Lowerer {
   void backward_pass(Emit& e, RankState& rs, const PassOp& op);
   void weight_pass(Emit& e, RankState& rs, const PassOp& op);
   void emit_deferred_grad_sync(Emit& e);
+  void emit_tp_grad_allreduce(Emit& e, int backward_end);
   void emit_pp_sends(Emit& e, RankState& rs);
   bool pp_blocking() const;
   void block_on_pp(Emit& e, const RankState& rs, const std::vector<PassOp>& order);

@@ -296,6 +296,8 @@ void Lowerer::emit_deferred_grad_sync(Emit& e) {
     emit_bucket(e, d);
   }
 
+  emit_tp_grad_allreduce(e, backward_end);
+
   // Tied embeddings over several stages: the first stage's input embedding and the last
   // stage's output layer are one weight, so their gradients are summed between the two
   // (Megatron finalize_model_grads, _allreduce_word_embedding_grads), after the dp sync.
@@ -308,6 +310,25 @@ void Lowerer::emit_deferred_grad_sync(Emit& e) {
                             par_.tp * grad_bytes_per_param_,
                         grad_dtype_, Phase::kOther, "grad.tied_emb", -1, -1, -1, std::move(deps)));
   }
+}
+
+// Replicated parameters trained under sequence parallel (MLA's down-projections and latent
+// norms: LayerOps::tp_grad_params) hold on each tp rank the gradient of its own tokens only:
+// Megatron sums them over tp in one coalesced all-reduce after the data-parallel sync
+// (finalize_model_grads, _allreduce_non_tensor_model_parallel_grads), before the optimizer.
+void Lowerer::emit_tp_grad_allreduce(Emit& e, int backward_end) {
+  if (par_.tp == 1) return;
+  double params = 0;
+  for (int c = 0; c < v_; ++c)
+    for (const Unit& u : chunks_[static_cast<size_t>(c * p_ + e.coord.pp)])
+      if (u.ops != nullptr) params += u.ops->tp_grad_params;
+  if (params <= 0) return;
+  std::vector<int> deps = grad_sync_;
+  if (backward_end >= 0) deps.push_back(backward_end);
+  grad_sync_.push_back(emit_collective(e, CollOp::kAllReduce, GroupKind::kTp, StreamKind::kDp,
+                                       Category::kTpComm, params * grad_bytes_per_param_,
+                                       grad_dtype_, Phase::kOther, "grad.tp_replicated", -1, -1, -1,
+                                       std::move(deps)));
 }
 
 // Pipeline sends, ordered by their consumers' start (see the top of this file); with

@@ -39,6 +39,7 @@ class Loader {
   // ---- sections (scenario_sections.cc) ------------------------------------------------
   bool parse_model(const YAML::Node& m, ModelArch& out);
   void parse_moe(const YAML::Node& moe, ModelArch& out, std::optional<std::int64_t> layers);
+  void check_mla(const YAML::Node& m, const ModelArch& out);
   bool parse_cluster(const YAML::Node& c, Scenario& sc);
   bool parse_stragglers(const YAML::Node& list, Scenario& sc);
   bool parse_training(const YAML::Node& t, Scenario& sc);

@@ -20,13 +20,31 @@ constexpr std::int64_t kMaxLayers = 100000;
 // The least fraction of nominal speed a straggler may have (parse_stragglers).
 constexpr double kMinStragglerSpeed = 0.01;
 
-const std::vector<std::string> kModelKeys = {
-    "name",         "layers",          "hidden",          "ffn_hidden",
-    "heads",        "kv_heads",        "vocab",           "activation",
-    "norm",         "tied_embeddings", "head_dim",        "max_positions",
-    "moe",          "dropout",         "qk_head_dim",     "qkv_features",
-    "linear_bias",  "qk_norm",         "attention_sinks", "window",
-    "window_every", "mtp_layers"};
+const std::vector<std::string> kModelKeys = {"name",
+                                             "layers",
+                                             "hidden",
+                                             "ffn_hidden",
+                                             "heads",
+                                             "kv_heads",
+                                             "vocab",
+                                             "activation",
+                                             "norm",
+                                             "tied_embeddings",
+                                             "head_dim",
+                                             "max_positions",
+                                             "moe",
+                                             "dropout",
+                                             "qk_head_dim",
+                                             "qkv_features",
+                                             "linear_bias",
+                                             "qk_norm",
+                                             "attention_sinks",
+                                             "window",
+                                             "window_every",
+                                             "mtp_layers",
+                                             "q_lora_rank",
+                                             "kv_lora_rank",
+                                             "qk_rope_head_dim"};
 const std::vector<std::string> kMoeKeys = {"experts",
                                            "top_k",
                                            "ffn_hidden",
@@ -126,6 +144,9 @@ bool Loader::parse_model(const YAML::Node& m, ModelArch& out) {
   if (dropout) out.dropout = *dropout;
   if (qk_head_dim) out.qk_head_dim = *qk_head_dim;
   if (qkv_features) out.qkv_features = *qkv_features;
+  if (auto v = r_.get_int(m, p, "q_lora_rank", 1, kMaxI64)) out.q_lora_rank = *v;
+  if (auto v = r_.get_int(m, p, "kv_lora_rank", 1, kMaxI64)) out.kv_lora_rank = *v;
+  if (auto v = r_.get_int(m, p, "qk_rope_head_dim", 1, kMaxI64)) out.qk_rope_head_dim = *v;
   if (auto v = r_.get_bool(m, p, "linear_bias")) out.linear_bias = *v;
   if (auto v = r_.get_bool(m, p, "qk_norm")) out.qk_norm = *v;
   if (auto v = r_.get_bool(m, p, "attention_sinks")) out.attention_sinks = *v;
@@ -140,6 +161,7 @@ bool Loader::parse_model(const YAML::Node& m, ModelArch& out) {
   else if (heads && kv && *heads % *kv != 0)
     r_.error(m["kv_heads"], join_path(p, "kv_heads"),
              fmt::format("heads ({}) must be a multiple of kv_heads ({})", *heads, *kv));
+  check_mla(m, out);
   // Without an explicit head_dim, head_dim = hidden / heads must be exact.
   if (!m["head_dim"] && hidden && heads && *hidden % *heads != 0)
     r_.error(m["heads"], join_path(p, "heads"),
@@ -147,6 +169,41 @@ bool Loader::parse_model(const YAML::Node& m, ModelArch& out) {
                          *hidden, *heads));
   if (const YAML::Node moe = m["moe"]) parse_moe(moe, out, layers);
   return ok && issues_.issues().size() == before;
+}
+
+// Multi-head latent attention keys (model/arch.h): kv_lora_rank turns MLA on and needs
+// qk_rope_head_dim and a qk_head_dim above it (nope + rope, as the HF config's
+// qk_nope_head_dim + qk_rope_head_dim); q_lora_rank and qk_rope_head_dim need it; MLA has
+// one key/value head per query head and cannot go with the fused-QKV approximation.
+void Loader::check_mla(const YAML::Node& m, const ModelArch& out) {
+  if (!m["kv_lora_rank"] && !m["q_lora_rank"] && !m["qk_rope_head_dim"]) return;
+  const char* key = nullptr;
+  std::string why;
+  if (!m["kv_lora_rank"]) {
+    key = m["q_lora_rank"] ? "q_lora_rank" : "qk_rope_head_dim";
+    why = "needs kv_lora_rank (multi-head latent attention)";
+  } else if (out.kv_lora_rank == 0) {
+    return;  // its range was reported
+  } else if (!m["qk_rope_head_dim"]) {
+    key = "kv_lora_rank";
+    why = "multi-head latent attention needs qk_rope_head_dim";
+  } else if (out.qk_rope_head_dim > 0 && out.heads > 0 && out.dim_qk() <= out.qk_rope_head_dim) {
+    key = m["qk_head_dim"] ? "qk_head_dim" : "qk_rope_head_dim";
+    why = fmt::format(
+        "multi-head latent attention needs qk_head_dim (nope + rope) above "
+        "qk_rope_head_dim ({}), got {}",
+        out.qk_rope_head_dim, out.dim_qk());
+  } else if (m["qkv_features"]) {
+    key = "qkv_features";
+    why = "the fused-QKV approximation cannot go with kv_lora_rank (multi-head latent attention)";
+  } else if (m["kv_heads"] && out.kv_heads != out.heads) {
+    key = "kv_heads";
+    why = fmt::format(
+        "multi-head latent attention has one key/value head per query head ({}), "
+        "got {}",
+        out.heads, out.kv_heads);
+  }
+  if (key != nullptr) r_.error(m[key], join_path("model", key), why);
 }
 
 void Loader::parse_moe(const YAML::Node& moe, ModelArch& out, std::optional<std::int64_t> layers) {

@@ -76,6 +76,23 @@ TEST(Arch, ValidateReportsEachProblem) {
   EXPECT_EQ(mm[1], "moe.capacity_factor: expected a positive number, got -1");
 }
 
+TEST(Arch, ValidateMlaRules) {
+  ModelArch q = builtin("llama3-8b");
+  q.q_lora_rank = 512;  // without kv_lora_rank
+  EXPECT_EQ(validate_arch(q),
+            (std::vector<std::string>{
+                "kv_lora_rank: q_lora_rank and qk_rope_head_dim need kv_lora_rank (MLA)"}));
+  ModelArch m = builtin("deepseek-v3-like");
+  m.qk_head_dim = 64;     // not above the 64 rope dims
+  m.qkv_features = 9728;  // the fused approximation with MLA
+  m.kv_heads = 64;
+  const auto mm = validate_arch(m);
+  ASSERT_EQ(mm.size(), 3u) << ::testing::PrintToString(mm);
+  EXPECT_EQ(mm[0],
+            "qk_head_dim: MLA needs qk_head_dim (nope + rope) above qk_rope_head_dim (64), "
+            "got 64");
+}
+
 // Narayanan et al. 2021 eq. 2: P = 12Lh^2 (1 + 13/(12h) + (V + s)/(12Lh)), which leaves
 // out the final LayerNorm (2h); our count adds it.
 TEST(Params, GptMatchesNarayananEq2Exactly) {
@@ -116,7 +133,7 @@ TEST(Params, PublishedTotalsWithinHalfPercent) {
     expect_rel(count_params(builtin(c.name)).total, c.total, 0.005, c.name);
   // Kimi K2 (README: "1T" total, rounded): its config counts 1,026.4B — 60 MoE layers of
   // 384 experts x 3 x 7168 x 2048 = 1,014.7B, attention 6.2B, embeddings 2.3B, shared
-  // experts 2.6B; the MLA approximation moves it by -0.02%.
+  // experts 2.6B.
   expect_rel(count_params(builtin("kimi-k2-like")).total, 1026.4e9, 0.001, "kimi-k2-like");
 }
 
@@ -143,8 +160,8 @@ TEST(Params, DeepSeekV3AndKimiK2AsPublished) {
   // deepseek-v3: 671B main model, 37B activated (arXiv 2412.19437; README_WEIGHTS), and one
   // MTP module. README_WEIGHTS: 685B = 671B + 14B of MTP, whose checkpoint holds its own
   // copies of the embedding and the output head (129280 x 7168 each, 0.93B); in training
-  // they are shared, so ParamCounts::mtp is 14B less those two, within 4% (the MLA
-  // approximation, the router bias and norm rounding).
+  // they are shared, so ParamCounts::mtp is 14B less those two, within 4% (the router
+  // bias and norm rounding).
   const ParamCounts ds = count_params(builtin("deepseek-v3"));
   expect_rel(ds.total, 671e9, 0.005, "deepseek-v3");
   expect_rel(ds.active, 37e9, 0.02, "deepseek-v3 active");

@@ -514,5 +514,39 @@ TEST(Lower, TpOverlapBackwardRunsEachWeightGradientAfterItsInputGradient) {
     }
 }
 
+TEST(Lower, MlaReplicatedGradsAreAllReducedOverTpUnderSequenceParallel) {
+  // A tiny MLA model (8 layers, hidden 256, 8 heads; q_lora_rank 64, kv_lora_rank 32, rope
+  // 16): the down-projections and latent norms hold 256 x 64 + 64 + 256 x (32 + 16) + 32 =
+  // 28,768 parameters per layer, whole on every tp rank. With sequence parallel at tp 2 each
+  // rank's gradients cover its own tokens: one coalesced all-reduce over the tp group of
+  // 8 x 28,768 fp32 values per rank after the backward (Megatron finalize_model_grads).
+  // At tp 1, and at tp 2 without sequence parallel, there is none.
+  ModelArch a = tiny_gpt();
+  a.norm = Norm::kRmsNorm;
+  a.head_dim = 32;
+  a.qk_head_dim = 48;
+  a.q_lora_rank = 64;
+  a.kv_lora_rank = 32;
+  a.qk_rope_head_dim = 16;
+  for (const auto& [tp, sp, want] :
+       std::vector<std::tuple<int, bool, int>>{{1, false, 0}, {2, true, 1}, {2, false, 0}}) {
+    Plan p;
+    p.tp = tp;
+    p.sp = sp;
+    const Program prog = lower(make_scenario(a, p));
+    for (const RankProgram& rp : prog.ranks) {
+      int n = 0;
+      for (const Task& t : rp.tasks)
+        if (t.kind == TaskKind::kCollective && t.label == "grad.tp_replicated") {
+          ++n;
+          EXPECT_DOUBLE_EQ(t.bytes, 8.0 * 28768 * 4);
+          EXPECT_EQ(prog.groups[static_cast<size_t>(t.group)].ranks.size(), 2u);
+        }
+      EXPECT_EQ(n, want) << "tp " << tp << " sp " << sp;
+    }
+    run(prog);
+  }
+}
+
 }  // namespace
 }  // namespace stepcast

@@ -164,6 +164,37 @@ TEST(ScenarioRules, InlineModelDropoutAndAttentionShapes) {
   EXPECT_TRUE(load(base()).model.dropout);  // Megatron GPT's default
 }
 
+TEST(ScenarioRules, InlineModelMlaKeys) {
+  // Multi-head latent attention (model/arch.h): base() has 16 heads, 8 KV heads, hidden 1024.
+  Doc mla = base().set(7, "  kv_heads: 16");
+  mla.insert(9, "  qk_head_dim: 96").insert(10, "  kv_lora_rank: 256");
+  mla.insert(11, "  qk_rope_head_dim: 32").insert(12, "  q_lora_rank: 384");
+  const Scenario s = load(mla);
+  EXPECT_EQ(s.model.q_lora_rank, 384);
+  EXPECT_EQ(s.model.kv_lora_rank, 256);
+  EXPECT_EQ(s.model.qk_rope_head_dim, 32);
+  expect_issue(base().insert(9, "  kv_lora_rank: 0"), "model.kv_lora_rank", 9,
+               "expected an integer in [1,");
+  expect_issue(base().insert(9, "  q_lora_rank: 384"), "model.q_lora_rank", 9,
+               "needs kv_lora_rank");
+  expect_issue(base().insert(9, "  qk_rope_head_dim: 32"), "model.qk_rope_head_dim", 9,
+               "needs kv_lora_rank");
+  expect_issue(base().set(7, "  kv_heads: 16").insert(9, "  kv_lora_rank: 256"),
+               "model.kv_lora_rank", 9, "needs qk_rope_head_dim");
+  // qk_head_dim (here head_dim 64 by default) must exceed the rope part.
+  expect_issue(base()
+                   .set(7, "  kv_heads: 16")
+                   .insert(9, "  kv_lora_rank: 256")
+                   .insert(10, "  qk_rope_head_dim: 64"),
+               "model.qk_rope_head_dim", 10, "above qk_rope_head_dim (64), got 64");
+  Doc fused = mla;
+  expect_issue(fused.insert(13, "  qkv_features: 3072"), "model.qkv_features", 13,
+               "cannot go with kv_lora_rank");
+  Doc gqa = mla;
+  expect_issue(gqa.set(7, "  kv_heads: 8"), "model.kv_heads", 7,
+               "one key/value head per query head (16), got 8");
+}
+
 TEST(ScenarioLoad, InlineModelCanRestateEveryBuiltIn) {
   // Each built-in, written out as an inline mapping with every field it sets, loads to the
   // same architecture (the audit found llama3-8b inline 13.656 s / 53.61 GiB against 13.632 s
@@ -180,6 +211,9 @@ TEST(ScenarioLoad, InlineModelCanRestateEveryBuiltIn) {
     if (a.max_positions > 0) m += fmt::format(", max_positions: {}", a.max_positions);
     if (a.qk_head_dim > 0) m += fmt::format(", qk_head_dim: {}", a.qk_head_dim);
     if (a.qkv_features > 0) m += fmt::format(", qkv_features: {}", a.qkv_features);
+    if (a.mla())
+      m += fmt::format(", q_lora_rank: {}, kv_lora_rank: {}, qk_rope_head_dim: {}", a.q_lora_rank,
+                       a.kv_lora_rank, a.qk_rope_head_dim);
     if (a.linear_bias) m += fmt::format(", linear_bias: {}", *a.linear_bias);
     if (a.qk_norm) m += ", qk_norm: true";
     if (a.attention_sinks) m += ", attention_sinks: true";
@@ -213,6 +247,7 @@ TEST(ScenarioLoad, InlineModelCanRestateEveryBuiltIn) {
     EXPECT_EQ(got.dim_per_head(), a.dim_per_head()) << name;
     EXPECT_EQ(got.dim_qk(), a.dim_qk()) << name;
     EXPECT_EQ(got.qkv_out_features(), a.qkv_out_features()) << name;
+    EXPECT_EQ(got.mla_replicated_params(), a.mla_replicated_params()) << name;
     EXPECT_EQ(got.vocab, a.vocab) << name;
     EXPECT_EQ(got.activation, a.activation) << name;
     EXPECT_EQ(got.norm, a.norm) << name;
