@@ -454,6 +454,70 @@ int visible_gpus() {
   return n;
 }
 
+#ifdef STEPCAST_EXEC_WITH_MPI
+// Gathers every process's task times (start, end pairs) and peaks into process 0's record;
+// false on the other processes, whose record is then not to be used.
+static bool gather_on_first_process(Recorded& rec, MPI_Comm comm) {
+  int me = 0, np = 0;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &np);
+  std::vector<double> flat;
+  const auto& tt = rec.times[static_cast<size_t>(me)];
+  for (const TaskTime& t : tt) {
+    flat.push_back(t.start_s);
+    flat.push_back(t.end_s);
+  }
+  flat.push_back(rec.peak_bytes[static_cast<size_t>(me)]);
+  int n = static_cast<int>(flat.size());
+  std::vector<int> counts(static_cast<size_t>(np)), offsets(static_cast<size_t>(np), 0);
+  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm);
+  std::vector<double> all;
+  if (me == 0) {
+    for (int i = 1; i < np; ++i)
+      offsets[static_cast<size_t>(i)] =
+          offsets[static_cast<size_t>(i) - 1] + counts[static_cast<size_t>(i) - 1];
+    all.resize(static_cast<size_t>(offsets.back() + counts.back()));
+  }
+  MPI_Gatherv(flat.data(), n, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE, 0,
+              comm);
+  if (me != 0) return false;
+  for (int r = 0; r < np; ++r) {
+    auto& out = rec.times[static_cast<size_t>(r)];
+    const int base = offsets[static_cast<size_t>(r)];
+    const int pairs = (counts[static_cast<size_t>(r)] - 1) / 2;
+    out.resize(static_cast<size_t>(pairs));
+    for (int i = 0; i < pairs; ++i)
+      out[static_cast<size_t>(i)] = {all[static_cast<size_t>(base + 2 * i)],
+                                     all[static_cast<size_t>(base + 2 * i + 1)]};
+    rec.peak_bytes[static_cast<size_t>(r)] = all[static_cast<size_t>(base + 2 * pairs)];
+  }
+  return true;
+}
+#endif
+
+// Provenance of a run: this process's first GPU, the library versions, how it was run.
+static void record_provenance(std::map<std::string, std::string>& provenance, int first_device,
+                              size_t gpus, const std::string& processes, int warmup,
+                              int holds_timed_out) {
+  cudaDeviceProp prop{};
+  STEPCAST_CUDA_CHECK(cudaGetDeviceProperties(&prop, first_device));
+  const bench::SoftwareVersions v = bench::software_versions();
+  provenance["gpu"] = prop.name;
+  provenance["sm_count"] = std::to_string(prop.multiProcessorCount);
+  provenance["driver"] = std::to_string(v.cuda_driver);
+  provenance["cuda_runtime"] = std::to_string(v.cuda_runtime);
+  provenance["nccl"] = std::to_string(v.nccl);
+  provenance["cublaslt"] = std::to_string(v.cublaslt);
+  provenance["hostname"] = v.hostname;
+  provenance["date_utc"] = bench::utc_now();
+  provenance["processes"] = processes;
+  provenance["warmup_runs"] = std::to_string(warmup);
+  provenance["host_threads"] = std::to_string(gpus) + " (one per GPU)";
+  // A hold that timed out let the GPU start before its queue was full: launch latency may
+  // be in the first tasks' times (this process's GPUs only).
+  provenance["holds_timed_out"] = std::to_string(holds_timed_out);
+}
+
 Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
                      std::map<std::string, std::string>& provenance) {
   Runner run{plan, {}, std::vector<int>(static_cast<size_t>(plan.world_size()), -1), {}};
@@ -563,62 +627,11 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
     rec.peak_bytes[static_cast<size_t>(l.rank)] = static_cast<double>(high);
   }
 #ifdef STEPCAST_EXEC_WITH_MPI
-  if (mpi) {  // gather every rank's times (start, end pairs) and peak on process 0
-    int me = 0, np = 0;
-    MPI_Comm_rank(opt.mpi, &me);
-    MPI_Comm_size(opt.mpi, &np);
-    std::vector<double> flat;
-    const auto& tt = rec.times[static_cast<size_t>(me)];
-    for (const TaskTime& t : tt) {
-      flat.push_back(t.start_s);
-      flat.push_back(t.end_s);
-    }
-    flat.push_back(rec.peak_bytes[static_cast<size_t>(me)]);
-    int n = static_cast<int>(flat.size());
-    std::vector<int> counts(static_cast<size_t>(np)), offsets(static_cast<size_t>(np), 0);
-    MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, opt.mpi);
-    std::vector<double> all;
-    if (me == 0) {
-      for (int i = 1; i < np; ++i)
-        offsets[static_cast<size_t>(i)] =
-            offsets[static_cast<size_t>(i) - 1] + counts[static_cast<size_t>(i) - 1];
-      all.resize(static_cast<size_t>(offsets.back() + counts.back()));
-    }
-    MPI_Gatherv(flat.data(), n, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE,
-                0, opt.mpi);
-    if (me != 0) return {};
-    for (int r = 0; r < np; ++r) {
-      auto& out = rec.times[static_cast<size_t>(r)];
-      const int base = offsets[static_cast<size_t>(r)];
-      const int pairs = (counts[static_cast<size_t>(r)] - 1) / 2;
-      out.resize(static_cast<size_t>(pairs));
-      for (int i = 0; i < pairs; ++i)
-        out[static_cast<size_t>(i)] = {all[static_cast<size_t>(base + 2 * i)],
-                                       all[static_cast<size_t>(base + 2 * i + 1)]};
-      rec.peak_bytes[static_cast<size_t>(r)] = all[static_cast<size_t>(base + 2 * pairs)];
-    }
-  }
+  if (mpi && !gather_on_first_process(rec, opt.mpi)) return {};
 #endif
 
-  // Provenance: this process's first GPU and the library versions.
-  cudaDeviceProp prop{};
-  STEPCAST_CUDA_CHECK(
-      cudaGetDeviceProperties(&prop, run.locals.empty() ? 0 : run.locals[0].device));
-  const bench::SoftwareVersions v = bench::software_versions();
-  provenance["gpu"] = prop.name;
-  provenance["sm_count"] = std::to_string(prop.multiProcessorCount);
-  provenance["driver"] = std::to_string(v.cuda_driver);
-  provenance["cuda_runtime"] = std::to_string(v.cuda_runtime);
-  provenance["nccl"] = std::to_string(v.nccl);
-  provenance["cublaslt"] = std::to_string(v.cublaslt);
-  provenance["hostname"] = v.hostname;
-  provenance["date_utc"] = bench::utc_now();
-  provenance["processes"] = mpi ? std::to_string(plan.world_size()) : "1";
-  provenance["warmup_runs"] = std::to_string(opt.warmup);
-  provenance["host_threads"] = std::to_string(run.locals.size()) + " (one per GPU)";
-  // A hold that timed out let the GPU start before its queue was full: launch latency may
-  // be in the first tasks' times (this process's GPUs only).
-  provenance["holds_timed_out"] = std::to_string(holds_timed_out);
+  record_provenance(provenance, run.locals.empty() ? 0 : run.locals[0].device, run.locals.size(),
+                    mpi ? std::to_string(plan.world_size()) : "1", opt.warmup, holds_timed_out);
   return rec;
 }
 

@@ -238,6 +238,31 @@ std::vector<ScheduleBlock> schedule_blocks(const Program& p, const Timeline& t, 
   return out;
 }
 
+// The schedule's legend: one swatch per phase, communication and idle, from (left, ly).
+static std::string legend_svg(double left, double ly) {
+  std::string o;
+  struct Item {
+    const char* name;
+    const char* colour;
+  };
+  const Item items[] = {{"forward", phase_colour(Phase::kFwd)},
+                        {"backward (input grad)", phase_colour(Phase::kBwdInput)},
+                        {"weight grad", phase_colour(Phase::kBwdWeight)},
+                        {"recompute", phase_colour(Phase::kRecompute)},
+                        {"optimizer", phase_colour(Phase::kOptimizer)},
+                        {"communication", comm_colour()},
+                        {"bubble / idle", bubble_colour()}};
+  double lx = left;
+  for (const Item& it : items) {
+    o += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\" stroke=\"#999\"/>"
+        "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
+        lx, ly, it.colour, lx + 16, ly + 10, it.name);
+    lx += 150;
+  }
+  return o;
+}
+
 std::string pipeline_svg(const Program& p, const Timeline& t) {
   const std::vector<int> srs = stage_ranks(p);
   const int stages = static_cast<int>(srs.size());
@@ -340,28 +365,62 @@ std::string pipeline_svg(const Program& p, const Timeline& t) {
         "points=\"{}\"/>\n",
         s, kLineColours[s % 10], pts);
   }
-  // Legend.
-  const double ly = mem_top + mem_h + 25;
-  struct Item {
-    const char* name;
-    const char* colour;
-  };
-  const Item items[] = {{"forward", phase_colour(Phase::kFwd)},
-                        {"backward (input grad)", phase_colour(Phase::kBwdInput)},
-                        {"weight grad", phase_colour(Phase::kBwdWeight)},
-                        {"recompute", phase_colour(Phase::kRecompute)},
-                        {"optimizer", phase_colour(Phase::kOptimizer)},
-                        {"communication", comm_colour()},
-                        {"bubble / idle", bubble_colour()}};
-  double lx = left;
-  for (const Item& it : items) {
-    o += fmt::format(
-        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\" stroke=\"#999\"/>"
-        "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
-        lx, ly, it.colour, lx + 16, ly + 10, it.name);
-    lx += 150;
-  }
+  o += legend_svg(left, mem_top + mem_h + 25);
   o += "</svg>\n";
+  return o;
+}
+
+// The chain of tasks that sets the step time (Result::critical_path), as HTML tables.
+static std::string critical_path_html(const CriticalPathSummary& cp) {
+  std::string o;
+  o += fmt::format(
+      "<h2>Critical path</h2>\n<p id=\"critical-path\">{} tasks, {:.6f} s, across "
+      "{} rank(s) ({} hops between ranks).</p>\n",
+      cp.tasks, cp.total_s, cp.ranks.size(), cp.rank_changes);
+  auto table = [&](const char* id, const char* what, const std::map<std::string, double>& m) {
+    o += fmt::format("<table id=\"{}\"><tr><th>{}</th><th>time on the path</th><th></th></tr>\n",
+                     id, what);
+    for (const auto& [k, v] : m)
+      o += fmt::format(
+          "<tr><td>{}</td><td class=\"num\">{:.6f} s</td><td class=\"num\">{:.1f} %</td></tr>\n",
+          xml_escape(k), v, cp.total_s > 0 ? 100 * v / cp.total_s : 0.0);
+    o += "</table>\n";
+  };
+  table("critical-path-category", "category", cp.by_category_s);
+  table("critical-path-kind", "task kind", cp.by_kind_s);
+  table("critical-path-phase", "phase", cp.by_phase_s);
+  o += "<table id=\"critical-path-longest\"><tr><th>longest tasks</th><th>kind</th><th>rank</th>"
+       "<th>start</th><th>duration</th></tr>\n";
+  for (const CriticalPathSegment& sg : cp.longest)
+    o += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{:.6f} s</td>"
+        "<td class=\"num\">{:.6f} s</td></tr>\n",
+        xml_escape(sg.label), xml_escape(sg.kind), sg.rank, sg.start_s, sg.duration_s);
+  std::string ranks;
+  for (size_t i = 0; i < cp.ranks.size(); ++i)
+    ranks += (i ? ", " : "") + std::to_string(cp.ranks[i]);
+  o += fmt::format("</table>\n<p id=\"critical-path-ranks\">Ranks on the path: {}</p>\n", ranks);
+  return o;
+}
+
+// The hardware profile's main figures, as table rows.
+static std::string profile_rows_html(const HwProfile& hw) {
+  std::string o;
+  auto prow = [&](const std::string& k, const std::string& v) {
+    o += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", xml_escape(k), xml_escape(v));
+  };
+  prow("profile", hw.name + " (" + hw.file + ")");
+  prow("gpu", fmt::format("{}, {}, HBM {}", hw.gpu.name, format_bytes(hw.gpu.memory_bytes),
+                          format_bandwidth(hw.gpu.hbm_bytes_per_s)));
+  for (const auto& [dt, f] : hw.gpu.peak_flop_per_s)
+    prow(fmt::format("peak {}", dtype_name(dt)), fmt::format("{:.1f} TFLOP/s", f / 1e12));
+  prow("node",
+       fmt::format("{} GPUs, NVLink {} per direction{}, {} NICs x {}", hw.node.gpus,
+                   format_bandwidth(hw.node.nvlink_bytes_per_s), hw.node.nvls ? ", NVLS" : "",
+                   hw.node.nics, format_bandwidth(hw.node.nic_bytes_per_s)));
+  prow("fabric", fmt::format("{}, oversubscription {}, pod {} GPUs", hw.fabric.topology,
+                             hw.fabric.oversubscription, hw.fabric.pod_gpus));
+  prow("nccl constants", hw.collectives.nccl_version);
   return o;
 }
 
@@ -428,37 +487,7 @@ std::string html_report(const Scenario& sc, const Prediction& pred) {
         "<p>Kernels slowed by communication beside them: +<span "
         "id=\"interference\">{:.6f} s</span> of busy time.</p>\n",
         r.interference_s);
-  if (r.has_critical_path) {
-    // The chain of tasks that sets the step time (Result::critical_path).
-    const CriticalPathSummary& cp = r.critical_path;
-    o += fmt::format(
-        "<h2>Critical path</h2>\n<p id=\"critical-path\">{} tasks, {:.6f} s, across "
-        "{} rank(s) ({} hops between ranks).</p>\n",
-        cp.tasks, cp.total_s, cp.ranks.size(), cp.rank_changes);
-    auto table = [&](const char* id, const char* what, const std::map<std::string, double>& m) {
-      o += fmt::format("<table id=\"{}\"><tr><th>{}</th><th>time on the path</th><th></th></tr>\n",
-                       id, what);
-      for (const auto& [k, v] : m)
-        o += fmt::format(
-            "<tr><td>{}</td><td class=\"num\">{:.6f} s</td><td class=\"num\">{:.1f} %</td></tr>\n",
-            xml_escape(k), v, cp.total_s > 0 ? 100 * v / cp.total_s : 0.0);
-      o += "</table>\n";
-    };
-    table("critical-path-category", "category", cp.by_category_s);
-    table("critical-path-kind", "task kind", cp.by_kind_s);
-    table("critical-path-phase", "phase", cp.by_phase_s);
-    o += "<table id=\"critical-path-longest\"><tr><th>longest tasks</th><th>kind</th><th>rank</th>"
-         "<th>start</th><th>duration</th></tr>\n";
-    for (const CriticalPathSegment& sg : cp.longest)
-      o += fmt::format(
-          "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{:.6f} s</td>"
-          "<td class=\"num\">{:.6f} s</td></tr>\n",
-          xml_escape(sg.label), xml_escape(sg.kind), sg.rank, sg.start_s, sg.duration_s);
-    std::string ranks;
-    for (size_t i = 0; i < cp.ranks.size(); ++i)
-      ranks += (i ? ", " : "") + std::to_string(cp.ranks[i]);
-    o += fmt::format("</table>\n<p id=\"critical-path-ranks\">Ranks on the path: {}</p>\n", ranks);
-  }
+  if (r.has_critical_path) o += critical_path_html(r.critical_path);
   o += "<h2>Pipeline schedule</h2>\n";
   o += pipeline_svg(pred.program, pred.timeline);
   o += "<h2>Memory per stage</h2>\n<table "
@@ -480,22 +509,7 @@ std::string html_report(const Scenario& sc, const Prediction& pred) {
   e << sc.source;
   o += xml_escape(e.c_str());
   o += "</pre>\n<h2>Hardware profile</h2>\n<table id=\"profile\">\n";
-  const HwProfile& hw = sc.profile;
-  auto prow = [&](const std::string& k, const std::string& v) {
-    o += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", xml_escape(k), xml_escape(v));
-  };
-  prow("profile", hw.name + " (" + hw.file + ")");
-  prow("gpu", fmt::format("{}, {}, HBM {}", hw.gpu.name, format_bytes(hw.gpu.memory_bytes),
-                          format_bandwidth(hw.gpu.hbm_bytes_per_s)));
-  for (const auto& [dt, f] : hw.gpu.peak_flop_per_s)
-    prow(fmt::format("peak {}", dtype_name(dt)), fmt::format("{:.1f} TFLOP/s", f / 1e12));
-  prow("node",
-       fmt::format("{} GPUs, NVLink {} per direction{}, {} NICs x {}", hw.node.gpus,
-                   format_bandwidth(hw.node.nvlink_bytes_per_s), hw.node.nvls ? ", NVLS" : "",
-                   hw.node.nics, format_bandwidth(hw.node.nic_bytes_per_s)));
-  prow("fabric", fmt::format("{}, oversubscription {}, pod {} GPUs", hw.fabric.topology,
-                             hw.fabric.oversubscription, hw.fabric.pod_gpus));
-  prow("nccl constants", hw.collectives.nccl_version);
+  o += profile_rows_html(sc.profile);
   o += "</table>\n<p>Generated by stepcast. Breakdown = exposed time on the critical rank; MFU "
        "counts model "
        "FLOPs without recomputation.</p>\n</body></html>\n";
