@@ -263,7 +263,7 @@ void Lowerer::build_schedule() {
       c.w[static_cast<size_t>(vs)] += u.bwd_weight_flops;
     }
   }
-  orders_ = pipeline_schedule(par_.schedule, p_, v_, m_);
+  orders_ = pipeline_schedule(par_.schedule, p_, v_, m_, par_.overlap_moe_ep && par_.ep > 1);
   if (!split_w_) c.w.clear();
   const auto starts = nominal_start_times(orders_, p_, v_, m_, c);
   const size_t n = static_cast<size_t>(nv_) * static_cast<size_t>(m_);

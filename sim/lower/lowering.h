@@ -305,6 +305,24 @@ class Lowerer {
   bool pp_blocking() const;
   void block_on_pp(Emit& e, const RankState& rs, const std::vector<PassOp>& order);
   void emit_step_end(Emit& e, RankState& rs);
+
+  // ---- the MoE all-to-all overlap (moe_overlap.cc) ----------------------------------------
+
+  // What a pass's next tasks wait for (the dependency part of Emit), kept per pass while
+  // two passes are emitted interleaved.
+  struct PassDeps {
+    int last_compute = -1, prev_compute = -1;
+    std::vector<int> pending, after_next, host_waits, held_comm;
+    bool beside = false;
+  };
+  struct PairSide;
+  static void swap_deps(Emit& e, PassDeps& d);
+  // The paired passes fi (an F) and bi (the B after it) of the stage's order, interleaved.
+  void merged_passes(Emit& e, RankState& rs, int fi, int bi);
+  static void start_unit(PairSide& side, const std::vector<Unit>& units, int k);
+  void run_side_units(Emit& e, RankState& rs, PairSide& side, const std::vector<int>& units);
+  void side_piece(Emit& e, RankState& rs, PairSide& side, const std::vector<Unit>& units);
+
   void emit_recompute(Emit& e, const Unit& u, int mb, int c);
   void emit_weight_grads(Emit& e, const Unit& u, int mb, int c,
                          const std::vector<char>* emitted = nullptr);

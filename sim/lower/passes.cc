@@ -46,6 +46,14 @@ RankProgram Lowerer::lower_rank(int rank) {
     const PassOp& op = order[i];
     rs.pass = static_cast<int>(i);
     rs.pass_first.push_back(static_cast<int>(e.rp.tasks.size()));
+    if (op.paired) {  // an F merged with the B after it (moe_overlap.cc)
+      rs.pass_first.push_back(static_cast<int>(e.rp.tasks.size()));
+      merged_passes(e, rs, static_cast<int>(i), static_cast<int>(i + 1));
+      rs.pass_last_compute.push_back(e.last_compute);
+      rs.pass_last_compute.push_back(e.last_compute);
+      ++i;
+      continue;
+    }
     if (rs.recv_of[i] >= 0) e.pending.push_back(rs.recv_of[i]);
     if (op.kind == PassKind::kF) {
       forward_pass(e, rs, op);

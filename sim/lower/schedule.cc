@@ -18,13 +18,16 @@ std::vector<PassOp> gpipe_order(int m) {
 }
 
 // PipeDream-Flush 1F1B (Narayanan et al. 2021, Figure 4 top).
-std::vector<PassOp> one_f_one_b_order(int p, int m, int s) {
-  const int warmup = std::min(p - s - 1, m);
+// With the all-to-all overlap (schedule.h), one more warm-up forward and every steady-state
+// F paired with the B after it: Megatron-Core's combined 1F1B without pipelining runs the
+// first forward alone, then forward i+1 merged with backward i, then the last backward.
+std::vector<PassOp> one_f_one_b_order(int p, int m, int s, bool ep_overlap) {
+  const int warmup = std::min(p - s - 1 + (ep_overlap ? 1 : 0), m);
   std::vector<PassOp> ops;
   ops.reserve(static_cast<size_t>(2 * m));
   for (int i = 0; i < warmup; ++i) ops.push_back({PassKind::kF, 0, i});
   for (int i = 0; i < m - warmup; ++i) {
-    ops.push_back({PassKind::kF, 0, warmup + i});
+    ops.push_back({PassKind::kF, 0, warmup + i, ep_overlap});
     ops.push_back({PassKind::kB, 0, i});
   }
   for (int i = m - warmup; i < m; ++i) ops.push_back({PassKind::kB, 0, i});
@@ -34,13 +37,15 @@ std::vector<PassOp> one_f_one_b_order(int p, int m, int s) {
 // Megatron-LM schedules.py, forward_backward_pipelining_with_interleaving (the classic
 // form, microbatch group size p): virtual microbatch k runs chunk (k mod pv) / p (reversed
 // for backward) on microbatch (k / pv) * p + k mod p.
-std::vector<PassOp> interleaved_order(int p, int v, int m, int s) {
+// With the all-to-all overlap, one more warm-up microbatch (Megatron-Core schedules.py adds
+// one when overlap_moe_expert_parallel_comm is set) and the steady state paired.
+std::vector<PassOp> interleaved_order(int p, int v, int m, int s, bool ep_overlap) {
   const int total = m * v;
   int warmup = 0;
   if (m == p) {
     warmup = total;  // Megatron: all_warmup_microbatches
   } else {
-    warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+    warmup = std::min((p - s - 1) * 2 + (v - 1) * p + (ep_overlap ? 1 : 0), total);
   }
   auto chunk_of = [&](int k, bool fwd) {
     int c = (k % (p * v)) / p;
@@ -53,7 +58,7 @@ std::vector<PassOp> interleaved_order(int p, int v, int m, int s) {
   const int remaining = total - warmup;
   for (int i = 0; i < remaining; ++i) {
     const int kf = i + warmup;
-    ops.push_back({PassKind::kF, chunk_of(kf, true), mb_of(kf)});
+    ops.push_back({PassKind::kF, chunk_of(kf, true), mb_of(kf), ep_overlap});
     ops.push_back({PassKind::kB, chunk_of(i, false), mb_of(i)});
   }
   for (int k = remaining; k < total; ++k)
@@ -95,8 +100,12 @@ constexpr double kUnknown = -1.0;
 
 }  // namespace
 
-std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int v, int m) {
+std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int v, int m,
+                                                   bool ep_overlap) {
   STEPCAST_CHECK(p >= 1 && v >= 1 && m >= 1, fmt::format("p {} v {} m {}", p, v, m));
+  STEPCAST_CHECK(
+      !ep_overlap || (schedule == Schedule::k1F1B && p == 1) || schedule == Schedule::kInterleaved,
+      "the MoE all-to-all overlap runs with 1F1B on one stage or interleaved 1F1B");
   std::vector<std::vector<PassOp>> orders(static_cast<size_t>(p));
   switch (schedule) {
     case Schedule::kGpipe:
@@ -105,13 +114,15 @@ std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int
       break;
     case Schedule::k1F1B:
       STEPCAST_CHECK(v == 1, "1F1B runs one model chunk per stage (vpp 1)");
-      for (int s = 0; s < p; ++s) orders[static_cast<size_t>(s)] = one_f_one_b_order(p, m, s);
+      for (int s = 0; s < p; ++s)
+        orders[static_cast<size_t>(s)] = one_f_one_b_order(p, m, s, ep_overlap);
       break;
     case Schedule::kInterleaved:
       STEPCAST_CHECK(
           m % p == 0,
           fmt::format("interleaved 1F1B needs microbatches ({}) divisible by pp ({})", m, p));
-      for (int s = 0; s < p; ++s) orders[static_cast<size_t>(s)] = interleaved_order(p, v, m, s);
+      for (int s = 0; s < p; ++s)
+        orders[static_cast<size_t>(s)] = interleaved_order(p, v, m, s, ep_overlap);
       break;
     case Schedule::kZbH1:
       STEPCAST_CHECK(v == 1, "ZB-H1 runs one model chunk per stage (vpp 1)");
@@ -149,28 +160,41 @@ std::vector<std::vector<double>> nominal_start_times(const std::vector<std::vect
       const size_t su = static_cast<size_t>(s);
       const auto& ord = orders[su];
       while (next[su] < ord.size()) {
-        const PassOp& op = ord[next[su]];
-        const int vs = op.chunk * p + s;
-        double ready = 0;
-        double dur = 0;
-        if (op.kind == PassKind::kF) {
-          ready = vs == 0 ? 0.0 : f_end[idx(vs - 1, op.mb)];
-          dur = costs.f[static_cast<size_t>(vs)];
-        } else if (op.kind == PassKind::kB) {
-          ready = vs == nv - 1 ? f_end[idx(vs, op.mb)] : b_end[idx(vs + 1, op.mb)];
-          dur = costs.b[static_cast<size_t>(vs)];
-        } else {
-          ready = b_end[idx(vs, op.mb)];
-          dur = costs.w.empty() ? 0.0 : costs.w[static_cast<size_t>(vs)];
+        // A paired F runs with the B after it: one pass of both costs (schedule.h).
+        const size_t n = ord[next[su]].paired ? 2 : 1;
+        STEPCAST_CHECK(
+            next[su] + n <= ord.size() && (n == 1 || (ord[next[su]].kind == PassKind::kF &&
+                                                      ord[next[su] + 1].kind == PassKind::kB)),
+            "a paired pass is an F followed by a B");
+        double ready = 0, dur = 0;
+        for (size_t j = 0; j < n; ++j) {
+          const PassOp& op = ord[next[su] + j];
+          const int vs = op.chunk * p + s;
+          double r = 0;
+          if (op.kind == PassKind::kF) {
+            r = vs == 0 ? 0.0 : f_end[idx(vs - 1, op.mb)];
+            dur += costs.f[static_cast<size_t>(vs)];
+          } else if (op.kind == PassKind::kB) {
+            r = vs == nv - 1 ? f_end[idx(vs, op.mb)] : b_end[idx(vs + 1, op.mb)];
+            dur += costs.b[static_cast<size_t>(vs)];
+          } else {
+            r = b_end[idx(vs, op.mb)];
+            dur += costs.w.empty() ? 0.0 : costs.w[static_cast<size_t>(vs)];
+          }
+          ready = r == kUnknown || ready == kUnknown ? kUnknown : std::max(ready, r);
         }
         if (ready == kUnknown) break;
         const double t0 = std::max(avail[su], ready);
-        start[su][next[su]] = t0;
         avail[su] = t0 + dur;
-        if (op.kind == PassKind::kF) f_end[idx(vs, op.mb)] = t0 + dur;
-        if (op.kind == PassKind::kB) b_end[idx(vs, op.mb)] = t0 + dur;
-        ++next[su];
-        ++placed;
+        for (size_t j = 0; j < n; ++j) {
+          const PassOp& op = ord[next[su]];
+          const int vs = op.chunk * p + s;
+          start[su][next[su]] = t0;
+          if (op.kind == PassKind::kF) f_end[idx(vs, op.mb)] = t0 + dur;
+          if (op.kind == PassKind::kB) b_end[idx(vs, op.mb)] = t0 + dur;
+          ++next[su];
+          ++placed;
+        }
         progress = true;
       }
     }

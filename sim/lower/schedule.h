@@ -12,6 +12,12 @@
 //    input gradients only, W the weight gradients; stage s postpones its W passes by s
 //    microbatches so that they fill 1F1B's cool-down bubbles: bubble (p-1)(T_F + T_B - T_W),
 //    at most p microbatches in flight per stage (1F1B's stage-0 peak).
+//  - With the MoE all-to-all overlap (Megatron-Core --overlap-moe-expert-parallel-comm,
+//    pipeline_parallel/schedules.py with combined_1f1b.py): 1F1B (pp 1) and interleaved
+//    1F1B take one more warm-up forward, and every steady-state forward runs merged with the
+//    backward that follows it in the order, layer by layer (PassOp::paired; the lowering
+//    interleaves the two, sim/lower/moe_overlap.cc), so that one microbatch's expert
+//    all-to-alls run beside the other's compute.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +33,9 @@ struct PassOp {
   PassKind kind = PassKind::kF;
   int chunk = 0;  // model chunk on this stage (virtual stage = chunk * p + stage)
   int mb = 0;     // microbatch
+  // Runs merged with the next pass of the order (a B): the pair starts when both inputs
+  // are there and both passes end together (the MoE all-to-all overlap, above).
+  bool paired = false;
   bool operator==(const PassOp&) const = default;
 };
 
@@ -38,12 +47,15 @@ struct NominalCosts {
 };
 
 // The per-stage pass orders of a schedule (index: stage). GPipe, 1F1B and ZB-H1 need
-// v == 1; interleaved needs m % p == 0 (Megatron's requirement).
-std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int v, int m);
+// v == 1; interleaved needs m % p == 0 (Megatron's requirement). `ep_overlap` pairs the
+// steady state's forwards and backwards (above): 1F1B with p == 1 or interleaved only.
+std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int v, int m,
+                                                   bool ep_overlap = false);
 
 // Runs the orders with the nominal costs and instant communication (a pass starts when its
 // stage is free and its input is ready: F after F of the previous virtual stage, B after B
-// of the next one, or after the own F on the last virtual stage; W after its B). Returns
+// of the next one, or after the own F on the last virtual stage; W after its B; a paired F
+// and the B after it as one pass of both costs, once both inputs are ready). Returns
 // the start time of every pass, same indexing as `orders`. Throws InvariantError when the
 // orders deadlock or are incomplete.
 std::vector<std::vector<double>> nominal_start_times(const std::vector<std::vector<PassOp>>& orders,

@@ -9,5 +9,6 @@ set(STAGE_SOURCES
   lower/fp8.cc
   lower/data_parallel.cc
   lower/zero3_fetch.cc
+  lower/moe_overlap.cc
   lower/passes.cc
 )

@@ -66,6 +66,11 @@ struct ParallelSpec {
   // overlap.moe_shared_experts: the shared experts on their own stream beside the
   // dispatcher's all-to-alls (Megatron-Core --moe-shared-expert-overlap). Default false.
   bool overlap_moe_shared = false;
+  // overlap.moe_ep_comm: one microbatch's expert all-to-alls beside another's compute
+  // (Megatron-Core --overlap-moe-expert-parallel-comm with --delay-wgrad-compute: the
+  // steady state's forward and backward merged layer by layer, sim/lower/moe_overlap.cc).
+  // Default false.
+  bool overlap_moe_ep = false;
 };
 
 }  // namespace stepcast

@@ -64,6 +64,8 @@ class Loader {
   void check_pipeline_split(const YAML::Node& par, const Scenario& sc);
   // ep against the model's experts and the ranks of a pipeline stage.
   void check_expert_parallel(const YAML::Node& par, const Scenario& sc, int etp, bool dp_ok);
+  // overlap.moe_ep_comm against what Megatron-Core's all-to-all overlap runs with.
+  void check_moe_ep_overlap(const YAML::Node& par, const Scenario& sc);
   // seq_len against cp (and its kind), sequence parallelism and max_positions.
   void check_sequence(const YAML::Node& par, const Scenario& sc);
 

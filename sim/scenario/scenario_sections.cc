@@ -78,7 +78,7 @@ const std::vector<std::string> kParallelKeys = {"tp",
                                                 "expert_tp",
                                                 "moe_dispatcher"};
 const std::vector<std::string> kOverlapKeys = {"grad_reduce", "param_gather", "tp_comm",
-                                               "moe_shared_experts"};
+                                               "moe_shared_experts", "moe_ep_comm"};
 
 std::string join_list(const std::vector<std::string>& v) {
   std::string out;
@@ -491,6 +491,7 @@ bool Loader::parse_parallel(const YAML::Node& par, ParallelSpec& out) {
         out.overlap_param_gather = *v;
       if (auto v = r_.get_bool(ov, "parallel.overlap", "moe_shared_experts"))
         out.overlap_moe_shared = *v;
+      if (auto v = r_.get_bool(ov, "parallel.overlap", "moe_ep_comm")) out.overlap_moe_ep = *v;
       if (auto v = r_.get_bool(ov, "parallel.overlap", "tp_comm")) {
         out.overlap_tp_comm = *v;
         if (*v && !out.sequence_parallel)

@@ -61,6 +61,7 @@ struct Plan {
   double bucket_bytes = 40e6;
   CpKind cp_kind = CpKind::kRing;
   std::vector<int> pipeline_layers;
+  bool overlap_ep = false;  // overlap.moe_ep_comm (ep > 1; interleaved or pp 1)
 };
 
 inline Scenario make_scenario(const ModelArch& arch, const Plan& p) {
@@ -91,6 +92,7 @@ inline Scenario make_scenario(const ModelArch& arch, const Plan& p) {
   sc.parallel.bucket_bytes = p.bucket_bytes;
   sc.parallel.cp_kind = p.cp_kind;
   sc.parallel.pipeline_layers = p.pipeline_layers;
+  sc.parallel.overlap_moe_ep = p.overlap_ep;
   return sc;
 }
 
@@ -124,6 +126,11 @@ inline Plan random_plan(std::mt19937& rng) {
   p.overlap_tp = p.sp && rng() % 2;
   // Experts split over tp with ep (needs sp, and ep dividing cp*dp), or whole.
   if (p.ep > 1 && p.sp && rng() % 2) p.expert_tp = p.tp;
+  // The MoE all-to-all overlap where Megatron-Core runs it (scenario rules).
+  if (p.ep > 1 &&
+      (p.schedule == Schedule::kInterleaved || (p.schedule == Schedule::k1F1B && p.pp == 1)) &&
+      p.recompute != Recompute::kFull && p.zero <= 1)
+    p.overlap_ep = rng() % 2;
   return p;
 }
 

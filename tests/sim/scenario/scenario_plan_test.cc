@@ -363,5 +363,47 @@ TEST(ScenarioRules, TpCommOverlapNeedsSequenceParallel) {
   EXPECT_TRUE(s.parallel.overlap_tp_comm);
 }
 
+// overlap.moe_ep_comm (Megatron-Core --overlap-moe-expert-parallel-comm): each condition it
+// runs under, as Megatron-Core checks it, is an error at the key. Base: tp 2, pp 2, dp 4 on
+// 16 GPUs; line 7 the MoE spec, line 19 the ep, line 20 the overlap.
+TEST(ScenarioRules, MoeEpOverlapConditions) {
+  auto doc = [](const std::vector<std::string>& extra) {
+    Doc d = base().set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1024}");
+    d.insert(19, "  ep: 4");
+    d.insert(20, "  overlap: {moe_ep_comm: true}");
+    for (const auto& e : extra) d.lines.push_back(e);
+    return d;
+  };
+  const std::string key = "parallel.overlap.moe_ep_comm";
+  // pp 2 with 1F1B: Megatron-Core needs virtual pipeline stages.
+  expect_issue(doc({}), key, 20, "with pp = 2 needs the interleaved schedule");
+  const std::vector<std::string> vpp = {"  vpp: 2", "  schedule: interleaved"};
+  EXPECT_TRUE(load(doc(vpp)).parallel.overlap_moe_ep);
+  auto with = [&](const std::string& line) {
+    std::vector<std::string> v = vpp;
+    v.push_back(line);
+    return doc(v);
+  };
+  expect_issue(with("  moe_dispatcher: allgather"), key, 20, "needs the alltoall or deepep");
+  EXPECT_TRUE(load(with("  moe_dispatcher: deepep")).parallel.overlap_moe_ep);
+  expect_issue(with("  recompute: full"), key, 20, "cannot run with full recompute");
+  EXPECT_TRUE(load(with("  recompute: selective")).parallel.overlap_moe_ep);
+  expect_issue(with("  zero: 2"), key, 20, "runs with zero 0 or 1");
+  Doc shared = with("  overlap_x: 0");
+  shared.lines.pop_back();
+  shared.set(20, "  overlap: {moe_ep_comm: true, moe_shared_experts: true}");
+  expect_issue(shared, key, 20, "excludes overlap.moe_shared_experts");
+  // ep 1 (a MoE model) and a dense model: nothing to overlap.
+  Doc ep1 = doc(vpp);
+  ep1.set(19, "  ep: 1");
+  expect_issue(ep1, key, 20, "needs a MoE model with ep > 1 (got ep = 1)");
+  Doc dense = base().insert(19, "  overlap: {moe_ep_comm: true}");
+  expect_issue(dense, key, 19, "needs a MoE model with ep > 1");
+  // Not a boolean: the key's own problem.
+  Doc bad = doc(vpp);
+  bad.set(20, "  overlap: {moe_ep_comm: maybe}");
+  EXPECT_FALSE(issues_of(bad).empty());
+}
+
 }  // namespace
 }  // namespace stepcast

@@ -1,0 +1,244 @@
+// Lowering (lowering.h): the MoE all-to-all overlap with another microbatch (Megatron-Core
+// --overlap-moe-expert-parallel-comm with --delay-wgrad-compute; parallel.overlap.moe_ep_comm).
+//
+// Megatron-Core splits each transformer layer into nodes (models/common/
+// model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run): the part before the
+// dispatch (attention, the MLP's norm, the router, the permutation), the dispatch
+// all-to-all, the experts, the combine all-to-all and what follows it. The schedule runs the
+// forward of one microbatch and the backward of another as one step (PassOp::paired,
+// schedule.h), layer by layer, the forward's layer i with the backward's layer n-1-i, the
+// all-to-alls on their own stream:
+//
+//   compute: F attention..permute | B unpermute' | B experts' B expert wgrad F experts | B
+//   attention' B wgrad | F unpermute comm:                         | B combine'   F dispatch  B
+//   dispatch'       F combine |
+//
+// so each all-to-all runs beside the other microbatch's compute. Here a unit's steps are cut
+// after each run of expert all-to-all steps (EP dispatch / combine): the forward's pieces
+// are [its first body, that body's all-to-alls, then each further segment], the backward's
+// its segments; the two pass's pieces are emitted alternately, forward first, each pass with
+// its own dependency state (what its next compute waits for), so that neither pass's compute
+// waits for the other's communication. With --delay-wgrad-compute the weight gradients leave
+// Transformer Engine's per-linear order: the experts' after the experts' input gradients,
+// filling the gap while the dispatch gradient's all-to-all runs, the rest after the layer's
+// input gradients. The embedding runs first in the forward and the output layer first in the
+// backward (pre_process / post_process, outside the layer pairs); a layer without
+// all-to-alls (a dense layer) is one piece. The selective recompute of the attention core
+// runs before the backward's last segment, where the attention's input gradients need it.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "sim/lower/lowering.h"
+
+namespace stepcast::lowering {
+
+namespace {
+
+bool is_a2a(const Step& s) {
+  return s.is_comm &&
+         (s.comm.kind == CommPointKind::kEpDispatch || s.comm.kind == CommPointKind::kEpCombine);
+}
+
+// The steps' segments: each ends after a run of all-to-all steps (the last one at the end).
+// Returns the segments' [begin, body end, end): the body is what precedes the run.
+struct Segment {
+  size_t begin, body_end, end;
+};
+std::vector<Segment> segments(const std::vector<Step>& steps) {
+  std::vector<Segment> out;
+  size_t begin = 0, i = 0;
+  while (i < steps.size()) {
+    if (!is_a2a(steps[i])) {
+      ++i;
+      continue;
+    }
+    const size_t body_end = i;
+    while (i < steps.size() && is_a2a(steps[i])) ++i;
+    out.push_back({begin, body_end, i});
+    begin = i;
+  }
+  if (begin < steps.size() || out.empty()) out.push_back({begin, steps.size(), steps.size()});
+  return out;
+}
+
+// The experts' weight gradients (model/moe.cc names the routed experts' GEMMs "moe.*"): with
+// delayed weight gradients they run after the experts' input gradients.
+bool expert_wgrad(const Step& s) { return !s.is_comm && s.op.name.rfind("moe.", 0) == 0; }
+
+}  // namespace
+
+void Lowerer::swap_deps(Emit& e, PassDeps& d) {
+  std::swap(e.last_compute, d.last_compute);
+  std::swap(e.prev_compute, d.prev_compute);
+  e.pending.swap(d.pending);
+  e.after_next.swap(d.after_next);
+  e.host_waits.swap(d.host_waits);
+  e.held_comm.swap(d.held_comm);
+  std::swap(e.beside, d.beside);
+}
+
+// One pass's side of a pair: its units in emission order and, per unit, its pieces.
+struct Lowerer::PairSide {
+  const PassOp* op = nullptr;
+  int index = 0;                 // the pass's index in the stage's order
+  std::vector<int> units;        // unit indices in the chunk, in emission order
+  std::vector<Segment> segs;     // of the current unit
+  size_t piece = 0, pieces = 0;  // the current unit's next piece, and its number of pieces
+  PassDeps deps;
+};
+
+void Lowerer::merged_passes(Emit& e, RankState& rs, int fi, int bi) {
+  const auto& order = orders_[static_cast<size_t>(e.coord.pp)];
+  PairSide f, b;
+  f.op = &order[static_cast<size_t>(fi)];
+  b.op = &order[static_cast<size_t>(bi)];
+  f.index = fi;
+  b.index = bi;
+  STEPCAST_CHECK(f.op->kind == PassKind::kF && b.op->kind == PassKind::kB && !split_w_ &&
+                     par_.zero <= 1 && par_.recompute != Recompute::kFull,
+                 "the all-to-all overlap pairs an F with a B (ZeRO 0/1, no full recompute)");
+  // The forward goes on from the rank's state; the backward starts with its own input only.
+  b.deps.last_compute = e.last_compute;
+  b.deps.prev_compute = e.prev_compute;
+  swap_deps(e, f.deps);  // f.deps: the rank's state; e: unused until the end
+  if (rs.recv_of[static_cast<size_t>(fi)] >= 0)
+    f.deps.pending.push_back(rs.recv_of[static_cast<size_t>(fi)]);
+  if (rs.recv_of[static_cast<size_t>(bi)] >= 0)
+    b.deps.pending.push_back(rs.recv_of[static_cast<size_t>(bi)]);
+
+  // Units: the forward's embedding first, then layers, then the rest (the output layer);
+  // the backward's output layer first, then layers in reverse, then the embedding.
+  const auto& fu = chunks_[static_cast<size_t>(f.op->chunk * p_ + e.coord.pp)];
+  const auto& bu = chunks_[static_cast<size_t>(b.op->chunk * p_ + e.coord.pp)];
+  std::vector<int> f_pre, f_layers, f_post, b_pre, b_layers, b_post;
+  for (int k = 0; k < static_cast<int>(fu.size()); ++k) {
+    const auto kind = fu[static_cast<size_t>(k)].kind;
+    (kind == Unit::Kind::kEmbed   ? f_pre
+     : kind == Unit::Kind::kLayer ? f_layers
+                                  : f_post)
+        .push_back(k);
+  }
+  for (int k = static_cast<int>(bu.size()) - 1; k >= 0; --k) {
+    const auto kind = bu[static_cast<size_t>(k)].kind;
+    (kind == Unit::Kind::kHead    ? b_pre
+     : kind == Unit::Kind::kLayer ? b_layers
+                                  : b_post)
+        .push_back(k);
+  }
+  run_side_units(e, rs, f, f_pre);
+  run_side_units(e, rs, b, b_pre);
+  for (size_t i = 0; i < std::max(f_layers.size(), b_layers.size()); ++i) {
+    if (i < f_layers.size()) start_unit(f, fu, f_layers[i]);
+    if (i < b_layers.size()) start_unit(b, bu, b_layers[i]);
+    while (f.piece < f.pieces || b.piece < b.pieces) {
+      if (f.piece < f.pieces) side_piece(e, rs, f, fu);
+      if (b.piece < b.pieces) side_piece(e, rs, b, bu);
+    }
+  }
+  run_side_units(e, rs, f, f_post);
+  run_side_units(e, rs, b, b_post);
+
+  // The passes' sends, as forward_pass and backward_pass record them.
+  rs.chunk_started[static_cast<size_t>(f.op->chunk)] = 1;
+  const int fvs = f.op->chunk * p_ + e.coord.pp, bvs = b.op->chunk * p_ + e.coord.pp;
+  auto send = [&](PairSide& side, MsgKey key, int to_stage) {
+    SendRec r{key, to_stage, side.deps.pending, side.op->chunk, side.op->mb, side.index};
+    if (side.deps.last_compute >= 0) r.deps.push_back(side.deps.last_compute);
+    rs.sends.push_back(std::move(r));
+  };
+  if (fvs < nv_ - 1)
+    send(f, MsgKey{f_start_[vidx(fvs + 1, f.op->mb)], fvs + 1, 0, f.op->mb}, (fvs + 1) % p_);
+  if (bvs > 0)
+    send(b, MsgKey{b_start_[vidx(bvs - 1, b.op->mb)], bvs - 1, 1, b.op->mb}, (bvs - 1 + p_) % p_);
+
+  // The rank goes on after both: its next compute waits for what either left pending.
+  swap_deps(e, f.deps);  // e: the forward's state
+  e.pending.insert(e.pending.end(), b.deps.pending.begin(), b.deps.pending.end());
+  e.after_next.insert(e.after_next.end(), b.deps.after_next.begin(), b.deps.after_next.end());
+  e.host_waits.insert(e.host_waits.end(), b.deps.host_waits.begin(), b.deps.host_waits.end());
+  e.pending.insert(e.pending.end(), b.deps.held_comm.begin(), b.deps.held_comm.end());
+  e.last_compute = std::max(e.last_compute, b.deps.last_compute);
+}
+
+// Starts unit k of a side: its pieces (the forward's first segment in two: body, then its
+// all-to-alls).
+void Lowerer::start_unit(PairSide& side, const std::vector<Unit>& units, int k) {
+  const Unit& u = units[static_cast<size_t>(k)];
+  const bool fwd = side.op->kind == PassKind::kF;
+  side.units.assign(1, k);
+  side.segs = segments(fwd ? u.ops->fwd : u.ops->bwd_input);
+  side.piece = 0;
+  side.pieces = side.segs.size() + (fwd && side.segs.size() > 1 ? 1 : 0);
+}
+
+// Emits a list of units of one side whole (the embedding, the output layer).
+void Lowerer::run_side_units(Emit& e, RankState& rs, PairSide& side,
+                             const std::vector<int>& units) {
+  const auto& chunk = chunks_[static_cast<size_t>(side.op->chunk * p_ + e.coord.pp)];
+  for (int k : units) {
+    start_unit(side, chunk, k);
+    while (side.piece < side.pieces) side_piece(e, rs, side, chunk);
+  }
+}
+
+// Emits the next piece of a side's current unit, under that side's dependency state.
+void Lowerer::side_piece(Emit& e, RankState& rs, PairSide& side, const std::vector<Unit>& units) {
+  const int k = side.units.front();
+  const Unit& u = units[static_cast<size_t>(k)];
+  const int c = side.op->chunk, mb = side.op->mb;
+  const size_t piece = side.piece++;
+  swap_deps(e, side.deps);
+  if (side.op->kind == PassKind::kF) {
+    if (piece == 0) {
+      if (u.act_bytes > 0)
+        emit_mem(e, TaskKind::kAlloc, u.act_bytes, act_what(u, mb), Phase::kFwd, u.layer, mb, c);
+      if (!rs.chunk_started[static_cast<size_t>(c)]) {
+        if (!rs.pg_ready.empty()) {
+          const auto& ids = rs.pg_ready[static_cast<size_t>(c)][static_cast<size_t>(k)];
+          e.pending.insert(e.pending.end(), ids.begin(), ids.end());
+        }
+        emit_fp8_weight_cast(e, u, mb, c);
+      }
+    }
+    // Pieces: [body 0], [all-to-alls 0], [segment 1], ...; one segment: the whole.
+    const bool split = side.pieces > side.segs.size();
+    size_t from = 0, to = 0;
+    if (!split) {
+      from = side.segs[piece].begin;
+      to = side.segs[piece].end;
+    } else if (piece <= 1) {
+      from = piece == 0 ? side.segs[0].begin : side.segs[0].body_end;
+      to = piece == 0 ? side.segs[0].body_end : side.segs[0].end;
+    } else {
+      from = side.segs[piece - 1].begin;
+      to = side.segs[piece - 1].end;
+    }
+    const std::vector<Step> steps(u.ops->fwd.begin() + static_cast<std::ptrdiff_t>(from),
+                                  u.ops->fwd.begin() + static_cast<std::ptrdiff_t>(to));
+    emit_steps(e, steps, Phase::kFwd, Category::kCompute, "fwd", u, mb, c, 0);
+  } else {
+    const bool last = side.piece == side.pieces;
+    if (last) emit_recompute(e, u, mb, c);
+    const Segment& sg = side.segs[piece];
+    const std::vector<Step> steps(u.ops->bwd_input.begin() + static_cast<std::ptrdiff_t>(sg.begin),
+                                  u.ops->bwd_input.begin() + static_cast<std::ptrdiff_t>(sg.end));
+    emit_steps(e, steps, Phase::kBwdInput, Category::kCompute, "bwd", u, mb, c, 1);
+    // The experts' weight gradients after the experts' input gradients (the segment between
+    // the two all-to-all runs), the rest after the layer's.
+    const auto& w = u.ops->bwd_weight;
+    std::vector<char> done(w.size(), 0);
+    if (side.pieces >= 3 && piece == 1) {
+      for (size_t j = 0; j < w.size(); ++j) done[j] = !expert_wgrad(w[j]);
+      emit_weight_grads(e, u, mb, c, &done);
+    } else if (last) {
+      if (side.pieces >= 3)
+        for (size_t j = 0; j < w.size(); ++j) done[j] = expert_wgrad(w[j]);
+      emit_weight_grads(e, u, mb, c, &done);
+      finish_unit_grads(e, rs.bucketers[static_cast<size_t>(c)], u, mb, c, k == 0, mb == m_ - 1);
+    }
+  }
+  swap_deps(e, side.deps);
+}
+
+}  // namespace stepcast::lowering
