@@ -10,4 +10,5 @@ set(STAGE_SOURCES
   lower/data_parallel.cc
   lower/zero3_fetch.cc
   lower/passes.cc
+  lower/pipeline_p2p.cc
 )
