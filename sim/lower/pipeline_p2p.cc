@@ -6,7 +6,12 @@
 //    1/tp slices and the receiver all-gathers it over the tensor group before use;
 //  - blocking p2p (FrameworkRules::blocking_p2p_1f1b, blocking_p2p_interleaved): which call
 //    of the schedule's code carries each message (schedule.h, blocking_p2p_calls), when its
-//    recvs are posted, and what the host waits for before it queues the next pass.
+//    recvs are posted, and what the host waits for before it queues the next pass. A
+//    stage's sends then go in its own order, and each call's transfers start only after
+//    the previous call's have ended; in the stacks' code every message received in a call
+//    is used by the passes up to the next call, so the calls of neighbouring stages pair up
+//    and none waits on a later one (checked over random plans with random durations,
+//    tests/sim/lower/lower_p2p_test.cc).
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -26,7 +31,9 @@ bool Lowerer::p2p_scatter_gather() const {
 // The pass waits for its recv; with scatter-gather, for the all-gather of the received
 // slices (mpu.gather_split_1d_tensor: _all_gather_base over the tensor group, issued by the
 // host right after the p2p call and waited for on the compute stream), the whole message
-// being the gathered output.
+// being the gathered output. Emitted where the pass starts: for the backward of an
+// interleaved forward-backward pair, after the forward, where Megatron-LM gathers both
+// messages of the call before it; the compute stream waits for each gather either way.
 void Lowerer::take_pp_recv(Emit& e, const RankState& rs, const PassOp& op, size_t i) {
   const int recv = rs.recv_of[i];
   if (recv < 0) return;
