@@ -197,6 +197,33 @@ TEST(LowerP2p, MegatronLmInterleavedRandomPlansRunAndBlock) {
   }
 }
 
+// Megatron-LM's preset on random plans of every schedule (testing::random_plan; its
+// scatter-gather adds tensor-group collectives to every pipelined tp > 1 plan without
+// sequence parallel): simulating one rank per stage gives the step time and breakdown of
+// simulating every rank, as it does for the default preset (lower_test.cc), with
+// communication at 1 ns a byte.
+TEST(LowerP2p, MegatronLmFoldedEqualsFullFidelityOnRandomPlans) {
+  std::mt19937 rng(2603);
+  int gathered = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    Plan p = testing::random_plan(rng);
+    Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(8) : tiny_gpt(8), p);
+    sc.framework = framework_preset(Framework::kMegatronLm);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": tp" << p.tp << " pp" << p.pp << " "
+                                      << schedule_name(p.schedule) << " sp" << p.sp);
+    const Program folded = lower(sc, LowerOptions{true, {}});
+    const Program full = lower(sc, LowerOptions{false, {}});
+    validate_program(full);
+    for (const Task& t : folded.ranks[0].tasks)
+      gathered += t.kind == TaskKind::kCollective && t.category == Category::kPpComm;
+    const testing::Synth s{.comm_ns_per_byte = 1};
+    const Timeline tf = testing::run(folded, s), tu = testing::run(full, s);
+    EXPECT_EQ(tf.step_ns, tu.step_ns);
+    EXPECT_EQ(tf.breakdown_ns, tu.breakdown_ns);
+  }
+  EXPECT_GT(gathered, 0);
+}
+
 // ---- scatter-gather of pipeline messages -----------------------------------------------------
 
 // tp 2 without sequence parallel, pp 2: a message is microbatch x seq x hidden x 2 bytes =
