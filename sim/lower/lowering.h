@@ -11,8 +11,9 @@
 //  - data_parallel.cc:    DP gradient buckets, ZeRO-1/2/3 (gathers, frees, sharded
 //                         gradients), the parameter gathers
 //  - zero3_fetch.cc:      ZeRO-3 parameter fetches per submodule (DeepSpeed stage 3)
-//  - passes.cc:           the rank program: step start and end, pipeline send/recv, the
+//  - passes.cc:           the rank program: step start and end, pipeline recvs, the
 //                         forward / backward / weight passes, recompute
+//  - pipeline_p2p.cc:     pipeline sends, scatter-gather of a message, blocking p2p calls
 #pragma once
 
 #include <array>
@@ -301,9 +302,6 @@ class Lowerer {
   void weight_pass(Emit& e, RankState& rs, const PassOp& op);
   void emit_deferred_grad_sync(Emit& e);
   void emit_tp_grad_allreduce(Emit& e, int backward_end);
-  void emit_pp_sends(Emit& e, RankState& rs);
-  bool pp_blocking() const;
-  void block_on_pp(Emit& e, const RankState& rs, const std::vector<PassOp>& order);
   void emit_step_end(Emit& e, RankState& rs);
 
   // ---- the MoE all-to-all overlap (moe_overlap.cc) ----------------------------------------
@@ -328,6 +326,17 @@ class Lowerer {
                          const std::vector<char>* emitted = nullptr);
   void free_unit_activations(Emit& e, const Unit& u, int mb, int c);
   double held_grad_output_bytes(const Unit& u) const;
+
+  // ---- pipeline messages as the stack issues them (pipeline_p2p.cc) ----------------------
+
+  // The recv pass `i` consumes into e.pending: the recv itself, or with Megatron-LM's
+  // scatter-gather the tensor all-gather of the received slices that follows it.
+  void take_pp_recv(Emit& e, const RankState& rs, const PassOp& op, size_t i);
+  bool p2p_scatter_gather() const;
+  void emit_pp_sends(Emit& e, RankState& rs);
+  bool pp_blocking() const;
+  void block_on_pp(Emit& e, const RankState& rs, const std::vector<PassOp>& order);
+
   std::int64_t pp_tag(const MsgKey& k) const {
     return (static_cast<std::int64_t>(k.dir) * nv_ + k.consumer_vs) * m_ + k.mb;
   }

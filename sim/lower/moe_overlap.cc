@@ -96,16 +96,19 @@ void Lowerer::merged_passes(Emit& e, RankState& rs, int fi, int bi) {
   f.index = fi;
   b.index = bi;
   STEPCAST_CHECK(f.op->kind == PassKind::kF && b.op->kind == PassKind::kB && !split_w_ &&
-                     par_.zero <= 1 && par_.recompute != Recompute::kFull,
-                 "the all-to-all overlap pairs an F with a B (ZeRO 0/1, no full recompute)");
+                     par_.zero <= 1 && par_.recompute != Recompute::kFull && !pp_blocking(),
+                 "the all-to-all overlap pairs an F with a B (ZeRO 0/1, no full recompute, "
+                 "asynchronous p2p)");
   // The forward goes on from the rank's state; the backward starts with its own input only.
   b.deps.last_compute = e.last_compute;
   b.deps.prev_compute = e.prev_compute;
   swap_deps(e, f.deps);  // f.deps: the rank's state; e: unused until the end
-  if (rs.recv_of[static_cast<size_t>(fi)] >= 0)
-    f.deps.pending.push_back(rs.recv_of[static_cast<size_t>(fi)]);
-  if (rs.recv_of[static_cast<size_t>(bi)] >= 0)
-    b.deps.pending.push_back(rs.recv_of[static_cast<size_t>(bi)]);
+  // Each pass waits for its own pipeline message (and its gather, pipeline_p2p.cc).
+  for (PairSide* side : {&f, &b}) {
+    swap_deps(e, side->deps);
+    take_pp_recv(e, rs, *side->op, static_cast<size_t>(side->index));
+    swap_deps(e, side->deps);
+  }
 
   // Units: the forward's embedding first, then layers, then the rest (the output layer);
   // the backward's output layer first, then layers in reverse, then the embedding.

@@ -1,7 +1,7 @@
 // Lowering (lowering.h): the program of one rank (lower_rank): the training state and the
 // step's start, the pipeline recvs, the forward, backward and weight (ZB-H1) passes of the
-// stage's schedule with recompute, the pipeline sends, and the step's end (gradient sync
-// left to it, optimizer, frees).
+// stage's schedule with recompute, the pipeline sends (pipeline_p2p.cc), and the step's end
+// (gradient sync left to it, optimizer, frees).
 //
 // Ordering of pipeline messages. Every stream runs its tasks in issue order and a send meets
 // its recv only when both are at the head of their streams. To be deadlock-free for any task
@@ -54,7 +54,7 @@ RankProgram Lowerer::lower_rank(int rank) {
       ++i;
       continue;
     }
-    if (rs.recv_of[i] >= 0) e.pending.push_back(rs.recv_of[i]);
+    take_pp_recv(e, rs, op, i);
     if (op.kind == PassKind::kF) {
       forward_pass(e, rs, op);
     } else if (op.kind == PassKind::kB) {
@@ -137,7 +137,7 @@ void Lowerer::emit_pp_recvs(Emit& e, RankState& rs, const std::vector<PassOp>& o
   rs.recv_of.assign(order.size(), -1);
   rs.p2p_bytes = static_cast<double>(par_.microbatch) *
                  static_cast<double>(shard_.seq_len / par_.cp) * static_cast<double>(arch_.hidden) *
-                 act_elem_bytes_ / (par_.sequence_parallel ? par_.tp : 1);
+                 act_elem_bytes_ / (par_.sequence_parallel || p2p_scatter_gather() ? par_.tp : 1);
   for (const auto& [k, i] : recvs) {
     const PassOp& op = order[i];
     const int from_vs = k.dir == 0 ? k.consumer_vs - 1 : k.consumer_vs + 1;
@@ -337,68 +337,6 @@ void Lowerer::emit_tp_grad_allreduce(Emit& e, int backward_end) {
                                        Category::kTpComm, params * grad_bytes_per_param_,
                                        grad_dtype_, Phase::kOther, "grad.tp_replicated", -1, -1, -1,
                                        std::move(deps)));
-}
-
-// Pipeline sends, ordered by their consumers' start (see the top of this file); with
-// blocking p2p, in the stage's own order (each send blocks what follows it).
-void Lowerer::emit_pp_sends(Emit& e, RankState& rs) {
-  const bool blocking = pp_blocking();
-  std::stable_sort(rs.sends.begin(), rs.sends.end(), [&](const SendRec& a, const SendRec& b) {
-    return blocking ? a.pass < b.pass : a.key < b.key;
-  });
-  std::vector<int> send_of(rs.recv_of.size(), -1);  // per pass: its send, or -1
-  for (SendRec& r : rs.sends) {
-    send_of[static_cast<size_t>(r.pass)] = static_cast<int>(e.rp.tasks.size());
-    Task t = base_task(TaskKind::kSend, StreamKind::kPpSend,
-                       r.key.dir == 0 ? Phase::kFwd : Phase::kBwdInput, Category::kPpComm, -1, r.mb,
-                       r.chunk);
-    t.peer = layout_.rank(e.coord.tp, e.coord.cp, e.coord.dp, r.to_stage);
-    t.tag = pp_tag(r.key);
-    t.bytes = rs.p2p_bytes;
-    t.label = label_of("send", r.key.dir == 0 ? "act" : "grad",
-                       "vs" + std::to_string(r.key.consumer_vs), r.mb);
-    t.deps = std::move(r.deps);
-    add(e, std::move(t));
-  }
-  rs.send_of = std::move(send_of);
-}
-
-// Megatron-Core's non-interleaved 1F1B (FrameworkRules::blocking_p2p_1f1b): every exchange
-// is a batch_isend_irecv waited for with torch.cuda.synchronize() before the host goes on
-// (pipeline_parallel/schedules.py forward_backward_pipelining_without_interleaving, with
-// p2p_communication.py _communicate). The schedule's calls, per pass and its successor:
-// F then F (warm-up: send_forward, then recv_forward) and B then B (cool-down:
-// send_backward, then recv_backward) are two calls, the recv posted once the send is done;
-// F then B (send_forward_recv_backward) and B then F (send_backward_recv_forward) are one
-// batched call, the recv posted with the send, after the pass's last kernel. So:
-//  - a pass's recv is posted only then (the rank has reached the call);
-//  - the next pass's first tasks, up to its first compute, wait for the pass's send (the
-//    host is blocked until it is done); after the last pass, the step's end does (the
-//    gradient sync and the optimizer step; run once the whole program is emitted).
-bool Lowerer::pp_blocking() const {
-  return sc_.framework.blocking_p2p_1f1b && par_.schedule == Schedule::k1F1B && p_ > 1;
-}
-
-void Lowerer::block_on_pp(Emit& e, const RankState& rs, const std::vector<PassOp>& order) {
-  const std::vector<int>& send_of = rs.send_of;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const int send = send_of[i];
-    if (i + 1 < order.size() && rs.recv_of[i + 1] >= 0) {
-      const bool two_calls = order[i].kind == order[i + 1].kind;
-      const int posted_after = two_calls && send >= 0 ? send : rs.pass_last_compute[i];
-      if (posted_after >= 0)
-        e.rp.tasks.mut(static_cast<size_t>(rs.recv_of[i + 1])).deps.push_back(posted_after);
-    }
-    if (send < 0) continue;
-    for (size_t t = static_cast<size_t>(rs.pass_first[i + 1]); t < e.rp.tasks.size(); ++t) {
-      Task& task = e.rp.tasks.mut(t);
-      if (task.kind == TaskKind::kSend || task.kind == TaskKind::kRecv) continue;
-      task.deps.push_back(send);
-      if (task.kind == TaskKind::kGemm || task.kind == TaskKind::kAttention ||
-          task.kind == TaskKind::kMemoryBound)
-        break;
-    }
-  }
 }
 
 // The optimizer step, the ZeRO-1/2 parameter gathers after it (without overlap), and the

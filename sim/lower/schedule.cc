@@ -132,6 +132,23 @@ std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int
   return orders;
 }
 
+std::vector<P2pCall> blocking_p2p_calls(Schedule schedule, const std::vector<PassOp>& order, int p,
+                                        int m) {
+  STEPCAST_CHECK(schedule == Schedule::k1F1B || schedule == Schedule::kInterleaved,
+                 "blocking p2p follows the 1F1B and interleaved schedules");
+  const bool interleaved = schedule == Schedule::kInterleaved;
+  std::vector<P2pCall> calls(order.size(), P2pCall::kBatched);
+  for (size_t i = 0; i + 1 < order.size(); ++i) {
+    const PassKind now = order[i].kind, next = order[i + 1].kind;
+    if (!interleaved) {
+      if (now == next) calls[i] = P2pCall::kSendThenRecv;
+    } else if (now == PassKind::kF && next == PassKind::kB) {
+      calls[i] = m == p ? P2pCall::kSendThenRecv : P2pCall::kNone;
+    }
+  }
+  return calls;
+}
+
 std::vector<std::vector<double>> nominal_start_times(const std::vector<std::vector<PassOp>>& orders,
                                                      int p, int v, int m,
                                                      const NominalCosts& costs) {

@@ -52,6 +52,31 @@ struct NominalCosts {
 std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int v, int m,
                                                    bool ep_overlap = false);
 
+// Blocking pipeline p2p (FrameworkRules::blocking_p2p_1f1b, blocking_p2p_interleaved): what
+// the schedule's code calls after each pass of a stage's order. A call carries the sends of
+// the passes since the previous call and the recvs of the passes up to the next one, and
+// the host waits for all of them (torch.cuda.synchronize) before it queues more work.
+enum class P2pCall : std::uint8_t {
+  kNone,          // no call: the pass's send waits for the next call
+  kBatched,       // one batched call: its recvs posted with its sends, after the pass
+  kSendThenRecv,  // a send call, then a recv call: the recvs posted once the sends are done
+};
+
+// Per pass of `order` (a stage's order of `schedule`, 1F1B or interleaved, m microbatches
+// over p stages), the call after it:
+//  - 1F1B (Megatron schedules.py forward_backward_pipelining_without_interleaving): F then F
+//    (warm-up send_forward; recv_forward) and B then B (cool-down) two calls, F then B
+//    (send_forward_recv_backward) and B then F (send_backward_recv_forward) one.
+//  - Interleaved (Megatron-LM schedules.py forward_backward_pipelining_with_interleaving):
+//    one batched call after each warm-up F (send_forward_recv_forward, the last one also
+//    receiving the first backward's gradient), none between the F and the B of a
+//    steady-state pair, one after the pair's B (send_forward_backward_recv_forward_backward),
+//    one after each cool-down B (send_backward_recv_backward). With m == p (all forwards
+//    first) the F then B turn is send_forward_recv_forward, then recv_backward: two calls.
+// The last pass is followed by one call (its send).
+std::vector<P2pCall> blocking_p2p_calls(Schedule schedule, const std::vector<PassOp>& order, int p,
+                                        int m);
+
 // Runs the orders with the nominal costs and instant communication (a pass starts when its
 // stage is free and its input is ready: F after F of the previous virtual stage, B after B
 // of the next one, or after the own F on the last virtual stage; W after its B; a paired F

@@ -11,4 +11,5 @@ set(STAGE_SOURCES
   lower/zero3_fetch.cc
   lower/moe_overlap.cc
   lower/passes.cc
+  lower/pipeline_p2p.cc
 )

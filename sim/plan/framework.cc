@@ -22,9 +22,14 @@ FrameworkRules framework_preset(Framework f) {
       // backward of copy_to_tensor_model_parallel_region (mpu/mappings.py; the async path,
       // --async-tensor-model-parallel-allreduce, is opt-in from Sep 2021); no Transformer
       // Engine. Its p2p (megatron/p2p_communication.py _communicate) is batch_isend_irecv +
-      // torch.cuda.synchronize(), the blocking exchange of Megatron-Core's 1F1B.
-      // No ZeRO-3 of its own.
+      // torch.cuda.synchronize(), the blocking exchange of Megatron-Core's 1F1B, and so in
+      // the interleaved schedule too (megatron/schedules.py
+      // forward_backward_pipelining_with_interleaving); a message is sent as 1/tp slices and
+      // all-gathered after receipt without sequence parallel
+      // (scatter_gather_tensors_in_pipeline, default on). No ZeRO-3 of its own.
       r.async_tp_dgrad_reduce = false;
+      r.blocking_p2p_interleaved = true;
+      r.p2p_scatter_gather = true;
       r.te_fp8_storage = false;
       break;
     case Framework::kMegatronDeepSpeed:

@@ -59,6 +59,22 @@ struct FrameworkRules {
   // posted only when the rank reaches the call. False: sends and recvs are posted
   // asynchronously and waited just before use (torch.distributed.pipelining).
   bool blocking_p2p_1f1b = true;
+  // The interleaved schedule's p2p as Megatron-LM 2020-22 issues it (megatron/schedules.py
+  // forward_backward_pipelining_with_interleaving, megatron/p2p_communication.py
+  // _communicate): one batched call after each warm-up forward (send_forward_recv_forward),
+  // after each steady-state forward-backward pair (send_forward_backward_recv_forward_backward:
+  // the forward's output leaves only after the backward) and after each cool-down backward
+  // (send_backward_recv_backward), each ended by torch.cuda.synchronize(). False: sends and
+  // recvs posted asynchronously and waited just before use (Megatron-Core's
+  // overlap_p2p_comm, on with virtual pipeline stages).
+  bool blocking_p2p_interleaved = false;
+  // Megatron-LM's scatter_gather_tensors_in_pipeline (megatron/p2p_communication.py, default
+  // on, off under sequence parallel): with tensor parallelism each tensor rank sends only its
+  // 1/tp slice of a pipeline message (mpu.split_tensor_into_1d_equal_chunks, a view) and the
+  // receiver all-gathers the whole over the tensor group before use
+  // (mpu.gather_split_1d_tensor). False: every tensor rank sends the whole message
+  // (Megatron-Core's p2p_communication.py).
+  bool p2p_scatter_gather = false;
   // Under fp8, Transformer Engine saves each linear's input for the backward as an fp8 copy
   // and keeps an fp8 cache of each linear's weight, refreshed on the step's first
   // microbatch (transformer_engine `pytorch/module/linear.py`, `module/base.py

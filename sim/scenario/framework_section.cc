@@ -21,6 +21,8 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "zero3_max_inflight_fetches",
                                                  "async_tp_dgrad_reduce",
                                                  "blocking_p2p_1f1b",
+                                                 "blocking_p2p_interleaved",
+                                                 "p2p_scatter_gather",
                                                  "te_fp8_storage",
                                                  "fp8_param_gather"};
 
@@ -81,6 +83,8 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
     out.zero3_max_inflight_fetches = static_cast<int>(*v);
   if (auto v = r_.get_bool(f, p, "async_tp_dgrad_reduce")) out.async_tp_dgrad_reduce = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_1f1b")) out.blocking_p2p_1f1b = *v;
+  if (auto v = r_.get_bool(f, p, "blocking_p2p_interleaved")) out.blocking_p2p_interleaved = *v;
+  if (auto v = r_.get_bool(f, p, "p2p_scatter_gather")) out.p2p_scatter_gather = *v;
   if (auto v = r_.get_bool(f, p, "te_fp8_storage")) out.te_fp8_storage = *v;
   if (auto v = r_.get_bool(f, p, "fp8_param_gather")) out.fp8_param_gather = *v;
 }

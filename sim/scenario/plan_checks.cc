@@ -250,6 +250,10 @@ void Loader::check_moe_ep_overlap(const YAML::Node& par, const Scenario& sc) {
         pl.zero);
   else if (pl.overlap_moe_shared)
     why = "excludes overlap.moe_shared_experts (Megatron-Core: one or the other)";
+  else if (pl.pp > 1 && sc.framework.blocking_p2p_interleaved)
+    why =
+        "runs with Megatron-Core's asynchronous interleaved p2p, not the framework rule "
+        "blocking_p2p_interleaved (Megatron-LM before Megatron-Core has no such overlap)";
   if (!why.empty()) r_.error(node, key, "the MoE all-to-all overlap " + why);
 }
 

@@ -89,6 +89,14 @@ TEST(Cli, UnknownFrameworkRuleExitsTwoWithFileLineAndKey) {
   EXPECT_NE(r.err.find("fw.yaml:7:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("framework.blocking_p2p"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("unknown key"), std::string::npos) << r.err;
+  // A known rule with a value that is not a boolean: same, naming the rule.
+  text = kSmall;
+  text += "framework: {name: megatron-lm, blocking_p2p_interleaved: maybe}\n";  // line 7
+  write(d / "fw.yaml", text);
+  r = stepcast("run " + (d / "fw.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("fw.yaml:7:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("framework.blocking_p2p_interleaved"), std::string::npos) << r.err;
 }
 
 // Profile keys that would be silent what-ifs are refused with file:line and key (exit 2):

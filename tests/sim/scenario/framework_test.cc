@@ -34,23 +34,43 @@ TEST(Framework, DeepSpeedPresetCarriesItsStage3Defaults) {
 
 // The lowering rules per preset (framework.cc): Megatron-Core runs the asynchronous
 // input-gradient reduction, the blocking batched 1F1B p2p and TE's fp8 storage;
-// Megatron-LM 2020-21 the blocking p2p only (its _communicate synchronizes); DeepSpeed and
+// Megatron-LM 2020-22 the blocking p2p only (its _communicate synchronizes), in the
+// interleaved schedule too, and the scatter-gather of pipeline messages; DeepSpeed and
 // Megatron-DeepSpeed none of the TP / TE rules; FSDP2 none (DTensor TP, pipelining's
 // asynchronous p2p, no TE).
 TEST(Framework, PresetsCarryTheirLoweringRules) {
   struct Want {
     const char* name;
-    bool async_tp, blocking_p2p, te_fp8;
+    bool async_tp, blocking_p2p, te_fp8, megatron_lm_p2p;
   };
   for (const Want& w :
-       {Want{"megatron-core", true, true, true}, Want{"megatron-lm", false, true, false},
-        Want{"megatron-deepspeed", false, true, false}, Want{"deepspeed", false, true, false},
-        Want{"fsdp2", false, false, false}}) {
+       {Want{"megatron-core", true, true, true, false},
+        Want{"megatron-lm", false, true, false, true},
+        Want{"megatron-deepspeed", false, true, false, false},
+        Want{"deepspeed", false, true, false, false}, Want{"fsdp2", false, false, false, false}}) {
     const FrameworkRules r = load(base().insert(2, std::string("framework: ") + w.name)).framework;
     EXPECT_EQ(r.async_tp_dgrad_reduce, w.async_tp) << w.name;
     EXPECT_EQ(r.blocking_p2p_1f1b, w.blocking_p2p) << w.name;
     EXPECT_EQ(r.te_fp8_storage, w.te_fp8) << w.name;
+    EXPECT_EQ(r.blocking_p2p_interleaved, w.megatron_lm_p2p) << w.name;
+    EXPECT_EQ(r.p2p_scatter_gather, w.megatron_lm_p2p) << w.name;
   }
+  // Megatron-Core with Megatron-LM's interleaved p2p, Megatron-LM without it.
+  const FrameworkRules core =
+      load(
+          base().insert(2, "framework: {blocking_p2p_interleaved: true, p2p_scatter_gather: true}"))
+          .framework;
+  EXPECT_TRUE(core.blocking_p2p_interleaved);
+  EXPECT_TRUE(core.p2p_scatter_gather);
+  EXPECT_TRUE(core.async_tp_dgrad_reduce);  // the preset's
+  const FrameworkRules lm = load(base().insert(2,
+                                               "framework: {name: megatron-lm, "
+                                               "blocking_p2p_interleaved: false, "
+                                               "p2p_scatter_gather: false}"))
+                                .framework;
+  EXPECT_FALSE(lm.blocking_p2p_interleaved);
+  EXPECT_FALSE(lm.p2p_scatter_gather);
+  EXPECT_TRUE(lm.blocking_p2p_1f1b);                          // the preset's
   EXPECT_TRUE(load(base()).framework.async_tp_dgrad_reduce);  // the default is megatron-core
   const FrameworkRules o =
       load(base().insert(2,
@@ -95,18 +115,28 @@ TEST(Framework, UnknownNamesAndRulesSuggestTheClosest) {
 }
 
 TEST(Framework, BadValuesAreLocated) {
-  expect_issue(base().insert(2, "framework: [deepspeed]"), "framework", 2,
-               "expected a framework name");
-  expect_issue(base().insert(2, "framework: {zero3_prefetch_elements: -5}"),
-               "framework.zero3_prefetch_elements", 2, "");
-  expect_issue(base().insert(2, "framework: {zero3_reuse_distance_elements: -0.5}"),
-               "framework.zero3_reuse_distance_elements", 2, "or -1");
-  expect_issue(base().insert(2, "framework: {zero3_max_inflight_fetches: two}"),
-               "framework.zero3_max_inflight_fetches", 2, "");
-  expect_issue(base().insert(2, "framework: {te_fp8_storage: maybe}"), "framework.te_fp8_storage",
-               2, "");
-  expect_issue(base().insert(2, "framework: {name: megatron-lm, async_tp_reduce: true}"),
-               "framework.async_tp_reduce", 2, "unknown key");
+  struct Bad {
+    const char* line;  // inserted as line 2
+    const char* key;
+    const char* text;  // in the message
+  };
+  for (const Bad& b : {
+           Bad{"framework: [deepspeed]", "framework", "expected a framework name"},
+           Bad{"framework: {zero3_prefetch_elements: -5}", "framework.zero3_prefetch_elements", ""},
+           Bad{"framework: {zero3_reuse_distance_elements: -0.5}",
+               "framework.zero3_reuse_distance_elements", "or -1"},
+           Bad{"framework: {zero3_max_inflight_fetches: two}",
+               "framework.zero3_max_inflight_fetches", ""},
+           Bad{"framework: {te_fp8_storage: maybe}", "framework.te_fp8_storage", ""},
+           Bad{"framework: {name: megatron-lm, async_tp_reduce: true}", "framework.async_tp_reduce",
+               "unknown key"},
+           Bad{"framework: {blocking_p2p_interleaved: 1.5}", "framework.blocking_p2p_interleaved",
+               ""},
+           Bad{"framework: {p2p_scatter_gather: sometimes}", "framework.p2p_scatter_gather", ""},
+           Bad{"framework: {name: megatron-lm, blocking_p2p_interleave: true}",
+               "framework.blocking_p2p_interleave", "did you mean 'blocking_p2p_interleaved'?"},
+       })
+    expect_issue(base().insert(2, b.line), b.key, 2, b.text);
 }
 
 }  // namespace

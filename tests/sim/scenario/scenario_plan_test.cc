@@ -393,6 +393,10 @@ TEST(ScenarioRules, MoeEpOverlapConditions) {
   shared.lines.pop_back();
   shared.set(20, "  overlap: {moe_ep_comm: true, moe_shared_experts: true}");
   expect_issue(shared, key, 20, "excludes overlap.moe_shared_experts");
+  // Megatron-LM's blocking interleaved p2p (its preset): no such overlap there.
+  Doc lm = doc(vpp);
+  lm.insert(1, "framework: megatron-lm");
+  expect_issue(lm, key, 21, "not the framework rule blocking_p2p_interleaved");
   // ep 1 (a MoE model) and a dense model: nothing to overlap.
   Doc ep1 = doc(vpp);
   ep1.set(19, "  ep: 1");
