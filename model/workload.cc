@@ -498,10 +498,12 @@ LayerOps embedding_ops(const ModelArch& arch, const ShardSpec& shard) {
 
 LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard) {
   Local l = make_local(arch, shard);
-  // Megatron's output layer is its own ColumnParallelLinear (tensor_parallel/layers.py), not
-  // a Transformer Engine module: under the block-scaled recipes it runs in bf16. (fp8 keeps
-  // the GEMM dtype here, as it always has.)
-  if (block_scaled(l.dt)) l.dt = l.act;
+  // Megatron's output layer is its own ColumnParallelLinear (tensor_parallel/layers.py;
+  // GPTModel.output_layer), not a Transformer Engine module, so Transformer Engine's fp8
+  // autocast does not reach it: under every narrow recipe (fp8 per-tensor or block-scaled)
+  // its three GEMMs run in the activation dtype, bf16, with no quantize kernel and no fp8
+  // weight copy (the MTP modules' losses share it).
+  if (narrow_gemm_dtype(l.dt)) l.dt = l.act;
   const double e = l.e;
   const double h = d(arch.hidden);
   const double tn = d(l.norm_tokens);
