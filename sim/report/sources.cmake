@@ -8,6 +8,7 @@ set(STAGE_SOURCES
   report/validate_lofo.cc
   report/regress.cc
   report/explore.cc
+  report/explore_output.cc
   report/visual.cc
   report/parallel.cc
 )

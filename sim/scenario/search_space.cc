@@ -12,7 +12,7 @@ namespace {
 
 const std::vector<std::string> kSearchKeys = {"tp",      "pp",         "cp",        "microbatch",
                                               "vpp",     "zero",       "recompute", "schedule",
-                                              "cp_kind", "tp_overlap", "bucket_mb"};
+                                              "cp_kind", "tp_overlap", "bucket_mb", "moe_ep_comm"};
 
 }  // namespace
 
@@ -71,6 +71,9 @@ SearchSpace parse_search_space(const YAML::Node& s, YamlReader& r) {
   });
   items("tp_overlap", [&](const YAML::Node& one, const std::string& k) {
     if (auto x = r.get_bool(one, "search", k)) out.tp_overlap.push_back(*x);
+  });
+  items("moe_ep_comm", [&](const YAML::Node& one, const std::string& k) {
+    if (auto x = r.get_bool(one, "search", k)) out.moe_ep_comm.push_back(*x);
   });
   items("bucket_mb", [&](const YAML::Node& one, const std::string& k) {
     if (auto x = r.get_double(one, "search", k, 1e-3, 1e6)) out.bucket_mb.push_back(*x);

@@ -23,10 +23,12 @@ struct SearchSpace {
   std::vector<CpKind> cp_kind;
   std::vector<bool> tp_overlap;   // parallel.overlap.tp_comm (plans with tp > 1)
   std::vector<double> bucket_mb;  // parallel.bucket_mb; empty: the scenario's
+  // parallel.overlap.moe_ep_comm (MoE plans that can run it); empty: the scenario's
+  std::vector<bool> moe_ep_comm;
   bool empty() const {
     return tp.empty() && pp.empty() && cp.empty() && microbatch.empty() && vpp.empty() &&
            zero.empty() && recompute.empty() && schedule.empty() && cp_kind.empty() &&
-           tp_overlap.empty() && bucket_mb.empty();
+           tp_overlap.empty() && bucket_mb.empty() && moe_ep_comm.empty();
   }
 };
 

@@ -370,6 +370,46 @@ TEST(Search, EvaluateCandidatesChecksItsSlice) {
   EXPECT_EQ(pts[0].result.step_time_s, 0.0);
 }
 
+// search.moe_ep_comm: [false, true] adds the MoE all-to-all overlap to the plans that can
+// run it as Megatron-Core does (ep > 1, the interleaved schedule or one stage, zero 0 or 1,
+// no full recompute), and only to those: every candidate loads as a valid scenario, its
+// document carries the setting, and each runnable plan comes with the overlap on and off.
+TEST(Search, MoePlansSearchTheAllToAllOverlapWhereItRuns) {
+  YAML::Node doc =
+      YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) + "/scenarios/mixtral-8x7b-8node-h100.yaml");
+  doc["search"]["moe_ep_comm"] = YAML::Load("[false, true]");
+  doc["search"]["pp"] = YAML::Load("[1, 2]");
+  const Scenario moe = load_scenario_node(doc, "mixtral-search.yaml");
+  int on = 0, off = 0;
+  std::set<std::string> on_plans, off_plans;
+  for (const auto& c : search_candidates(moe)) {
+    std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
+    const bool eo = kv.at("ep_overlap") == "1";
+    const YAML::Node ov = c.document()["parallel"]["overlap"];
+    EXPECT_EQ(ov["moe_ep_comm"] ? ov["moe_ep_comm"].as<bool>() : false, eo);
+    const Scenario plan = load_scenario_node(c.document(), "candidate.yaml");  // throws if invalid
+    EXPECT_EQ(plan.parallel.overlap_moe_ep, eo);
+    std::string key;
+    for (const auto& [k, v] : c.settings)
+      if (k != "ep_overlap") key += k + "=" + v + " ";
+    if (eo) {
+      ++on;
+      on_plans.insert(key);
+      EXPECT_GT(plan.parallel.ep, 1);
+      EXPECT_LE(plan.parallel.zero, 1);
+      EXPECT_NE(plan.parallel.recompute, Recompute::kFull);
+      EXPECT_TRUE(plan.parallel.schedule == Schedule::kInterleaved || plan.parallel.pp == 1);
+    } else {
+      ++off;
+      off_plans.insert(key);
+    }
+  }
+  EXPECT_GT(on, 0);
+  EXPECT_GT(off, on);
+  // Every plan with the overlap on is also there with it off.
+  for (const auto& k : on_plans) EXPECT_TRUE(off_plans.count(k)) << k;
+}
+
 // The search space of an MoE model includes expert parallelism: every ep dividing the
 // expert count and a stage's tp*cp*dp ranks, shown in the plan; a dense model's plans keep ep 1 and
 // do not show it. Every candidate must be a valid scenario (checked by loading each, no
@@ -394,6 +434,11 @@ TEST(Search, MoePlansSearchExpertParallelism) {
     EXPECT_EQ(plan.parallel.ep, ep);
   }
   EXPECT_EQ(eps_seen, (std::set<int>{1, 2, 4, 8}));
+  EXPECT_EQ(moe.parallel.overlap_moe_ep, false);
+  for (const auto& c : cands) {
+    std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
+    EXPECT_EQ(kv.at("ep_overlap"), "0");  // the scenario's own setting, no search axis
+  }
   for (const auto& c : search_candidates(small_llama3_8b())) {
     for (const auto& [k, v] : c.settings) EXPECT_NE(k, "ep");
     EXPECT_EQ(c.document()["parallel"]["ep"].as<int>(), 1);

@@ -19,7 +19,8 @@ TEST(SearchSection, ListsAreRead) {
                                                   .insert(24, "  cp_kind: [allgather]")
                                                   .insert(25, "  tp_overlap: [false]")
                                                   .insert(26, "  bucket_mb: [25, 100.5]")
-                                                  .insert(27, "  vpp: [1, 2]")));
+                                                  .insert(27, "  vpp: [1, 2]")
+                                                  .insert(28, "  moe_ep_comm: [true, false]")));
   EXPECT_EQ(sp.tp, (std::vector<int>{2, 4}));
   EXPECT_EQ(sp.zero, (std::vector<int>{0, 3}));
   EXPECT_EQ(sp.recompute, (std::vector<Recompute>{Recompute::kSelective}));
@@ -28,6 +29,7 @@ TEST(SearchSection, ListsAreRead) {
   EXPECT_EQ(sp.tp_overlap, (std::vector<bool>{false}));
   EXPECT_EQ(sp.bucket_mb, (std::vector<double>{25, 100.5}));
   EXPECT_EQ(sp.vpp, (std::vector<int>{1, 2}));
+  EXPECT_EQ(sp.moe_ep_comm, (std::vector<bool>{true, false}));
   EXPECT_TRUE(sp.pp.empty());
   EXPECT_TRUE(search_space_of(load(base())).empty());
 }
@@ -52,6 +54,10 @@ TEST(SearchSection, BadListsAreReportedWhereTheyAre) {
                "search.tp_overlap[0]", 20, "");
   expect_issue(base().insert(19, "search:").insert(20, "  bucket_mb: [0]"), "search.bucket_mb[0]",
                20, "");
+  expect_issue(base().insert(19, "search:").insert(20, "  moe_ep_comm: [maybe]"),
+               "search.moe_ep_comm[0]", 20, "");
+  expect_issue(base().insert(19, "search:").insert(20, "  moe_ep_comm: [true, true]"),
+               "search.moe_ep_comm[1]", 20, "duplicate value true");
 }
 
 }  // namespace
