@@ -3,6 +3,8 @@
 // TorchTitan); docs/frameworks.md lists every preset and rule with its source.
 #include "sim/plan/framework.h"
 
+#include <fmt/format.h>
+
 namespace stepcast {
 
 FrameworkRules framework_preset(Framework f) {
@@ -109,6 +111,43 @@ bool framework_from_name(const std::string& name, Framework& out) {
 
 const char* gather_unit_name(GatherUnit g) {
   return g == GatherUnit::kSubmodule ? "submodule" : "block";
+}
+
+// Megatron-Core's conditions for --overlap-moe-expert-parallel-comm (transformer_config.py,
+// its __post_init__ checks, and pipeline_parallel/schedules.py): expert parallelism with the
+// alltoall or flex (DeepEP) dispatcher, the interleaved schedule when pp > 1, no full
+// recompute, not with --moe-shared-expert-overlap. stepcast runs it on Megatron-Core's DDP or
+// distributed optimizer (zero 0 or 1) and its asynchronous interleaved p2p.
+std::string moe_ep_overlap_problem(const ModelArch& m, const ParallelSpec& pl,
+                                   const FrameworkRules& fw) {
+  if (!m.moe || pl.ep < 2)
+    return fmt::format(
+        "overlaps the experts' all-to-alls: it needs a MoE model with ep > 1 "
+        "(got ep = {})",
+        pl.ep);
+  if (pl.moe_dispatcher == MoeDispatcher::kAllGather)
+    return "needs the alltoall or deepep dispatcher (Megatron-Core: alltoall or flex)";
+  if (pl.pp > 1 && pl.schedule != Schedule::kInterleaved)
+    return fmt::format(
+        "with pp = {} needs the interleaved schedule (Megatron-Core requires "
+        "virtual pipeline stages), got {}",
+        pl.pp, schedule_name(pl.schedule));
+  if (pl.schedule != Schedule::kInterleaved && pl.schedule != Schedule::k1F1B)
+    return fmt::format("runs with 1F1B on one stage or the interleaved schedule, got {}",
+                       schedule_name(pl.schedule));
+  if (pl.recompute == Recompute::kFull)
+    return "cannot run with full recompute (Megatron-Core refuses it)";
+  if (pl.zero > 1)
+    return fmt::format(
+        "runs with zero 0 or 1 (Megatron-Core DDP or distributed optimizer), "
+        "got zero {}",
+        pl.zero);
+  if (pl.overlap_moe_shared)
+    return "excludes overlap.moe_shared_experts (Megatron-Core: one or the other)";
+  if (pl.pp > 1 && fw.blocking_p2p_interleaved)
+    return "runs with Megatron-Core's asynchronous interleaved p2p, not the framework rule "
+           "blocking_p2p_interleaved (Megatron-LM before Megatron-Core has no such overlap)";
+  return "";
 }
 
 }  // namespace stepcast

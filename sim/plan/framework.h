@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "model/arch.h"
+#include "sim/plan/plan.h"
+
 namespace stepcast {
 
 enum class Framework { kMegatronCore, kMegatronLm, kMegatronDeepSpeed, kDeepSpeed, kFsdp2 };
@@ -97,5 +100,12 @@ const std::vector<std::string>& framework_names();
 // The name's preset, or false when the name is unknown.
 bool framework_from_name(const std::string& name, Framework& out);
 const char* gather_unit_name(GatherUnit g);
+
+// Why the MoE all-to-all overlap (ParallelSpec::overlap_moe_ep, Megatron-Core
+// --overlap-moe-expert-parallel-comm) cannot run on this model, plan and stack, completing
+// "the MoE all-to-all overlap ..."; empty when it can. The scenario rules report it at the
+// key, the search gives the overlap only to plans where it is empty.
+std::string moe_ep_overlap_problem(const ModelArch& m, const ParallelSpec& pl,
+                                   const FrameworkRules& fw);
 
 }  // namespace stepcast

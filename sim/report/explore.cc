@@ -347,12 +347,14 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
   const std::vector<bool> ep_overlaps =
       sp.moe_ep_comm.empty() ? std::vector<bool>{base.parallel.overlap_moe_ep} : sp.moe_ep_comm;
   auto overlap_runs = [&](const char* sched, int zero, Recompute rc) {
-    const ParallelSpec& bp = base.parallel;
-    const std::string s(sched);
-    return base.model.moe && lay.ep > 1 && bp.moe_dispatcher != MoeDispatcher::kAllGather &&
-           (s == "interleaved" || (s == "1f1b" && pp == 1)) && zero <= 1 &&
-           rc != Recompute::kFull && !bp.overlap_moe_shared &&
-           !(pp > 1 && base.framework.blocking_p2p_interleaved);
+    ParallelSpec p = base.parallel;
+    p.ep = lay.ep;
+    p.pp = pp;
+    p.zero = zero;
+    p.recompute = rc;
+    for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1})
+      if (std::string(schedule_name(s)) == sched) p.schedule = s;
+    return moe_ep_overlap_problem(base.model, p, base.framework).empty();
   };
   for (const char* sched : schedules)
     for (const char* ck : cp_kinds)

@@ -218,43 +218,13 @@ void Loader::check_expert_parallel(const YAML::Node& par, const Scenario& sc, in
   }
 }
 
-// Megatron-Core's --overlap-moe-expert-parallel-comm (transformer_config.py, its
-// __post_init__ checks, and pipeline_parallel/schedules.py) needs expert parallelism with
-// the alltoall or flex (DeepEP) dispatcher, the interleaved schedule when pp > 1, no full
-// recompute, and excludes --moe-shared-expert-overlap. stepcast runs it on Megatron-Core's
-// DDP or distributed optimizer (zero 0 or 1).
+// overlap.moe_ep_comm: Megatron-Core's conditions (moe_ep_overlap_problem, framework.h).
 void Loader::check_moe_ep_overlap(const YAML::Node& par, const Scenario& sc) {
-  const ParallelSpec& pl = sc.parallel;
-  if (!pl.overlap_moe_ep) return;
-  const YAML::Node node = par["overlap"]["moe_ep_comm"];
-  const std::string key = "parallel.overlap.moe_ep_comm";
-  std::string why;
-  if (!sc.model.moe || pl.ep < 2)
-    why = fmt::format(
-        "overlaps the experts' all-to-alls: it needs a MoE model with ep > 1 "
-        "(got ep = {})",
-        pl.ep);
-  else if (pl.moe_dispatcher == MoeDispatcher::kAllGather)
-    why = "needs the alltoall or deepep dispatcher (Megatron-Core: alltoall or flex)";
-  else if (pl.pp > 1 && pl.schedule != Schedule::kInterleaved)
-    why = fmt::format(
-        "with pp = {} needs the interleaved schedule (Megatron-Core requires "
-        "virtual pipeline stages), got {}",
-        pl.pp, schedule_name(pl.schedule));
-  else if (pl.recompute == Recompute::kFull)
-    why = "cannot run with full recompute (Megatron-Core refuses it)";
-  else if (pl.zero > 1)
-    why = fmt::format(
-        "runs with zero 0 or 1 (Megatron-Core DDP or distributed optimizer), "
-        "got zero {}",
-        pl.zero);
-  else if (pl.overlap_moe_shared)
-    why = "excludes overlap.moe_shared_experts (Megatron-Core: one or the other)";
-  else if (pl.pp > 1 && sc.framework.blocking_p2p_interleaved)
-    why =
-        "runs with Megatron-Core's asynchronous interleaved p2p, not the framework rule "
-        "blocking_p2p_interleaved (Megatron-LM before Megatron-Core has no such overlap)";
-  if (!why.empty()) r_.error(node, key, "the MoE all-to-all overlap " + why);
+  if (!sc.parallel.overlap_moe_ep) return;
+  const std::string why = moe_ep_overlap_problem(sc.model, sc.parallel, sc.framework);
+  if (!why.empty())
+    r_.error(par["overlap"]["moe_ep_comm"], "parallel.overlap.moe_ep_comm",
+             "the MoE all-to-all overlap " + why);
 }
 
 void Loader::check_sequence(const YAML::Node& par, const Scenario& sc) {

@@ -393,6 +393,14 @@ TEST(ScenarioRules, MoeEpOverlapConditions) {
   shared.lines.pop_back();
   shared.set(20, "  overlap: {moe_ep_comm: true, moe_shared_experts: true}");
   expect_issue(shared, key, 20, "excludes overlap.moe_shared_experts");
+  // One stage: 1F1B only (GPipe and ZB-H1 have no paired forward and backward).
+  Doc gpipe = doc({"  schedule: gpipe"});
+  gpipe.set(17, "  pp: 1");
+  expect_issue(gpipe, key, 20,
+               "runs with 1F1B on one stage or the interleaved schedule, got gpipe");
+  Doc one = doc({});
+  one.set(17, "  pp: 1");
+  EXPECT_TRUE(load(one).parallel.overlap_moe_ep);
   // Megatron-LM's blocking interleaved p2p (its preset): no such overlap there.
   Doc lm = doc(vpp);
   lm.insert(1, "framework: megatron-lm");
