@@ -120,8 +120,9 @@ struct EngineOptions {
   // concurrent collectives add up was tried and did not change the validation picture
   // (docs/accuracy-history.md, "SMs per NCCL collective"); with every kernel at comm_sms
   // it is the uniform rule below, bit for bit. It understates a DeepEP kernel running
-  // beside an NCCL one (20 + 16 SMs held), which the validation set cannot yet tell apart
-  // (docs/model.md, "Interference"). The instance's first member's task decides.
+  // beside an NCCL one (20 + 16 SMs held); the sum instead moves the validation cases by
+  // 0.3 points at most (docs/model.md, "Interference"). The instance's first member's task
+  // decides.
   std::function<int(const RankProgram&, const Task&)> comm_sms;
   int gpu_sms = 0;  // the GPU's SMs (comm_sms set: must be above every task's count)
   // comm_sms unset: every communication task that holds SMs (comm_holds_sms) slows the
