@@ -261,7 +261,11 @@ double comm_hbm_share(const Program& p, const RankProgram& rp, const Task& t, Ti
   return std::min(1.0, 2.0 * busbw / hbm);
 }
 
-bool comm_holds_sms(const Task& t) { return t.stream != StreamKind::kTpRing; }
+int comm_sms(const Task& t, const HwProfile& hw) {
+  if (hw.gpu.sms <= 0 || t.stream == StreamKind::kTpRing) return 0;
+  if (t.ep_kernels) return kDeepEpSms;
+  return std::max(0, hw.compute.comm_sms);
+}
 
 double comm_compute_slowdown(const HwProfile& hw) {
   const int sms = hw.gpu.sms, comm = hw.compute.comm_sms;

@@ -80,10 +80,20 @@ Durations rows_per_cost_class(
 // EngineOptions::comm_hbm_share (comm_hbm_share below).
 double comm_compute_slowdown(const HwProfile& hw);
 
-// Whether a communication task's kernels hold SMs (EngineOptions::comm_holds_sms): NCCL's do;
-// Transformer Engine's ring exchange (StreamKind::kTpRing) moves its chunks with copy engines
-// (userbuffers' peer-to-peer copies), which leaves every SM to the GEMM it overlaps.
-bool comm_holds_sms(const Task& t);
+// The SMs DeepEP's dispatch and combine kernels hold: `Buffer.num_sms`, default 20, even
+// (DeepEP deep_ep/buffer.py; Megatron-Core's moe_flex_dispatcher_num_sms, None -> DeepEP's
+// default; DeepSeek-V3 technical report section 3.2.2: 20 SMs in 10 channels).
+inline constexpr int kDeepEpSms = 20;
+
+// The SMs a communication task's kernels hold while it runs (EngineOptions::comm_sms; the
+// slowdown beside them is comm_sms / (sms - comm_sms) as above):
+//  - NCCL's: compute.comm_sms;
+//  - DeepEP's dispatch/combine (Task::ep_kernels): kDeepEpSms, whatever compute.comm_sms;
+//  - Transformer Engine's ring exchange (StreamKind::kTpRing): 0, it moves its chunks with
+//    copy engines (userbuffers' peer-to-peer copies), which leaves every SM to the GEMM it
+//    overlaps.
+// 0 when the GPU's SM count is unknown.
+int comm_sms(const Task& t, const HwProfile& hw);
 
 // HBM share of a communication task for EngineOptions::comm_hbm_share: its kernels read from
 // HBM what they send and write to HBM what they receive, 2 bytes of HBM traffic per byte on

@@ -4,6 +4,8 @@
 // re-timed, keeping the work they have left.
 #include "sim/engine/engine_internal.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "model/error.h"
@@ -42,18 +44,57 @@ void Engine::build_contention() {
   for (auto& v : rdv_of_rank_) v.clear();
   mb_changed_ranks_.clear();
   touched_.clear();
-  inst_no_sms_.assign(options_->comm_holds_sms ? static_cast<size_t>(ninst) : 0, 0);
-  for (size_t i = 0; i < inst_no_sms_.size(); ++i) {
-    const auto [r, id] = match_.members[static_cast<size_t>(match_.offsets[i])];
-    const RankProgram& rp = program_->ranks[static_cast<size_t>(r)];
-    inst_no_sms_[i] = options_->comm_holds_sms(rp, rp.tasks[static_cast<size_t>(id)]) ? 0 : 1;
-  }
-  sm_comm_running_.assign(nranks, 0);
-  interference_ = options_->compute_slowdown_when_comm > 0 || hbm_;
+  build_sm_levels();
+  interference_ = sm_slow_.back() > 0 || hbm_;
   running_.resize(interference_ ? nranks : 0);
   for (auto& v : running_) v.clear();
   comm_changed_.assign(interference_ ? nranks : 0, 0);
   changed_ranks_.clear();
+}
+
+// The SM levels (engine_internal.h) of a run: EngineOptions::comm_sms gives each instance
+// its SMs, one level per distinct count; without it, one level at
+// compute_slowdown_when_comm for every instance that holds SMs (comm_holds_sms).
+void Engine::build_sm_levels() {
+  const auto ninst = static_cast<size_t>(match_.instance_count());
+  auto task_of = [this](size_t i) -> std::pair<const RankProgram&, const Task&> {
+    const auto [r, id] = match_.members[static_cast<size_t>(match_.offsets[i])];
+    const RankProgram& rp = program_->ranks[static_cast<size_t>(r)];
+    return {rp, rp.tasks[static_cast<size_t>(id)]};
+  };
+  sm_level_sms_.assign(1, 0);
+  inst_sm_level_.assign(ninst, 1);
+  if (!options_->comm_sms) {
+    sm_slow_.assign({0.0, std::max(0.0, options_->compute_slowdown_when_comm)});
+    for (size_t i = 0; options_->comm_holds_sms && i < ninst; ++i) {
+      const auto [rp, task] = task_of(i);
+      inst_sm_level_[i] = options_->comm_holds_sms(rp, task) ? 1 : 0;
+    }
+  } else {
+    const int sms = options_->gpu_sms;
+    std::vector<std::int32_t>& held = sm_held_;  // per instance, then its level
+    held.resize(ninst);
+    for (size_t i = 0; i < ninst; ++i) {
+      const auto [rp, task] = task_of(i);
+      const int s = options_->comm_sms(rp, task);
+      STEPCAST_CHECK(s == 0 || (s > 0 && s < sms),
+                     fmt::format("{} holds {} SMs, outside [0, gpu_sms = {})", task_ref(rp, task.id),
+                                 s, sms));
+      held[i] = s;
+      if (std::find(sm_level_sms_.begin(), sm_level_sms_.end(), s) == sm_level_sms_.end())
+        sm_level_sms_.push_back(s);
+    }
+    std::sort(sm_level_sms_.begin(), sm_level_sms_.end());
+    STEPCAST_CHECK(sm_level_sms_.size() <= 256, "more than 255 distinct SM counts");
+    sm_slow_.assign(sm_level_sms_.size(), 0.0);  // level 0: none
+    for (size_t l = 1; l < sm_slow_.size(); ++l)
+      sm_slow_[l] = static_cast<double>(sm_level_sms_[l]) / static_cast<double>(sms - sm_level_sms_[l]);
+    for (size_t i = 0; i < ninst; ++i)
+      inst_sm_level_[i] = static_cast<std::uint8_t>(
+          std::lower_bound(sm_level_sms_.begin(), sm_level_sms_.end(), held[i]) -
+          sm_level_sms_.begin());
+  }
+  sm_level_running_.assign(program_->ranks.size() * sm_slow_.size(), 0);
 }
 
 void Engine::settle(TimeNs t) {

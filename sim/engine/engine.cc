@@ -11,9 +11,9 @@
 // Instant semantics (all order-independent, so results do not depend on tie-breaking):
 //  - a task starts at the instant its last dependency ends (or, for a rendezvous, when its
 //    last member becomes ready);
-//  - SM interference: a compute task of positive duration runs at 1 / (1 +
-//    compute_slowdown_when_comm) of its speed while a communication task of its rank runs
-//    over [t, t+) (started at or before t and ending after t). Compute starts are therefore
+//  - SM interference: a compute task of positive duration runs at 1 / (1 + slowdown) of its
+//    speed, the slowdown set by the communication tasks of its rank running over [t, t+)
+//    (started at or before t and ending after t; the most SMs one holds, engine.h). Compute starts are therefore
 //    deferred until every end and every zero-duration cascade of instant t is done, and the
 //    running compute tasks of a rank whose communication changed at t are re-timed then
 //    (Engine::retime_running), from the final set: the result does not depend on the order
@@ -65,7 +65,7 @@ void Engine::start_rendezvous(int inst, TimeNs t) {
       tm.start = t;
       tm.end = t;
       ++comm_running_[static_cast<size_t>(rank_of_[g])];
-      if (holds_sms(g)) ++sm_comm_running_[static_cast<size_t>(rank_of_[g])];
+      count_sms(g, static_cast<size_t>(rank_of_[g]), 1);
       mark_comm_changed(static_cast<size_t>(rank_of_[g]));
     }
     const TimeNs alpha = inst_alpha_[static_cast<size_t>(inst)];
@@ -105,7 +105,7 @@ void Engine::launch(std::uint32_t g, TimeNs t, TimeNs duration) {
   const auto r = static_cast<size_t>(rank_of_[g]);
   if (flags_[g] & kFlagComm) {
     ++comm_running_[r];
-    if (holds_sms(g)) ++sm_comm_running_[r];
+    count_sms(g, r, 1);
     if (hbm_) comm_hbm_ppm_[r] += inst_hbm_ppm_[static_cast<size_t>(match_.instance_of[g])];
     mark_comm_changed(r);
   }
@@ -124,7 +124,7 @@ void Engine::finish(std::uint32_t g, TimeNs t) {
   const TaskTiming& tm = at(g);
   if ((flags_[g] & kFlagComm) && tm.end > tm.start) {
     --comm_running_[r];
-    if (holds_sms(g)) --sm_comm_running_[r];
+    count_sms(g, r, -1);
     const std::int32_t inst = match_.instance_of[g];
     if (hbm_ && inst >= 0) {
       comm_hbm_ppm_[r] -= inst_hbm_ppm_[static_cast<size_t>(inst)];

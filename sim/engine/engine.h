@@ -19,7 +19,9 @@
 //  - a rendezvous lasts the longest of its members' durations;
 //  - SM interference: a gemm/attention/memory_bound task runs at 1 / (1 + slowdown) of its
 //    speed while a collective/send/recv of its rank that holds SMs runs ([start, end);
-//    EngineOptions::comm_holds_sms), at full speed otherwise. Its end is decided at its
+//    EngineOptions::comm_sms), at full speed otherwise: with S the most SMs held by one
+//    of the communication kernels running on its rank, slowdown = S / (sms - S)
+//    (EngineOptions::comm_sms says why the largest, not the sum). Its end is decided at its
 //    start from what runs then (llround(d x factor)) and re-decided whenever the
 //    communication running on its rank changes: it keeps the work it has left,
 //    work = d - (time at each factor / that factor). Without
@@ -109,8 +111,22 @@ struct FlowMode {
 };
 
 struct EngineOptions {
-  // SM interference: a compute task runs this much slower (fraction; 0 = none) while a
-  // communication task of its rank runs (above). Set from the profile by the caller.
+  // SM interference, per task (sim/cost/coster.h comm_sms): the SMs a communication task's
+  // kernels hold while it runs (0: none, e.g. a copy-engine transfer), below gpu_sms. Set,
+  // a compute task runs slower by S / (gpu_sms - S) while communication runs on its rank, S
+  // the most SMs one of the running communication kernels holds (a change of S re-times
+  // it like a start or end). The largest, not the sum: NCCL's comm_sms is the measured
+  // slowdown of a GEMM beside a collective (calibrate/, compute.comm_sms), and letting
+  // concurrent collectives add up was tried and did not change the validation picture
+  // (docs/accuracy-history.md, "SMs per NCCL collective"); with every kernel at comm_sms
+  // it is the uniform rule below, bit for bit. It understates a DeepEP kernel running
+  // beside an NCCL one (20 + 16 SMs held); the sum instead moves the validation cases by
+  // 0.3 points at most (docs/model.md, "Interference"). The instance's first member's task
+  // decides.
+  std::function<int(const RankProgram&, const Task&)> comm_sms;
+  int gpu_sms = 0;  // the GPU's SMs (comm_sms set: must be above every task's count)
+  // comm_sms unset: every communication task that holds SMs (comm_holds_sms) slows the
+  // compute of its rank by this fraction (0 = none) while it runs.
   double compute_slowdown_when_comm = 0.0;
   // HBM contention (docs/model.md, "Pitfalls the model accounts for" 1: "both slow when
   // HBM-bound"): per communication task, the fraction of its GPU's achievable HBM bandwidth its
@@ -120,9 +136,9 @@ struct EngineOptions {
   // rendezvous runs at 1 / (1 + share) of its speed while a memory-bound compute task runs
   // on one of its member ranks.
   std::function<double(const RankProgram&, const Task&, TimeNs duration)> comm_hbm_share;
-  // Whether a communication task's kernels hold SMs (sim/cost/coster.h comm_holds_sms; unset:
-  // every one does). One that holds none (a copy-engine transfer) does not slow the compute
-  // beside it by compute_slowdown_when_comm; its HBM share still applies.
+  // comm_sms unset: whether a communication task's kernels hold SMs (unset: every one
+  // does). One that holds none (a copy-engine transfer) does not slow the compute beside it
+  // by compute_slowdown_when_comm; its HBM share still applies (as with comm_sms 0).
   std::function<bool(const RankProgram&, const Task&)> comm_holds_sms;
   bool record_memory_curve = true;
   // Set: network: flow (communication as flows sharing links); null: analytical durations.

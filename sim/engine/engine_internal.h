@@ -183,14 +183,31 @@ class Engine {
   std::vector<std::uint32_t> inst_member_;  // global indices, CSR by match_.offsets
 
   std::vector<std::int32_t> comm_running_;  // per rank, comm tasks running with duration > 0
-  // EngineOptions::comm_holds_sms: per instance 1 when its kernels hold no SMs, and per rank
-  // how many of its running comm tasks hold SMs.
-  std::vector<char> inst_no_sms_;
-  std::vector<std::int32_t> sm_comm_running_;
-  bool holds_sms(std::uint32_t g) const {
-    if (inst_no_sms_.empty()) return true;
+  // SM interference (EngineOptions::comm_sms; unset, comm_holds_sms with the uniform
+  // compute_slowdown_when_comm) in levels: the distinct slowdowns communication kernels
+  // cause, ascending, level 0 = none (sm_slow_); per instance its level; per rank and level
+  // how many of its running comm tasks are at it. A rank's compute slows by its highest
+  // level with a running task (the most SMs held, engine.h).
+  std::vector<double> sm_slow_;
+  std::vector<std::int32_t> sm_level_sms_;     // comm_sms set: the SMs of each level
+  std::vector<std::uint8_t> inst_sm_level_;    // by instance
+  std::vector<std::int32_t> sm_level_running_;  // [rank x levels + level]
+  std::vector<std::int32_t> sm_held_;           // build scratch
+  // Every communication task meets its peers in an instance (matching throws otherwise).
+  size_t sm_level(std::uint32_t g) const {
     const std::int32_t inst = match_.instance_of[g];
-    return inst < 0 || !inst_no_sms_[static_cast<size_t>(inst)];
+    return inst < 0 ? 0 : inst_sm_level_[static_cast<size_t>(inst)];
+  }
+  void build_sm_levels();  // contention.cc
+  void count_sms(std::uint32_t g, size_t r, std::int32_t delta) {
+    const size_t l = sm_level(g);
+    if (l > 0) sm_level_running_[r * sm_slow_.size() + l] += delta;
+  }
+  double sm_slowdown(size_t r) const {
+    const size_t n = sm_slow_.size();
+    for (size_t l = n - 1; l > 0; --l)
+      if (sm_level_running_[r * n + l] > 0) return sm_slow_[l];
+    return 0.0;
   }
   // HBM contention (EngineOptions::comm_hbm_share), in parts per million so that sums are
   // exact: per instance its share; per rank the shares of its running comm tasks and the
@@ -256,7 +273,7 @@ class Engine {
   // How much slower a compute task runs now, from the communication running on its rank.
   double slowdown_factor(size_t r, std::uint32_t g) const {
     if (comm_running_[r] == 0) return 1.0;
-    double slow = sm_comm_running_[r] > 0 ? options_->compute_slowdown_when_comm : 0.0;
+    double slow = sm_slowdown(r);
     if (hbm_ && (flags_[g] & kFlagMemBound))
       slow = std::max(slow, static_cast<double>(comm_hbm_ppm_[r]) * 1e-6);
     return 1.0 + slow;

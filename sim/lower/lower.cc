@@ -55,15 +55,7 @@ Lowerer::Lowerer(const Scenario& sc, const LowerOptions& opt)
   // input gradient in flight behind it (FrameworkRules::async_tp_dgrad_reduce,
   // sim/plan/framework.h); TE's userbuffers overlap runs in the same order.
   te_order_ = par_.overlap_tp_comm || (sc_.framework.async_tp_dgrad_reduce && par_.tp > 1);
-  shard_.microbatch = par_.microbatch;
-  shard_.seq_len = sc.training.seq_len;
-  shard_.tp = par_.tp;
-  shard_.cp = par_.cp;
-  shard_.ep = par_.ep;
-  shard_.expert_tp = par_.expert_tp;
-  shard_.sequence_parallel = par_.sequence_parallel;
-  shard_.dtype = sc.training.dtype;
-  shard_.flash_attention = sc.profile.compute.attn_flash;
+  shard_ = shard_spec(sc, par_);
   shard_.dispatcher = par_.moe_dispatcher;
   shard_.shared_expert_overlap = par_.overlap_moe_shared;
   {
@@ -283,6 +275,20 @@ void Lowerer::build_schedule() {
 }  // namespace stepcast::lowering
 
 namespace stepcast {
+
+ShardSpec shard_spec(const Scenario& sc, const ParallelSpec& par) {
+  ShardSpec shard;
+  shard.microbatch = par.microbatch;
+  shard.seq_len = sc.training.seq_len;
+  shard.tp = par.tp;
+  shard.cp = par.cp;
+  shard.ep = par.ep;
+  shard.expert_tp = par.expert_tp;
+  shard.sequence_parallel = par.sequence_parallel;
+  shard.dtype = sc.training.dtype;
+  shard.flash_attention = sc.profile.compute.attn_flash;
+  return shard;
+}
 
 std::vector<int> virtual_stage_layers(const Scenario& sc) {
   const ParallelSpec& par = sc.parallel;

@@ -61,6 +61,11 @@ Program lower(const Scenario& sc, const LowerOptions& opt = {});
 // plans that cannot fit). Throws as lower() does on a plan it cannot lay out.
 std::vector<std::array<double, 3>> training_state_bytes(const Scenario& sc);
 
+// The shard of the model one rank's layers see under `par` (ShardSpec, model/workload.h) with
+// sc's sequence, dtype and attention kernel, as lower() builds its units before it adds the
+// MoE dispatcher's settings; the step bound (sim/report/search_bound.cc) costs layers with it.
+ShardSpec shard_spec(const Scenario& sc, const ParallelSpec& par);
+
 // Transformer layers per virtual stage (index chunk * pp + stage): parallel.pipeline_layers
 // when given, else an even split. Throws InvariantError when they do not add up.
 std::vector<int> virtual_stage_layers(const Scenario& sc);

@@ -35,7 +35,7 @@ inline constexpr const char* kProgramSchema = "stepcast.program/1";
 // every cp rank sends before it receives, so one stream for both would wait in a cycle.
 // kTpRing: Transformer Engine's ring exchange (userbuffers), the tensor-parallel all-gather
 // overlapped with its GEMM: its own streams in TE, apart from NCCL's, and moved by copy
-// engines, so it holds no SMs (sim/cost/coster.h comm_holds_sms).
+// engines, so it holds no SMs (sim/cost/coster.h comm_sms).
 enum class StreamKind : std::uint8_t {
   kCompute,
   kTp,

@@ -119,12 +119,12 @@ void simulate_and_report(const Scenario& sc, const RunOptions& opt, const GpuSpe
                          Durations* d, Prediction& out) {
   EngineOptions eo;
   eo.keep_matching = opt.critical_path;  // summarize_critical_path reuses it
-  eo.compute_slowdown_when_comm = comm_compute_slowdown(sc.profile);
   eo.comm_hbm_share = [&p = out.program, &hw = sc.profile](const RankProgram& rp, const Task& t,
                                                            TimeNs dur) {
     return comm_hbm_share(p, rp, t, dur, hw);
   };
-  eo.comm_holds_sms = [](const RankProgram&, const Task& t) { return comm_holds_sms(t); };
+  eo.gpu_sms = sc.profile.gpu.sms;
+  eo.comm_sms = [&hw = sc.profile](const RankProgram&, const Task& t) { return comm_sms(t, hw); };
   if (sc.network == NetworkMode::kFlow) {  // communication as flows sharing links (flow_mode.h)
     out.timeline = simulate_flow_mode(out.program, sc.profile, eo, speeds);
   } else if (d) {

@@ -12,6 +12,7 @@
 #include "model/workload.h"
 #include "sim/cost/cost.h"
 #include "sim/cost/coster.h"
+#include "sim/lower/lower.h"
 #include "sim/lower/schedule.h"
 #include "sim/plan/layout.h"
 
@@ -131,16 +132,7 @@ StepBound::UnitCost StepBound::cost_unit(UnitKind kind, const ParallelSpec& par,
                                          const GroupShape& tp_group) const {
   const ModelArch& arch = base_.model;
   const HwProfile& hw = base_.profile;
-  ShardSpec shard;  // as the lowering's (sim/lower/lower.cc, Lowerer::Lowerer)
-  shard.microbatch = par.microbatch;
-  shard.seq_len = base_.training.seq_len;
-  shard.tp = par.tp;
-  shard.cp = par.cp;
-  shard.ep = par.ep;
-  shard.expert_tp = par.expert_tp;
-  shard.sequence_parallel = par.sequence_parallel;
-  shard.dtype = base_.training.dtype;
-  shard.flash_attention = hw.compute.attn_flash;
+  const ShardSpec shard = shard_spec(base_, par);  // as the lowering's
   LayerOps ops;
   if (kind == UnitKind::kEmbed) {
     ops = embedding_ops(arch, shard);
@@ -368,16 +360,7 @@ std::vector<double> held_activation_floor_bytes(const Scenario& sc) {
     layers.assign(static_cast<size_t>(nv), arch.layers / nv);
   }
   if (static_cast<int>(layers.size()) != nv) return {};
-  ShardSpec shard;  // as the lowering's (lower.cc)
-  shard.microbatch = par.microbatch;
-  shard.seq_len = sc.training.seq_len;
-  shard.tp = par.tp;
-  shard.cp = par.cp;
-  shard.ep = par.ep;
-  shard.expert_tp = par.expert_tp;
-  shard.sequence_parallel = par.sequence_parallel;
-  shard.dtype = dt;
-  shard.flash_attention = sc.profile.compute.attn_flash;
+  const ShardSpec shard = shard_spec(sc, par);  // as the lowering's
   // Per virtual stage, one microbatch's saved activations (lower.cc, build_units).
   std::vector<double> per_chunk(static_cast<size_t>(nv), 0.0);
   int layer = 0;

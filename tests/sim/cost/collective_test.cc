@@ -1,7 +1,9 @@
 // Collective model (sim/cost/collective.cc) against docs/model.md "Collectives and network"'s
 // latency table and measured busbw, the nccl-tests CSVs in tests/data/measured/, and properties.
 #include <cmath>
+#include <iterator>
 #include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -154,18 +156,22 @@ struct SweepCase {
   const char* busbw_column;
 };
 
+// The single-node H100 sweeps (NVLS on and off, ring reduce-scatter and all-gather).
+const SweepCase kH100Sweeps[] = {
+    {"nccl_allreduce_8xH100_1node_NVLSon_together.csv", CollOp::kAllReduce, false, true,
+     "ip_busbw_GBps"},
+    {"nccl_allreduce_8xH100_1node_NVLSoff_ring_together.csv", CollOp::kAllReduce, false, false,
+     "ip_busbw_GBps"},
+    {"nccl_reducescatter_8xH100_1node_ring_together.csv", CollOp::kReduceScatter, false, false,
+     "ip_busbw_GBps"},
+    {"nccl_allgather_8xH100_1node_ring_together.csv", CollOp::kAllGather, false, false,
+     "ip_busbw_GBps"},
+};
+
 TEST(CollectiveBandwidth, MatchesNcclTestsSweepsAtLargeSizes) {
-  const SweepCase cases[] = {
-      {"nccl_allreduce_8xA100_1node_stas00.csv", CollOp::kAllReduce, true, false, "busbw_GBps"},
-      {"nccl_allreduce_8xH100_1node_NVLSon_together.csv", CollOp::kAllReduce, false, true,
-       "ip_busbw_GBps"},
-      {"nccl_allreduce_8xH100_1node_NVLSoff_ring_together.csv", CollOp::kAllReduce, false, false,
-       "ip_busbw_GBps"},
-      {"nccl_reducescatter_8xH100_1node_ring_together.csv", CollOp::kReduceScatter, false, false,
-       "ip_busbw_GBps"},
-      {"nccl_allgather_8xH100_1node_ring_together.csv", CollOp::kAllGather, false, false,
-       "ip_busbw_GBps"},
-  };
+  std::vector<SweepCase> cases(std::begin(kH100Sweeps), std::end(kH100Sweeps));
+  cases.push_back(
+      {"nccl_allreduce_8xA100_1node_stas00.csv", CollOp::kAllReduce, true, false, "busbw_GBps"});
   for (const SweepCase& c : cases) {
     HwProfile hw = c.a100 ? a100_profile() : h100_profile();
     hw.node.nvls = c.nvls;
@@ -188,17 +194,7 @@ TEST(CollectiveBandwidth, MatchesNcclTestsSweepsAtLargeSizes) {
 // 1-16 MiB, where NCCL's protocol switch points differ from the cheapest-estimate choice);
 // the small-message floor itself within 15%.
 TEST(CollectiveBandwidth, H100SweepsWithLaunchOverheadWholeRange) {
-  const SweepCase cases[] = {
-      {"nccl_allreduce_8xH100_1node_NVLSon_together.csv", CollOp::kAllReduce, false, true,
-       "ip_busbw_GBps"},
-      {"nccl_allreduce_8xH100_1node_NVLSoff_ring_together.csv", CollOp::kAllReduce, false, false,
-       "ip_busbw_GBps"},
-      {"nccl_reducescatter_8xH100_1node_ring_together.csv", CollOp::kReduceScatter, false, false,
-       "ip_busbw_GBps"},
-      {"nccl_allgather_8xH100_1node_ring_together.csv", CollOp::kAllGather, false, false,
-       "ip_busbw_GBps"},
-  };
-  for (const SweepCase& c : cases) {
+  for (const SweepCase& c : kH100Sweeps) {
     HwProfile hw = h100_profile();
     hw.node.nvls = c.nvls;
     hw.collectives.launch_overhead_s = 20e-6;

@@ -321,5 +321,31 @@ TEST(CommComputeSlowdown, SmShareModel) {
   EXPECT_THROW(comm_compute_slowdown(hw), InvariantError);
 }
 
+// The SMs a communication task holds (coster.h comm_sms): NCCL's compute.comm_sms (16 on
+// the H100 profile), DeepEP's dispatch/combine 20 (Buffer.num_sms) whatever comm_sms says,
+// the ring exchange's copy engines none; nothing without a known SM count.
+TEST(CommSms, NcclDeepEpAndCopyEngines) {
+  HwProfile hw = h100_profile();
+  Task nccl = make(TaskKind::kCollective);
+  nccl.coll = CollOp::kAllToAll;
+  nccl.stream = StreamKind::kEp;
+  Task deepep = nccl;
+  deepep.ep_kernels = true;
+  Task ring = make(TaskKind::kCollective);
+  ring.stream = StreamKind::kTpRing;
+  Task send = make(TaskKind::kSend);
+  send.stream = StreamKind::kPpSend;
+  EXPECT_EQ(comm_sms(nccl, hw), 16);
+  EXPECT_EQ(comm_sms(send, hw), 16);
+  EXPECT_EQ(comm_sms(deepep, hw), 20);
+  EXPECT_EQ(comm_sms(ring, hw), 0);
+  hw.compute.comm_sms = 0;  // NCCL's taken away; DeepEP's kernels are its own
+  EXPECT_EQ(comm_sms(nccl, hw), 0);
+  EXPECT_EQ(comm_sms(deepep, hw), 20);
+  hw.gpu.sms = 0;
+  EXPECT_EQ(comm_sms(deepep, hw), 0);
+  EXPECT_EQ(comm_sms(nccl, h100_profile()), 16);
+}
+
 }  // namespace
 }  // namespace stepcast

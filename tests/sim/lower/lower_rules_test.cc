@@ -33,6 +33,26 @@ const Task* find_label(const RankProgram& rp, const std::string& label) {
   return nullptr;
 }
 
+// A tiny GPT on plan p lowered with one of the framework's rules on and off, and both
+// programs' synthetic durations (aux ops free, communication at comm_ns_per_byte).
+struct RuleOnOff {
+  Program on, off;
+  Durations d_on, d_off;
+};
+RuleOnOff lower_with_and_without(const Plan& p, bool FrameworkRules::*rule,
+                                 double comm_ns_per_byte) {
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  RuleOnOff r;
+  sc.framework.*rule = true;
+  r.on = lower(sc);
+  sc.framework.*rule = false;
+  r.off = lower(sc);
+  const testing::Synth synth{.aux_free = true, .comm_ns_per_byte = comm_ns_per_byte};
+  r.d_on = synth_durations(r.on, synth);
+  r.d_off = synth_durations(r.off, synth);
+  return r;
+}
+
 // ---- asynchronous TP reduction of input gradients ----------------------------------------
 
 // tp 2 without sequence parallel or the TP overlap: the backward all-reduce of the qkv, fc1
@@ -45,13 +65,8 @@ TEST(LowerRules, AsyncTpDgradReduceRunsBehindTheWeightGradient) {
   Plan p;
   p.tp = 2;
   p.microbatches = 2;
-  Scenario sc = make_scenario(tiny_gpt(), p);
-  sc.framework.async_tp_dgrad_reduce = true;
-  const Program prog = lower(sc);
-  sc.framework.async_tp_dgrad_reduce = false;
-  const Program old = lower(sc);
-  const testing::Synth synth{.aux_free = true, .comm_ns_per_byte = 0.002};
-  const Durations d = synth_durations(prog, synth);
+  const auto [prog, old, d, d_old] =
+      lower_with_and_without(p, &FrameworkRules::async_tp_dgrad_reduce, 0.002);
   const RankProgram& rp = prog.ranks[0];
 
   TimeNs hidden = 0;
@@ -84,7 +99,7 @@ TEST(LowerRules, AsyncTpDgradReduceRunsBehindTheWeightGradient) {
   }
   EXPECT_EQ(reductions, (8 * 2 + 1) * 2);  // qkv, fc1 per layer and logits, 2 microbatches
   const TimeNs now = simulate(prog, d).step_ns;
-  const TimeNs before = simulate(old, synth_durations(old, synth)).step_ns;
+  const TimeNs before = simulate(old, d_old).step_ns;
   EXPECT_GT(hidden, 0);
   EXPECT_EQ(before - now, hidden);
 }
@@ -237,19 +252,14 @@ TEST(LowerRules, Blocking1F1BP2pWaitsForEverySend) {
   Plan p;
   p.pp = 2;
   p.microbatches = 2;
-  Scenario sc = make_scenario(tiny_gpt(), p);
-  sc.framework.blocking_p2p_1f1b = true;
-  const Program prog = lower(sc);
-  sc.framework.blocking_p2p_1f1b = false;
-  const Program old = lower(sc);
-  const testing::Synth synth{.aux_free = true, .comm_ns_per_byte = 0.01};
-  const Durations d = synth_durations(prog, synth);
+  const auto [prog, old, d, d_old] =
+      lower_with_and_without(p, &FrameworkRules::blocking_p2p_1f1b, 0.01);
   TimeNs c = 0;
   for (size_t i = 0; i < prog.ranks[0].tasks.size(); ++i)
     if (prog.ranks[0].tasks[i].kind == TaskKind::kSend) c = d[0][i];
   ASSERT_GT(c, 0);
   const TimeNs now = simulate(prog, d).step_ns;
-  const TimeNs before = simulate(old, synth_durations(old, synth)).step_ns;
+  const TimeNs before = simulate(old, d_old).step_ns;
   EXPECT_EQ(now - before, c);
   // Every send blocks the first compute task after it.
   for (const RankProgram& rp : prog.ranks)

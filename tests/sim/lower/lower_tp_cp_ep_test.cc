@@ -126,16 +126,23 @@ TEST(Lower, EpAllToAllPerMoeLayer) {
     EXPECT_EQ((probs[{l, Phase::kBwdInput}]), 1);
   }
   // NCCL runs these; under the deepep dispatcher DeepEP's own kernels run the dispatch and
-  // combine (Task::ep_kernels), four a layer and microbatch.
+  // combine (Task::ep_kernels), four a layer and microbatch. The SMs they hold (SM
+  // interference, coster.h comm_sms) on an H100 (132 SMs, compute.comm_sms 16): DeepEP's 20
+  // (Buffer.num_sms), NCCL's 16 for every other collective.
   for (const bool deepep : {false, true}) {
     Scenario sc = make_scenario(tiny_moe(), p);
     sc.parallel.moe_dispatcher = deepep ? MoeDispatcher::kDeepEp : MoeDispatcher::kAllToAll;
+    sc.profile.gpu.sms = 132;
+    sc.profile.compute.comm_sms = 16;
     int flagged = 0;
     const Program dp = lower(sc);
     for (const Task& t : dp.ranks[0].tasks) {
       if (t.kind == TaskKind::kCollective && t.microbatch == 0 && t.ep_kernels) ++flagged;
       if (t.ep_kernels) {
         EXPECT_EQ(t.coll, CollOp::kAllToAll);
+        EXPECT_EQ(comm_sms(t, sc.profile), 20) << t.label;
+      } else if (t.kind == TaskKind::kCollective) {
+        EXPECT_EQ(comm_sms(t, sc.profile), 16) << t.label;
       }
     }
     EXPECT_EQ(flagged, deepep ? 4 * 4 : 0) << deepep;
@@ -398,6 +405,9 @@ TEST(Lower, TpOverlapAllGatherIsARingExchangeTheGemmDoesNotWaitFor) {
   const Scenario sc = make_scenario(a, p);
   const Program prog = lower(sc);
   const TaskList& tasks = prog.ranks[0].tasks;
+  HwProfile hw = sc.profile;  // an H100's SMs: the ring exchange holds none of them
+  hw.gpu.sms = 132;
+  hw.compute.comm_sms = 16;
   // S of the gathered [T, h] activation: b x s x h x 2 bytes.
   const double full = static_cast<double>(sc.parallel.microbatch) *
                       static_cast<double>(sc.training.seq_len) * static_cast<double>(a.hidden) *
@@ -426,6 +436,7 @@ TEST(Lower, TpOverlapAllGatherIsARingExchangeTheGemmDoesNotWaitFor) {
     EXPECT_DOUBLE_EQ(ag.bytes, full) << ag.label;
     // On its own stream (TE's, apart from NCCL's), where it holds no SMs.
     EXPECT_EQ(ag.stream, StreamKind::kTpRing) << ag.label;
+    EXPECT_EQ(comm_sms(ag, hw), 0) << ag.label;
     ++checked;
   }
   // Per layer and microbatch: the forward's two (before qkv and fc1) and the input
