@@ -77,9 +77,9 @@ void Engine::build_sm_levels() {
     for (size_t i = 0; i < ninst; ++i) {
       const auto [rp, task] = task_of(i);
       const int s = options_->comm_sms(rp, task);
-      STEPCAST_CHECK(s == 0 || (s > 0 && s < sms),
-                     fmt::format("{} holds {} SMs, outside [0, gpu_sms = {})", task_ref(rp, task.id),
-                                 s, sms));
+      STEPCAST_CHECK(
+          s == 0 || (s > 0 && s < sms),
+          fmt::format("{} holds {} SMs, outside [0, gpu_sms = {})", task_ref(rp, task.id), s, sms));
       held[i] = s;
       if (std::find(sm_level_sms_.begin(), sm_level_sms_.end(), s) == sm_level_sms_.end())
         sm_level_sms_.push_back(s);
@@ -88,7 +88,8 @@ void Engine::build_sm_levels() {
     STEPCAST_CHECK(sm_level_sms_.size() <= 256, "more than 255 distinct SM counts");
     sm_slow_.assign(sm_level_sms_.size(), 0.0);  // level 0: none
     for (size_t l = 1; l < sm_slow_.size(); ++l)
-      sm_slow_[l] = static_cast<double>(sm_level_sms_[l]) / static_cast<double>(sms - sm_level_sms_[l]);
+      sm_slow_[l] =
+          static_cast<double>(sm_level_sms_[l]) / static_cast<double>(sms - sm_level_sms_[l]);
     for (size_t i = 0; i < ninst; ++i)
       inst_sm_level_[i] = static_cast<std::uint8_t>(
           std::lower_bound(sm_level_sms_.begin(), sm_level_sms_.end(), held[i]) -

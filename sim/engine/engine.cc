@@ -13,9 +13,9 @@
 //    last member becomes ready);
 //  - SM interference: a compute task of positive duration runs at 1 / (1 + slowdown) of its
 //    speed, the slowdown set by the communication tasks of its rank running over [t, t+)
-//    (started at or before t and ending after t; the most SMs one holds, engine.h). Compute starts are therefore
-//    deferred until every end and every zero-duration cascade of instant t is done, and the
-//    running compute tasks of a rank whose communication changed at t are re-timed then
+//    (started at or before t and ending after t; the most SMs one holds, engine.h). Compute starts
+//    are therefore deferred until every end and every zero-duration cascade of instant t is done,
+//    and the running compute tasks of a rank whose communication changed at t are re-timed then
 //    (Engine::retime_running), from the final set: the result does not depend on the order
 //    in which the instant's events were processed.
 //  - HBM contention (engine.h): memory-bound compute runs slower by the larger of that

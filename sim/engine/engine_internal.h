@@ -189,8 +189,8 @@ class Engine {
   // how many of its running comm tasks are at it. A rank's compute slows by its highest
   // level with a running task (the most SMs held, engine.h).
   std::vector<double> sm_slow_;
-  std::vector<std::int32_t> sm_level_sms_;     // comm_sms set: the SMs of each level
-  std::vector<std::uint8_t> inst_sm_level_;    // by instance
+  std::vector<std::int32_t> sm_level_sms_;      // comm_sms set: the SMs of each level
+  std::vector<std::uint8_t> inst_sm_level_;     // by instance
   std::vector<std::int32_t> sm_level_running_;  // [rank x levels + level]
   std::vector<std::int32_t> sm_held_;           // build scratch
   // Every communication task meets its peers in an instance (matching throws otherwise).
