@@ -9,14 +9,19 @@
 // schedule.h), layer by layer, the forward's layer i with the backward's layer n-1-i, the
 // all-to-alls on their own stream:
 //
-//   compute: F attention..permute | B unpermute' | B experts' B expert wgrad F experts | B
-//   attention' B wgrad | F unpermute comm:                         | B combine'   F dispatch  B
-//   dispatch'       F combine |
+//   compute stream                         all-to-all stream
+//   F: attention .. permute
+//   B: unpermute gradient                  B: combine gradient
+//                                          F: dispatch
+//   B: experts' input, then weight grads   B: dispatch gradient
+//   F: experts                             F: combine
+//   B: attention's input and weight grads
+//   F: unpermute
 //
 // so each all-to-all runs beside the other microbatch's compute. Here a unit's steps are cut
 // after each run of expert all-to-all steps (EP dispatch / combine): the forward's pieces
 // are [its first body, that body's all-to-alls, then each further segment], the backward's
-// its segments; the two pass's pieces are emitted alternately, forward first, each pass with
+// its segments; the two passes' pieces are emitted alternately, forward first, each pass with
 // its own dependency state (what its next compute waits for), so that neither pass's compute
 // waits for the other's communication. With --delay-wgrad-compute the weight gradients leave
 // Transformer Engine's per-linear order: the experts' after the experts' input gradients,
