@@ -105,7 +105,7 @@ void Lowerer::emit_mem(Emit& e, TaskKind kind, double bytes, std::string what, P
   add(e, std::move(t));
 }
 
-void Lowerer::emit_steps(Emit& e, const std::vector<Step>& steps, Phase phase, Category cat,
+void Lowerer::emit_steps(Emit& e, std::span<const Step> steps, Phase phase, Category cat,
                          const char* prefix, const Unit& u, int mb, int chunk, int pass,
                          bool selective_only) {
   for (const Step& st : steps) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -197,7 +198,7 @@ class Lowerer {
   void emit_mem(Emit& e, TaskKind kind, double bytes, std::string what, Phase phase, int layer,
                 int mb, int chunk, StreamKind stream = StreamKind::kCompute,
                 std::vector<int> deps = {});
-  void emit_steps(Emit& e, const std::vector<Step>& steps, Phase phase, Category cat,
+  void emit_steps(Emit& e, std::span<const Step> steps, Phase phase, Category cat,
                   const char* prefix, const Unit& u, int mb, int chunk, int pass,
                   bool selective_only = false);
   static std::string mem_what(const char* prefix, const Unit& u, int mb);

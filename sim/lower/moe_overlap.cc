@@ -31,6 +31,7 @@
 // all-to-alls (a dense layer) is one piece. The selective recompute of the attention core
 // runs before the backward's last segment, where the attention's input gradients need it.
 #include <algorithm>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -83,14 +84,16 @@ void Lowerer::swap_deps(Emit& e, PassDeps& d) {
   std::swap(e.beside, d.beside);
 }
 
-// One pass's side of a pair: its units in emission order and, per unit, its pieces.
+// One pass's side of a pair: the unit being emitted and its pieces, each a range of its
+// steps (forward: [body 0], [all-to-alls 0], [segment 1], ...; backward: its segments).
 struct Lowerer::PairSide {
   const PassOp* op = nullptr;
-  int index = 0;                 // the pass's index in the stage's order
-  std::vector<int> units;        // unit indices in the chunk, in emission order
-  std::vector<Segment> segs;     // of the current unit
-  size_t piece = 0, pieces = 0;  // the current unit's next piece, and its number of pieces
+  int index = 0;                                  // the pass's index in the stage's order
+  int unit = -1;                                  // the current unit's index in the chunk
+  std::vector<std::pair<size_t, size_t>> pieces;  // of the current unit: [from, to)
+  size_t piece = 0;                               // the next one
   PassDeps deps;
+  bool more() const { return piece < pieces.size(); }
 };
 
 void Lowerer::merged_passes(Emit& e, RankState& rs, int fi, int bi) {
@@ -139,9 +142,9 @@ void Lowerer::merged_passes(Emit& e, RankState& rs, int fi, int bi) {
   for (size_t i = 0; i < std::max(f_layers.size(), b_layers.size()); ++i) {
     if (i < f_layers.size()) start_unit(f, fu, f_layers[i]);
     if (i < b_layers.size()) start_unit(b, bu, b_layers[i]);
-    while (f.piece < f.pieces || b.piece < b.pieces) {
-      if (f.piece < f.pieces) side_piece(e, rs, f, fu);
-      if (b.piece < b.pieces) side_piece(e, rs, b, bu);
+    while (f.more() || b.more()) {
+      if (f.more()) side_piece(e, rs, f, fu);
+      if (b.more()) side_piece(e, rs, b, bu);
     }
   }
   run_side_units(e, rs, f, f_post);
@@ -174,10 +177,18 @@ void Lowerer::merged_passes(Emit& e, RankState& rs, int fi, int bi) {
 void Lowerer::start_unit(PairSide& side, const std::vector<Unit>& units, int k) {
   const Unit& u = units[static_cast<size_t>(k)];
   const bool fwd = side.op->kind == PassKind::kF;
-  side.units.assign(1, k);
-  side.segs = segments(fwd ? u.ops->fwd : u.ops->bwd_input);
+  const std::vector<Segment> segs = segments(fwd ? u.ops->fwd : u.ops->bwd_input);
+  side.unit = k;
   side.piece = 0;
-  side.pieces = side.segs.size() + (fwd && side.segs.size() > 1 ? 1 : 0);
+  side.pieces.clear();
+  for (size_t i = 0; i < segs.size(); ++i) {
+    if (fwd && i == 0 && segs.size() > 1) {
+      side.pieces.emplace_back(segs[0].begin, segs[0].body_end);
+      side.pieces.emplace_back(segs[0].body_end, segs[0].end);
+    } else {
+      side.pieces.emplace_back(segs[i].begin, segs[i].end);
+    }
+  }
 }
 
 // Emits a list of units of one side whole (the embedding, the output layer).
@@ -186,16 +197,17 @@ void Lowerer::run_side_units(Emit& e, RankState& rs, PairSide& side,
   const auto& chunk = chunks_[static_cast<size_t>(side.op->chunk * p_ + e.coord.pp)];
   for (int k : units) {
     start_unit(side, chunk, k);
-    while (side.piece < side.pieces) side_piece(e, rs, side, chunk);
+    while (side.more()) side_piece(e, rs, side, chunk);
   }
 }
 
 // Emits the next piece of a side's current unit, under that side's dependency state.
 void Lowerer::side_piece(Emit& e, RankState& rs, PairSide& side, const std::vector<Unit>& units) {
-  const int k = side.units.front();
+  const int k = side.unit;
   const Unit& u = units[static_cast<size_t>(k)];
   const int c = side.op->chunk, mb = side.op->mb;
   const size_t piece = side.piece++;
+  const auto [from, to] = side.pieces[piece];
   swap_deps(e, side.deps);
   if (side.op->kind == PassKind::kF) {
     if (piece == 0) {
@@ -209,38 +221,23 @@ void Lowerer::side_piece(Emit& e, RankState& rs, PairSide& side, const std::vect
         emit_fp8_weight_cast(e, u, mb, c);
       }
     }
-    // Pieces: [body 0], [all-to-alls 0], [segment 1], ...; one segment: the whole.
-    const bool split = side.pieces > side.segs.size();
-    size_t from = 0, to = 0;
-    if (!split) {
-      from = side.segs[piece].begin;
-      to = side.segs[piece].end;
-    } else if (piece <= 1) {
-      from = piece == 0 ? side.segs[0].begin : side.segs[0].body_end;
-      to = piece == 0 ? side.segs[0].body_end : side.segs[0].end;
-    } else {
-      from = side.segs[piece - 1].begin;
-      to = side.segs[piece - 1].end;
-    }
-    const std::vector<Step> steps(u.ops->fwd.begin() + static_cast<std::ptrdiff_t>(from),
-                                  u.ops->fwd.begin() + static_cast<std::ptrdiff_t>(to));
-    emit_steps(e, steps, Phase::kFwd, Category::kCompute, "fwd", u, mb, c, 0);
+    emit_steps(e, std::span<const Step>(u.ops->fwd).subspan(from, to - from), Phase::kFwd,
+               Category::kCompute, "fwd", u, mb, c, 0);
   } else {
-    const bool last = side.piece == side.pieces;
+    const size_t pieces = side.pieces.size();
+    const bool last = !side.more();
     if (last) emit_recompute(e, u, mb, c);
-    const Segment& sg = side.segs[piece];
-    const std::vector<Step> steps(u.ops->bwd_input.begin() + static_cast<std::ptrdiff_t>(sg.begin),
-                                  u.ops->bwd_input.begin() + static_cast<std::ptrdiff_t>(sg.end));
-    emit_steps(e, steps, Phase::kBwdInput, Category::kCompute, "bwd", u, mb, c, 1);
+    emit_steps(e, std::span<const Step>(u.ops->bwd_input).subspan(from, to - from),
+               Phase::kBwdInput, Category::kCompute, "bwd", u, mb, c, 1);
     // The experts' weight gradients after the experts' input gradients (the segment between
     // the two all-to-all runs), the rest after the layer's.
     const auto& w = u.ops->bwd_weight;
     std::vector<char> done(w.size(), 0);
-    if (side.pieces >= 3 && piece == 1) {
+    if (pieces >= 3 && piece == 1) {
       for (size_t j = 0; j < w.size(); ++j) done[j] = !expert_wgrad(w[j]);
       emit_weight_grads(e, u, mb, c, &done);
     } else if (last) {
-      if (side.pieces >= 3)
+      if (pieces >= 3)
         for (size_t j = 0; j < w.size(); ++j) done[j] = expert_wgrad(w[j]);
       emit_weight_grads(e, u, mb, c, &done);
       finish_unit_grads(e, rs.bucketers[static_cast<size_t>(c)], u, mb, c, k == 0, mb == m_ - 1);

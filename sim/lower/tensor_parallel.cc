@@ -117,7 +117,8 @@ void Lowerer::emit_backward_te_order(Emit& e, const Unit& u, int mb, int c) {
   int owed = -1;
   std::vector<int> after_dgrad;  // what the weight gradient waits for: as its input gradient
   for (size_t i = 0; i < bi.size(); ++i) {
-    emit_steps(e, {bi[i]}, Phase::kBwdInput, Category::kCompute, "bwd", u, mb, c, 1);
+    emit_steps(e, std::span<const Step>(&bi[i], 1), Phase::kBwdInput, Category::kCompute, "bwd", u,
+               mb, c, 1);
     if (!bi[i].is_comm && bi[i].op.kind == OpKind::kGemm) {
       owed = -1;
       for (size_t j = 0; j < bw.size(); ++j)
@@ -140,8 +141,8 @@ void Lowerer::emit_backward_te_order(Emit& e, const Unit& u, int mb, int c) {
     std::vector<int> stash;
     stash.swap(e.pending);
     e.pending = after_dgrad;
-    emit_steps(e, {bw[static_cast<size_t>(owed)]}, Phase::kBwdWeight, Category::kCompute, "wgt", u,
-               mb, c, 1);
+    emit_steps(e, std::span<const Step>(&bw[static_cast<size_t>(owed)], 1), Phase::kBwdWeight,
+               Category::kCompute, "wgt", u, mb, c, 1);
     e.pending = std::move(stash);
     emitted_w_[static_cast<size_t>(owed)] = 1;
     owed = -1;
