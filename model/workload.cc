@@ -528,8 +528,21 @@ LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard) {
   //             -> read 8, write 4 + e.
   // The max / sum-exp / target-logit allreduces move 3 x T fp32 values across tp,
   // negligible next to the [T, h] gathers, and are not emitted.
-  out.fwd.push_back(op_step(memory_op("softmax_ce", lg * (e + 20.0), lg * 16.0)));
-  out.bwd_input.push_back(op_step(memory_op("softmax_ce", lg * 8.0, lg * (4.0 + e))));
+  //
+  // Fused (shard.fused_cross_entropy: Transformer Engine's pytorch/triton/cross_entropy.py,
+  // Megatron-Core cross_entropy_fusion_impl 'te'), on the 16-bit logits themselves:
+  //   forward:  online_softmax_kernel reads the logits for each row's max and sum of
+  //             exponentials (e), cross_entropy_kernel reads them again and writes the
+  //             gradient over them in place (e + e) -> read 2e, write e;
+  //   backward: element_mul_kernel scales that gradient by the per-token loss gradient in
+  //             place -> read e, write e.
+  if (shard.fused_cross_entropy) {
+    out.fwd.push_back(op_step(memory_op("softmax_ce", lg * 2.0 * e, lg * e)));
+    out.bwd_input.push_back(op_step(memory_op("softmax_ce", lg * e, lg * e)));
+  } else {
+    out.fwd.push_back(op_step(memory_op("softmax_ce", lg * (e + 20.0), lg * 16.0)));
+    out.bwd_input.push_back(op_step(memory_op("softmax_ce", lg * 8.0, lg * (4.0 + e))));
+  }
   out.bwd_input.push_back(op_step(logits.dgrad(l)));
   if (l.tp > 1) out.bwd_input.push_back(comm_step(CommPointKind::kTpReduce, full, "logits.in"));
   out.bwd_input.push_back(op_step(memory_op("final_ln", 3 * tn * h * e, tn * h * e)));

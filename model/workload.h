@@ -141,6 +141,7 @@ struct ShardSpec {
   MoeDispatcher dispatcher = MoeDispatcher::kAllToAll;  // parallel.moe_dispatcher
   int ep_nodes = 1;                    // nodes one ep group spans (DeepEP's RDMA dedup)
   bool shared_expert_overlap = false;  // parallel.overlap.moe_shared_experts
+  bool fused_cross_entropy = false;    // FrameworkRules::fused_cross_entropy (logits_loss_ops)
 };
 
 // The expert tensor parallel size of a shard: ShardSpec::expert_tp when set, else tp without

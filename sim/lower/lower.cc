@@ -215,9 +215,13 @@ Unit Lowerer::make_head(const char* name) {
   Unit u = make_aux(Unit::Kind::kHead, &head_ops_, name);
   // Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py) saves the
   // fp32 softmax of this rank's vocabulary slice for the backward: b x s/cp x V/tp x 4.
+  // Transformer Engine's fused kernel (FrameworkRules::fused_cross_entropy) keeps the
+  // 16-bit logits buffer instead, which its forward overwrote with the gradient.
+  const double bytes =
+      shard_.fused_cross_entropy ? dtype_bytes(activation_dtype(shard_.dtype)) : 4.0;
   u.act_bytes = static_cast<double>(par_.microbatch) *
                 static_cast<double>(shard_.seq_len / par_.cp) * static_cast<double>(arch_.vocab) /
-                par_.tp * 4.0;
+                par_.tp * bytes;
   return u;
 }
 
@@ -287,6 +291,7 @@ ShardSpec shard_spec(const Scenario& sc, const ParallelSpec& par) {
   shard.sequence_parallel = par.sequence_parallel;
   shard.dtype = sc.training.dtype;
   shard.flash_attention = sc.profile.compute.attn_flash;
+  shard.fused_cross_entropy = sc.framework.fused_cross_entropy;
   return shard;
 }
 

@@ -91,6 +91,14 @@ struct FrameworkRules {
   // microbatch only transposes; the distributed optimizer all-gathers those weights in fp8,
   // 1 byte a parameter. Megatron's default: off.
   bool fp8_param_gather = false;
+  // The loss as one fused kernel pair over the 16-bit logits: Transformer Engine's
+  // `pytorch/triton/cross_entropy.py` (online_softmax_kernel, then cross_entropy_kernel
+  // writing the gradient in place over the logits; backward element_mul_kernel scales it),
+  // reached through Megatron-Core `cross_entropy_loss_fusion` with `cross_entropy_fusion_impl
+  // 'te'` (fused_cross_entropy / te_parallel_cross_entropy). Megatron-Core's default is off
+  // (the unfused fp32 vocab-parallel cross entropy); Megatron-Bridge's benchmark recipes
+  // turn it on (perf_recipes/_common.py _benchmark_common). A per-run setting.
+  bool fused_cross_entropy = false;
 };
 
 // The preset of a stack; `name_of` / `framework_names` spell them as the scenario does.

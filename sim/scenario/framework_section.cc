@@ -24,7 +24,8 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "blocking_p2p_interleaved",
                                                  "p2p_scatter_gather",
                                                  "te_fp8_storage",
-                                                 "fp8_param_gather"};
+                                                 "fp8_param_gather",
+                                                 "fused_cross_entropy"};
 
 // A count of elements: up to 1e15 (far past any model), -1 only where `negative_ok`.
 constexpr double kMaxElements = 1e15;
@@ -87,6 +88,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_bool(f, p, "p2p_scatter_gather")) out.p2p_scatter_gather = *v;
   if (auto v = r_.get_bool(f, p, "te_fp8_storage")) out.te_fp8_storage = *v;
   if (auto v = r_.get_bool(f, p, "fp8_param_gather")) out.fp8_param_gather = *v;
+  if (auto v = r_.get_bool(f, p, "fused_cross_entropy")) out.fused_cross_entropy = *v;
 }
 
 }  // namespace stepcast::detail

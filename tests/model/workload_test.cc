@@ -260,6 +260,18 @@ TEST(Workload, LogitsAndEmbedding) {
     EXPECT_DOUBLE_EQ(find_op(o.fwd, "softmax_ce").bytes_written, 16 * lg);
     EXPECT_DOUBLE_EQ(find_op(o.bwd_input, "softmax_ce").bytes_read, 8 * lg);
     EXPECT_DOUBLE_EQ(find_op(o.bwd_input, "softmax_ce").bytes_written, 6 * lg);
+    // Transformer Engine's fused kernels on the bf16 logits (e = 2): forward reads them twice
+    // (row max and sum of exponentials, then loss and gradient) and writes the gradient over
+    // them once -> read 4, write 2; backward scales it in place -> read 2, write 2 bytes per
+    // element; the GEMMs do not change.
+    ShardSpec fs = shard(2, 1024, 4, true);
+    fs.fused_cross_entropy = true;
+    const LayerOps f = logits_loss_ops(a, fs);
+    EXPECT_DOUBLE_EQ(find_op(f.fwd, "softmax_ce").bytes_read, 4 * lg);
+    EXPECT_DOUBLE_EQ(find_op(f.fwd, "softmax_ce").bytes_written, 2 * lg);
+    EXPECT_DOUBLE_EQ(find_op(f.bwd_input, "softmax_ce").bytes_read, 2 * lg);
+    EXPECT_DOUBLE_EQ(find_op(f.bwd_input, "softmax_ce").bytes_written, 2 * lg);
+    EXPECT_DOUBLE_EQ(flops(f.fwd) + flops(f.bwd_input), flops(o.fwd) + flops(o.bwd_input));
   }
   const LayerOps sp = logits_loss_ops(a, shard(2, 1024, 4, true));
   const std::vector<std::string> fwd = {"final_ln", "G:logits.in", "logits", "softmax_ce"};

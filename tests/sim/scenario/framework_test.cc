@@ -87,6 +87,12 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
     EXPECT_FALSE(load(base().insert(2, "framework: " + name)).framework.fp8_param_gather) << name;
   EXPECT_TRUE(
       load(base().insert(2, "framework: {fp8_param_gather: true}")).framework.fp8_param_gather);
+  // The fused loss: Megatron-Core's default (cross_entropy_loss_fusion) off in every preset.
+  for (const std::string& name : framework_names())
+    EXPECT_FALSE(load(base().insert(2, "framework: " + name)).framework.fused_cross_entropy)
+        << name;
+  EXPECT_TRUE(load(base().insert(2, "framework: {fused_cross_entropy: true}"))
+                  .framework.fused_cross_entropy);
 }
 
 TEST(Framework, MappingOverridesOneRuleOfItsPreset) {
@@ -128,6 +134,7 @@ TEST(Framework, BadValuesAreLocated) {
            Bad{"framework: {zero3_max_inflight_fetches: two}",
                "framework.zero3_max_inflight_fetches", ""},
            Bad{"framework: {te_fp8_storage: maybe}", "framework.te_fp8_storage", ""},
+           Bad{"framework: {fused_cross_entropy: 1.5}", "framework.fused_cross_entropy", ""},
            Bad{"framework: {name: megatron-lm, async_tp_reduce: true}", "framework.async_tp_reduce",
                "unknown key"},
            Bad{"framework: {blocking_p2p_interleaved: 1.5}", "framework.blocking_p2p_interleaved",
