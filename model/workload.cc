@@ -138,6 +138,7 @@ Local make_local(const ModelArch& a, const ShardSpec& sh) {
   l.dispatcher = sh.dispatcher;
   l.ep_nodes = sh.ep_nodes;
   l.shared_overlap = sh.shared_expert_overlap;
+  l.current_scaling = sh.dtype == DType::kFp8 && sh.fp8_recipe == Fp8Recipe::kCurrent;
   return l;
 }
 
@@ -292,6 +293,41 @@ void add_quantize_ops(std::vector<Step>& steps, const Local& l) {
   steps = std::move(out);
 }
 
+// Per-tensor fp8 under current scaling (Transformer Engine Float8CurrentScalingQuantizer,
+// `pytorch/tensor/float8_tensor.py`): the scale of each GEMM operand it casts comes from
+// that operand's own amax, taken by a reduction kernel that reads the bf16 tensor once
+// before the cast (delayed scaling takes the amax inside the cast, from the last steps'
+// history). One read pass of the A operand (m x k: the layer input, or the output gradient)
+// before each fp8 forward and input-gradient GEMM; the weight gradient's operands are the
+// casts' transposed copies. A sequence-parallel input is cast before its all-gather (TE
+// gathers it in fp8 under a per-tensor recipe), so its amax reads this rank's 1/tp share;
+// the tensor-parallel all-reduce of the amax (a few bytes) is not emitted. Weights are cast
+// once a step (the cache) and their amax with them: not modelled.
+void add_amax_ops(std::vector<Step>& steps, const Local& l) {
+  if (!l.current_scaling) return;
+  std::vector<Step> out;
+  out.reserve(steps.size() * 2);
+  for (Step& s : steps) {
+    if (!s.is_comm && s.op.kind == OpKind::kGemm && s.op.gemm.dtype == DType::kFp8) {
+      const GemmShape& g = s.op.gemm;
+      double elems = d(g.m) * d(g.k) * d(g.batch);
+      // Before the GEMM's own quantize kernel (MoE experts) and the collectives feeding it.
+      std::size_t at = out.size();
+      while (at > 0 && (out[at - 1].is_comm || out[at - 1].op.name == s.op.name + ".quant")) {
+        const Step& before = out[at - 1];
+        if (before.is_comm && before.comm.kind == CommPointKind::kTpGather &&
+            before.comm.feeds_wgrad.empty())
+          elems /= l.tp;
+        --at;
+      }
+      out.insert(out.begin() + static_cast<std::ptrdiff_t>(at),
+                 op_step(memory_op(s.op.name + ".amax", elems * l.e, 0.0), s.recompute_selective));
+    }
+    out.push_back(std::move(s));
+  }
+  steps = std::move(out);
+}
+
 }  // namespace workload_parts
 
 using namespace workload_parts;
@@ -440,6 +476,8 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
 
   add_quantize_ops(out.fwd, l);
   add_quantize_ops(out.bwd_input, l);
+  add_amax_ops(out.fwd, l);
+  add_amax_ops(out.bwd_input, l);
 
   // ---- parameters held on this rank
   double p = 2.0 * d(arch.norm_params()) + d(l.proj_k) * h;

@@ -24,6 +24,12 @@ namespace stepcast {
 // one E4M3 scale per 16 elements plus one fp32 scale per tensor. Both run at the FP8 / FP4
 // tensor-core rates; everything but the GEMMs stays in bf16 (activation_dtype).
 enum class DType { kBf16, kFp16, kFp8, kFp32, kMxfp8, kNvfp4 };
+// How per-tensor fp8 (DType::kFp8) scales its tensors (training.fp8_recipe; Megatron-Core
+// `fp8_recipe`, default 'delayed'): delayed scaling casts with the amax history of earlier
+// steps, so the cast fuses into the kernel that produces the tensor; current scaling
+// (Transformer Engine Float8CurrentScalingQuantizer, Megatron-Bridge's fp8_cs recipes) takes
+// each tensor's amax in the same step, one more pass over it before its cast.
+enum class Fp8Recipe { kDelayed, kCurrent };
 inline constexpr int kDTypeCount = static_cast<int>(DType::kNvfp4) + 1;
 // Whole bytes per element; nvfp4 (half a byte) has none: InvariantError.
 int dtype_bytes(DType t);
@@ -142,6 +148,7 @@ struct ShardSpec {
   int ep_nodes = 1;                    // nodes one ep group spans (DeepEP's RDMA dedup)
   bool shared_expert_overlap = false;  // parallel.overlap.moe_shared_experts
   bool fused_cross_entropy = false;    // FrameworkRules::fused_cross_entropy (logits_loss_ops)
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // training.fp8_recipe (fp8 only)
 };
 
 // The expert tensor parallel size of a shard: ShardSpec::expert_tp when set, else tp without

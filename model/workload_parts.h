@@ -27,11 +27,16 @@ struct Local {
   I heads = 0, kv_heads = 0, dqk = 0, dv = 0;
   I qkv_n = 0, proj_k = 0;
   MoeDispatcher dispatcher = MoeDispatcher::kAllToAll;
-  int ep_nodes = 1;             // nodes the ep group spans
-  bool shared_overlap = false;  // MoE shared experts beside the dispatcher
+  int ep_nodes = 1;              // nodes the ep group spans
+  bool shared_overlap = false;   // MoE shared experts beside the dispatcher
+  bool current_scaling = false;  // fp8 GEMMs with Fp8Recipe::kCurrent (add_amax_ops)
 };
 
 Local make_local(const ModelArch& a, const ShardSpec& sh);
+// Block-scaled dtypes: a quantize kernel before each forward and input-gradient GEMM.
+void add_quantize_ops(std::vector<Step>& steps, const Local& l);
+// Per-tensor fp8 with current scaling: an amax pass before each such fp8 GEMM.
+void add_amax_ops(std::vector<Step>& steps, const Local& l);
 Step op_step(Op op, bool selective = false);
 Step comm_step(CommPointKind kind, double bytes, std::string name);
 // A comm step of the MoE token dispatcher (CommPoint::gemm_overlap false).

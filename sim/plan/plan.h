@@ -30,6 +30,9 @@ struct TrainingSpec {
   // training (Megatron's arguments.py forces --accumulate-allreduce-grads-in-fp32 for
   // --bf16), fp16 for fp16 training; see grad_reduce_dtype().
   std::optional<DType> grad_reduce_dtype;
+  // training.fp8_recipe: per-tensor fp8's scaling (model/workload.h Fp8Recipe); only with
+  // dtype fp8.
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
 };
 
 // The resolved gradient accumulation and reduction dtype of a training spec.

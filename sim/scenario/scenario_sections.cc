@@ -58,8 +58,8 @@ const std::vector<std::string> kMoeKeys = {"experts",
 const std::vector<std::string> kClusterKeys = {"profile", "nodes", "gpus", "overrides",
                                                "stragglers"};
 const std::vector<std::string> kStragglerKeys = {"gpu", "node", "compute", "nic", "nvlink"};
-const std::vector<std::string> kTrainingKeys = {"seq_len", "global_batch", "dtype", "optimizer",
-                                                "grad_reduce_dtype"};
+const std::vector<std::string> kTrainingKeys = {"seq_len",   "global_batch",      "dtype",
+                                                "optimizer", "grad_reduce_dtype", "fp8_recipe"};
 const std::vector<std::string> kParallelKeys = {"tp",
                                                 "pp",
                                                 "dp",
@@ -440,6 +440,16 @@ bool Loader::parse_training(const YAML::Node& t, Scenario& sc) {
                            dtype_name(params)));
     else
       sc.training.grad_reduce_dtype = g;
+  }
+  if (auto v = r_.get_enum(t, p, "fp8_recipe", {"delayed", "current"})) {
+    // The scaling of per-tensor fp8: block-scaled dtypes (mxfp8, nvfp4) carry their own.
+    if (sc.training.dtype != DType::kFp8)
+      r_.error(t["fp8_recipe"], "training.fp8_recipe",
+               fmt::format("fp8_recipe sets the scaling of per-tensor fp8 GEMMs, but "
+                           "training.dtype is {}; set dtype: fp8 or drop the key",
+                           dtype_name(sc.training.dtype)));
+    else
+      sc.training.fp8_recipe = *v == "current" ? Fp8Recipe::kCurrent : Fp8Recipe::kDelayed;
   }
   return issues_.issues().size() == before;
 }

@@ -114,6 +114,54 @@ TEST(DTypes, BlockScaledGemmsGetAQuantizeKernelEach) {
   }
 }
 
+// Per-tensor fp8 under current scaling (training.fp8_recipe: current): one amax kernel per
+// fp8 forward and input-gradient GEMM, reading its A operand (m x k) once in bf16 before the
+// cast; delayed scaling has none. small() at tp 2 with sequence parallelism, T = 2048:
+// qkv and fc1 read their input before its all-gather, 2048 x 1024 / 2 x 2 B = 2097152 each;
+// proj reads [2048 x 512] (8 local heads of 64) = 2097152, fc2 [2048 x 4096 / 2] = 8388608.
+TEST(DTypes, CurrentScalingReadsEachFp8OperandOnceMore) {
+  const ModelArch a = small();
+  ShardSpec cs = shard(DType::kFp8);
+  cs.fp8_recipe = Fp8Recipe::kCurrent;
+  const LayerOps o = layer_ops(a, 0, cs);
+  EXPECT_EQ(static_cast<int>(ops_named(o.fwd, ".amax").size()), gemms(o.fwd));
+  EXPECT_EQ(static_cast<int>(ops_named(o.bwd_input, ".amax").size()), gemms(o.bwd_input));
+  EXPECT_TRUE(ops_named(o.bwd_weight, ".amax").empty());
+  EXPECT_DOUBLE_EQ(ops_named(o.fwd, "qkv.amax").at(0)->bytes_read, 2097152.0);
+  EXPECT_DOUBLE_EQ(ops_named(o.fwd, "proj.amax").at(0)->bytes_read, 2097152.0);
+  EXPECT_DOUBLE_EQ(ops_named(o.fwd, "fc1.amax").at(0)->bytes_read, 2097152.0);
+  EXPECT_DOUBLE_EQ(ops_named(o.fwd, "fc2.amax").at(0)->bytes_read, 8388608.0);
+  for (const Op* op : ops_named(o.fwd, ".amax")) EXPECT_DOUBLE_EQ(op->bytes_written, 0.0);
+  // The amax runs before fc1's all-gather: amax, gather, fc1.
+  for (size_t i = 2; i < o.fwd.size(); ++i)
+    if (!o.fwd[i].is_comm && o.fwd[i].op.name == "fc1") {
+      EXPECT_TRUE(o.fwd[i - 1].is_comm);
+      EXPECT_EQ(o.fwd[i - 2].op.name, "fc1.amax");
+    }
+  // Delayed scaling (the default), and bf16 with the recipe set: none.
+  EXPECT_TRUE(ops_named(layer_ops(a, 0, shard(DType::kFp8)).fwd, ".amax").empty());
+  ShardSpec bf = shard(DType::kBf16);
+  bf.fp8_recipe = Fp8Recipe::kCurrent;
+  EXPECT_TRUE(ops_named(layer_ops(a, 0, bf).fwd, ".amax").empty());
+  // MoE experts: the amax before each expert GEMM's own quantize kernel.
+  ModelArch m = a;
+  m.moe = MoeSpec{};
+  m.moe->experts = 8;
+  m.moe->top_k = 2;
+  m.moe->ffn_hidden = 512;
+  m.moe->every = 1;
+  ShardSpec me = cs;
+  me.ep = 2;
+  const LayerOps mo = layer_ops(m, 0, me);
+  int before_quant = 0;
+  for (size_t i = 1; i < mo.fwd.size(); ++i)
+    if (!mo.fwd[i].is_comm && mo.fwd[i].op.name == "moe.fc1.quant") {
+      EXPECT_EQ(mo.fwd[i - 1].op.name, "moe.fc1.amax");
+      ++before_quant;
+    }
+  EXPECT_EQ(before_quant, 1);
+}
+
 TEST(DTypes, OutputLayerStaysBf16UnderNarrowRecipes) {
   // Megatron's output layer is a ColumnParallelLinear, outside Transformer Engine's fp8
   // autocast: its forward, input-gradient and weight-gradient GEMMs stay bf16 under fp8,

@@ -35,5 +35,17 @@ TEST(ScenarioRules, BlockScaledTrainingKeepsBf16Gradients) {
                "fp16 gradients need fp16 parameters, but training.dtype nvfp4 keeps them in bf16");
 }
 
+// training.fp8_recipe: delayed (Megatron-Core's default) or current, only with dtype fp8.
+TEST(ScenarioRules, Fp8RecipeOnlyWithPerTensorFp8) {
+  EXPECT_EQ(load(base().insert(15, "  dtype: fp8")).training.fp8_recipe, Fp8Recipe::kDelayed);
+  EXPECT_EQ(load(base().insert(15, "  dtype: fp8").insert(16, "  fp8_recipe: current"))
+                .training.fp8_recipe,
+            Fp8Recipe::kCurrent);
+  expect_issue(base().insert(15, "  fp8_recipe: current"), "training.fp8_recipe", 15,
+               "training.dtype is bf16");
+  expect_issue(base().insert(15, "  dtype: fp8").insert(16, "  fp8_recipe: blockwise"),
+               "training.fp8_recipe", 16, "(known: delayed, current)");
+}
+
 }  // namespace
 }  // namespace stepcast
