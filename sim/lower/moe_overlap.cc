@@ -103,7 +103,7 @@ void Lowerer::merged_passes(Emit& e, RankState& rs, int fi, int bi) {
   b.op = &order[static_cast<size_t>(bi)];
   f.index = fi;
   b.index = bi;
-  STEPCAST_CHECK(f.op->kind == PassKind::kF && b.op->kind == PassKind::kB && !split_w_ &&
+  STEPCAST_CHECK(f.op->kind == PassKind::kF && b.op->kind == PassKind::kB && !b.op->defer_w &&
                      par_.zero <= 1 && par_.recompute != Recompute::kFull && !pp_blocking(),
                  "the all-to-all overlap pairs an F with a B (ZeRO 0/1, no full recompute, "
                  "asynchronous p2p)");
@@ -120,8 +120,8 @@ void Lowerer::merged_passes(Emit& e, RankState& rs, int fi, int bi) {
 
   // Units: the forward's embedding first, then layers, then the rest (the output layer);
   // the backward's output layer first, then layers in reverse, then the embedding.
-  const auto& fu = chunks_[static_cast<size_t>(f.op->chunk * p_ + e.coord.pp)];
-  const auto& bu = chunks_[static_cast<size_t>(b.op->chunk * p_ + e.coord.pp)];
+  const auto& fu = chunks_[static_cast<size_t>(vstage(f.op->chunk, e.coord.pp))];
+  const auto& bu = chunks_[static_cast<size_t>(vstage(b.op->chunk, e.coord.pp))];
   std::vector<int> f_pre, f_layers, f_post, b_pre, b_layers, b_post;
   for (int k = 0; k < static_cast<int>(fu.size()); ++k) {
     const auto kind = fu[static_cast<size_t>(k)].kind;
@@ -152,16 +152,16 @@ void Lowerer::merged_passes(Emit& e, RankState& rs, int fi, int bi) {
 
   // The passes' sends, as forward_pass and backward_pass record them.
   rs.chunk_started[static_cast<size_t>(f.op->chunk)] = 1;
-  const int fvs = f.op->chunk * p_ + e.coord.pp, bvs = b.op->chunk * p_ + e.coord.pp;
+  const int s = e.coord.pp, fvs = vstage(f.op->chunk, s), bvs = vstage(b.op->chunk, s);
   auto send = [&](PairSide& side, MsgKey key, int to_stage) {
     SendRec r{key, to_stage, side.deps.pending, side.op->chunk, side.op->mb, side.index};
     if (side.deps.last_compute >= 0) r.deps.push_back(side.deps.last_compute);
     rs.sends.push_back(std::move(r));
   };
-  if (fvs < nv_ - 1)
-    send(f, MsgKey{f_start_[vidx(fvs + 1, f.op->mb)], fvs + 1, 0, f.op->mb}, (fvs + 1) % p_);
-  if (bvs > 0)
-    send(b, MsgKey{b_start_[vidx(bvs - 1, b.op->mb)], bvs - 1, 1, b.op->mb}, (bvs - 1 + p_) % p_);
+  if (fvs < nv_ - 1 && stage_of(fvs + 1) != s)
+    send(f, MsgKey{f_start_[vidx(fvs + 1, f.op->mb)], fvs + 1, 0, f.op->mb}, stage_of(fvs + 1));
+  if (bvs > 0 && stage_of(bvs - 1) != s)
+    send(b, MsgKey{b_start_[vidx(bvs - 1, b.op->mb)], bvs - 1, 1, b.op->mb}, stage_of(bvs - 1));
 
   // The rank goes on after both: its next compute waits for what either left pending.
   swap_deps(e, f.deps);  // e: the forward's state
@@ -194,7 +194,7 @@ void Lowerer::start_unit(PairSide& side, const std::vector<Unit>& units, int k) 
 // Emits a list of units of one side whole (the embedding, the output layer).
 void Lowerer::run_side_units(Emit& e, RankState& rs, PairSide& side,
                              const std::vector<int>& units) {
-  const auto& chunk = chunks_[static_cast<size_t>(side.op->chunk * p_ + e.coord.pp)];
+  const auto& chunk = chunks_[static_cast<size_t>(vstage(side.op->chunk, e.coord.pp))];
   for (int k : units) {
     start_unit(side, chunk, k);
     while (side.more()) side_piece(e, rs, side, chunk);
