@@ -188,8 +188,8 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
   }
   rs.chunk_started[static_cast<size_t>(c)] = 1;
   if (vs < nv_ - 1 && stage_of(vs + 1) != e.coord.pp) {
-    SendRec r{MsgKey{f_start_[vidx(vs + 1, mb)], vs + 1, 0, mb}, stage_of(vs + 1), {}, c, mb,
-              rs.pass};
+    SendRec r{
+        MsgKey{f_start_[vidx(vs + 1, mb)], vs + 1, 0, mb}, stage_of(vs + 1), {}, c, mb, rs.pass};
     r.deps = e.pending;
     if (e.last_compute >= 0) r.deps.push_back(e.last_compute);
     rs.sends.push_back(std::move(r));

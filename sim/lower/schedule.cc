@@ -123,7 +123,7 @@ std::vector<PassOp> dualpipev_order(int p, int m, int r) {
     store.pop_front();
   };
   for (int i = 0; i < 2 * (p - r - 1); ++i) f(0, false);  // step 1: nF0
-  for (int i = 0; i < r + 1; ++i) {                        // step 2: nF0F1
+  for (int i = 0; i < r + 1; ++i) {                       // step 2: nF0F1
     f(0, false);
     f(1, false);
   }

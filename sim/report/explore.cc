@@ -357,7 +357,7 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
     p.zero = zero;
     p.recompute = rc;
     for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1,
-                     Schedule::kDualPipeV})
+                       Schedule::kDualPipeV})
       if (std::string(schedule_name(s)) == sched) p.schedule = s;
     return moe_ep_overlap_problem(base.model, p, base.framework).empty();
   };

@@ -79,8 +79,8 @@ TEST(Schedule, DualPipeVRunsEveryPassOnceInItsSteps) {
       const size_t first_b = static_cast<size_t>(2 * p + (r == p - 1 ? 1 : 0));
       EXPECT_EQ(o[first_b].kind, PassKind::kB);
       EXPECT_FALSE(o[first_b - 1].paired);
-      for (int i = 1; i <= r + 1; ++i) EXPECT_EQ(o[o.size() - static_cast<size_t>(i)].kind,
-                                                 PassKind::kW);
+      for (int i = 1; i <= r + 1; ++i)
+        EXPECT_EQ(o[o.size() - static_cast<size_t>(i)].kind, PassKind::kW);
     }
     NominalCosts c;
     for (int i = 0; i < 2 * p; ++i) {
@@ -149,8 +149,8 @@ TEST(Schedule, DualPipeVBubbleIsThePublishedForm) {
   // (the steady state has no idle time).
   std::mt19937 rng(2702);
   for (const auto& [p, m] : random_shapes(rng, 30))
-    for (const auto& [f, w] : std::vector<std::pair<double, double>>{
-             {1, 0}, {1, 1}, {2, 1}, {4, 1}, {4, 3}, {3, 0.5}}) {
+    for (const auto& [f, w] :
+         std::vector<std::pair<double, double>>{{1, 0}, {1, 1}, {2, 1}, {4, 1}, {4, 3}, {3, 0.5}}) {
       SCOPED_TRACE(::testing::Message() << "p " << p << " m " << m << " F " << f << " W " << w);
       const double b = f + w, fb = f + b;
       EXPECT_DOUBLE_EQ(rank0_bubble(p, m, f, f, w), (p - 1) * (fb + b - 3 * w));
@@ -238,7 +238,8 @@ TEST(Lower, DualPipeVSimulatedBubbleIsThePublishedForm) {
     std::map<std::tuple<int, int, int>, std::vector<size_t>> groups;
     for (size_t i = 0; i < tasks.size(); ++i)
       if (testing::is_compute(tasks[i].kind) && tasks[i].layer >= 0)
-        groups[{tasks[i].layer, tasks[i].microbatch, static_cast<int>(tasks[i].phase)}].push_back(i);
+        groups[{tasks[i].layer, tasks[i].microbatch, static_cast<int>(tasks[i].phase)}].push_back(
+            i);
     for (const auto& [key, ids] : groups) {
       const Phase ph = static_cast<Phase>(std::get<2>(key));
       ASSERT_TRUE(ph == Phase::kFwd || ph == Phase::kBwdInput || ph == Phase::kBwdWeight);
