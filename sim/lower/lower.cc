@@ -55,6 +55,7 @@ Lowerer::Lowerer(const Scenario& sc, const LowerOptions& opt)
   else
     STEPCAST_CHECK(v_ == 1, fmt::format("schedule {} runs one chunk per stage, vpp is {}",
                                         schedule_name(par_.schedule), v_));
+  pair_waits_both_ = par_.schedule == Schedule::kDualPipeV;
   // Each linear's weight gradient right after its input gradient, the TP reduction of that
   // input gradient in flight behind it (FrameworkRules::async_tp_dgrad_reduce,
   // sim/plan/framework.h); TE's userbuffers overlap runs in the same order.

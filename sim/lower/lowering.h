@@ -362,6 +362,10 @@ class Lowerer {
   // The B being lowered defers its weight gradients to a W pass (PassOp::defer_w), or the
   // pass being lowered is a W: set per pass by lower_rank.
   bool split_w_ = false;
+  // A pair's two passes both wait for both pipeline messages: DualPipeV's
+  // _forward_backward_chunk receives both (_recv_forward, _recv_backward) and waits for them
+  // (_commit_and_wait_comm) before either runs; Megatron-Core's pairs wait each for its own.
+  bool pair_waits_both_ = false;
   bool te_order_ = false;        // emit_backward_te_order
   std::vector<char> emitted_w_;  // its weight gradients emitted, for emit_weight_grads
   // Activations on the wire and gathered (ZeRO) weights: 16-bit under bf16/fp16/fp8.

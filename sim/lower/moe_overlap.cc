@@ -30,7 +30,10 @@
 // backward (pre_process / post_process, outside the layer pairs); a layer without
 // all-to-alls (a dense layer) is one piece. The selective recompute of the attention core
 // runs before the backward's last segment, where the attention's input gradients need it.
+// DualPipeV's overlapped pairs (schedule.h) are lowered the same way; its code waits for
+// both passes' pipeline messages before the pair (pair_waits_both_).
 #include <algorithm>
+#include <cstddef>
 #include <span>
 #include <utility>
 #include <vector>
@@ -111,11 +114,20 @@ void Lowerer::merged_passes(Emit& e, RankState& rs, int fi, int bi) {
   b.deps.last_compute = e.last_compute;
   b.deps.prev_compute = e.prev_compute;
   swap_deps(e, f.deps);  // f.deps: the rank's state; e: unused until the end
-  // Each pass waits for its own pipeline message (and its gather, pipeline_p2p.cc).
-  for (PairSide* side : {&f, &b}) {
-    swap_deps(e, side->deps);
-    take_pp_recv(e, rs, *side->op, static_cast<size_t>(side->index));
-    swap_deps(e, side->deps);
+  // Each pass waits for its own pipeline message (and its gather, pipeline_p2p.cc); under
+  // pair_waits_both_ for the other's too.
+  std::vector<int> got[2];
+  for (int i = 0; i < 2; ++i) {
+    PairSide& side = i == 0 ? f : b;
+    swap_deps(e, side.deps);
+    const size_t before = e.pending.size();
+    take_pp_recv(e, rs, *side.op, static_cast<size_t>(side.index));
+    got[i].assign(e.pending.begin() + static_cast<std::ptrdiff_t>(before), e.pending.end());
+    swap_deps(e, side.deps);
+  }
+  if (pair_waits_both_) {
+    f.deps.pending.insert(f.deps.pending.end(), got[1].begin(), got[1].end());
+    b.deps.pending.insert(b.deps.pending.end(), got[0].begin(), got[0].end());
   }
 
   // Units: the forward's embedding first, then layers, then the rest (the output layer);

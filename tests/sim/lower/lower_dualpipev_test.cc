@@ -219,6 +219,26 @@ TEST(Lower, DualPipeVMessagesGoBetweenNeighboursInTheV) {
   testing::run(prog);
 }
 
+TEST(Lower, DualPipeVPairWaitsForBothMessages) {
+  // DualPipeV's _forward_backward_chunk receives the forward's activation and the
+  // backward's gradient and waits for both before either pass runs: in the program of a
+  // middle rank, the first compute of each pair's forward waits for the backward's gradient
+  // recv too (Megatron-Core's pairs, lowered by the same code, wait each for its own). pp 4,
+  // 8 microbatches: rank 1 runs 2(8 - 8 + 1 + 1) + 2 = 6 pairs, each with a remote forward
+  // input and a remote backward input, so 6 forward kernels wait on a gradient recv.
+  const Program prog = lower(make_scenario(tiny_gpt(16), dualpipev_plan(4, 8)));
+  const TaskList& tasks = prog.ranks[1].tasks;
+  int waits = 0;
+  for (const Task& t : tasks) {
+    if (!testing::is_compute(t.kind) || t.phase != Phase::kFwd) continue;
+    for (int d : t.deps) {
+      const Task& dep = tasks[static_cast<size_t>(d)];
+      waits += dep.kind == TaskKind::kRecv && dep.phase == Phase::kBwdInput;
+    }
+  }
+  EXPECT_EQ(waits, 6);
+}
+
 TEST(Lower, DualPipeVSimulatedBubbleIsThePublishedForm) {
   // The lowered program under durations with the published form's assumption: every layer's
   // forward kernels add up to 60 ns, its input-gradient kernels to 60, its weight-gradient
