@@ -141,7 +141,7 @@ std::vector<std::vector<std::vector<int>>> Lowerer::emit_param_gathers(Emit& e,
   std::vector<std::vector<std::vector<int>>> ready(static_cast<size_t>(v_));
   const double cap = grad_bucket_bytes() / grad_bytes_per_param_ * act_elem_bytes_;
   for (int c = 0; c < v_; ++c) {
-    const auto& units = chunks_[static_cast<size_t>(c * p_ + e.coord.pp)];
+    const auto& units = chunks_[static_cast<size_t>(vstage(c, e.coord.pp))];
     ready[static_cast<size_t>(c)].resize(units.size());
     double acc[2] = {0, 0};
     std::vector<size_t> waiting[2];

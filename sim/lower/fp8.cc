@@ -60,7 +60,7 @@ double Lowerer::fp8_weight_cache_bytes(int s) const {
   if (!te_fp8() || sc_.framework.fp8_param_gather) return 0;
   double elems = 0;
   for (int c = 0; c < v_; ++c)
-    for (const Unit& u : chunks_[static_cast<size_t>(c * p_ + s)]) elems += fp8_weight_elems(u);
+    for (const Unit& u : chunks_[static_cast<size_t>(vstage(c, s))]) elems += fp8_weight_elems(u);
   return 2.0 * elems;
 }
 

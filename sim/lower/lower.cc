@@ -47,10 +47,15 @@ Lowerer::Lowerer(const Scenario& sc, const LowerOptions& opt)
     STEPCAST_CHECK(m_ % p_ == 0, fmt::format("interleaved 1F1B needs microbatches ({}) "
                                              "divisible by pp ({})",
                                              m_, p_));
+  else if (par_.schedule == Schedule::kDualPipeV)
+    STEPCAST_CHECK(v_ == 2 && p_ >= 2 && m_ >= 2 * p_,
+                   fmt::format("dualpipev needs vpp 2 (got {}), pp >= 2 (got {}) and at least "
+                               "2 x pp microbatches (got {})",
+                               v_, p_, m_));
   else
     STEPCAST_CHECK(v_ == 1, fmt::format("schedule {} runs one chunk per stage, vpp is {}",
                                         schedule_name(par_.schedule), v_));
-  split_w_ = par_.schedule == Schedule::kZbH1;
+  pair_waits_both_ = par_.schedule == Schedule::kDualPipeV;
   // Each linear's weight gradient right after its input gradient, the TP reduction of that
   // input gradient in flight behind it (FrameworkRules::async_tp_dgrad_reduce,
   // sim/plan/framework.h); TE's userbuffers overlap runs in the same order.
@@ -77,7 +82,7 @@ Lowerer::Lowerer(const Scenario& sc, const LowerOptions& opt)
 Lowerer::StageState Lowerer::stage_state(int s) const {
   StageState st;
   for (int c = 0; c < v_; ++c)
-    for (const Unit& u : chunks_[static_cast<size_t>(c * p_ + s)]) {
+    for (const Unit& u : chunks_[static_cast<size_t>(vstage(c, s))]) {
       st.dense += u.dense_params;
       st.expert += u.expert_params;
     }
@@ -169,7 +174,7 @@ void Lowerer::build_units() {
         units.back().dense_grad_bytes = 0;
       }
       units.push_back(make_head("head"));
-      if (arch_.tied_embeddings && p_ == 1) {
+      if (arch_.tied_embeddings && embed_with_head()) {
         // Tied output layer on the embedding's own stage: one weight, held and reduced once
         // (only the final norm is the head's own).
         Unit& h = units.back();
@@ -247,6 +252,12 @@ void Lowerer::fill_flops(Unit& u) const {
 }
 
 void Lowerer::build_schedule() {
+  orders_ = pipeline_schedule(par_.schedule, p_, v_, m_, par_.overlap_moe_ep && par_.ep > 1);
+  // With W passes (ZB-H1, DualPipeV) B's nominal cost is its input gradients', and a B that
+  // does not defer them adds W's (nominal_start_times).
+  bool has_w = false;
+  for (const auto& ord : orders_)
+    for (const PassOp& op : ord) has_w = has_w || op.kind == PassKind::kW;
   NominalCosts c;
   c.f.assign(static_cast<size_t>(nv_), 1.0);  // +1: strictly positive durations
   c.b = c.f;
@@ -255,20 +266,19 @@ void Lowerer::build_schedule() {
     for (const Unit& u : chunks_[static_cast<size_t>(vs)]) {
       c.f[static_cast<size_t>(vs)] += u.fwd_flops;
       c.b[static_cast<size_t>(vs)] +=
-          u.bwd_input_flops + u.recompute_flops + (split_w_ ? 0.0 : u.bwd_weight_flops);
+          u.bwd_input_flops + u.recompute_flops + (has_w ? 0.0 : u.bwd_weight_flops);
       c.w[static_cast<size_t>(vs)] += u.bwd_weight_flops;
     }
   }
-  orders_ = pipeline_schedule(par_.schedule, p_, v_, m_, par_.overlap_moe_ep && par_.ep > 1);
-  if (!split_w_) c.w.clear();
-  const auto starts = nominal_start_times(orders_, p_, v_, m_, c);
+  if (!has_w) c.w.clear();
+  const auto starts = nominal_start_times(par_.schedule, orders_, p_, v_, m_, c);
   const size_t n = static_cast<size_t>(nv_) * static_cast<size_t>(m_);
   f_start_.assign(n, 0.0);
   b_start_.assign(n, 0.0);
   for (int s = 0; s < p_; ++s) {
     const auto& ord = orders_[static_cast<size_t>(s)];
     for (size_t i = 0; i < ord.size(); ++i) {
-      const int vs = ord[i].chunk * p_ + s;
+      const int vs = vstage(ord[i].chunk, s);
       const double t = starts[static_cast<size_t>(s)][i];
       if (ord[i].kind == PassKind::kF) f_start_[vidx(vs, ord[i].mb)] = t;
       if (ord[i].kind == PassKind::kB) b_start_[vidx(vs, ord[i].mb)] = t;

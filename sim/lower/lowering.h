@@ -172,6 +172,13 @@ class Lowerer {
   Unit make_head(const char* name);
   void fill_flops(Unit& u) const;
   void build_schedule();
+  // The virtual stage of chunk c on stage s, and the stage holding virtual stage vs
+  // (schedule.h: interleaved's chunk * p + stage, DualPipeV's V).
+  int vstage(int c, int s) const { return virtual_stage(par_.schedule, c, s, p_); }
+  int stage_of(int vs) const { return stage_of_virtual(par_.schedule, vs, p_); }
+  // The embedding and the output layer on the same stage (one stage, or DualPipeV's stage 0):
+  // a tied word embedding is held once there, with no gradient all-reduce between stages.
+  bool embed_with_head() const { return stage_of(0) == stage_of(nv_ - 1); }
   size_t vidx(int vs, int mb) const {
     return static_cast<size_t>(vs) * static_cast<size_t>(m_) + static_cast<size_t>(mb);
   }
@@ -352,7 +359,13 @@ class Lowerer {
   LowerOptions opt_;
   ShardSpec shard_;
   int p_ = 1, v_ = 1, nv_ = 1, m_ = 1;
+  // The B being lowered defers its weight gradients to a W pass (PassOp::defer_w), or the
+  // pass being lowered is a W: set per pass by lower_rank.
   bool split_w_ = false;
+  // A pair's two passes both wait for both pipeline messages: DualPipeV's
+  // _forward_backward_chunk receives both (_recv_forward, _recv_backward) and waits for them
+  // (_commit_and_wait_comm) before either runs; Megatron-Core's pairs wait each for its own.
+  bool pair_waits_both_ = false;
   bool te_order_ = false;        // emit_backward_te_order
   std::vector<char> emitted_w_;  // its weight gradients emitted, for emit_weight_grads
   // Activations on the wire and gathered (ZeRO) weights: 16-bit under bf16/fp16/fp8.

@@ -30,7 +30,10 @@
 // backward (pre_process / post_process, outside the layer pairs); a layer without
 // all-to-alls (a dense layer) is one piece. The selective recompute of the attention core
 // runs before the backward's last segment, where the attention's input gradients need it.
+// DualPipeV's overlapped pairs (schedule.h) are lowered the same way; its code waits for
+// both passes' pipeline messages before the pair (pair_waits_both_).
 #include <algorithm>
+#include <cstddef>
 #include <span>
 #include <utility>
 #include <vector>
@@ -103,7 +106,7 @@ void Lowerer::merged_passes(Emit& e, RankState& rs, int fi, int bi) {
   b.op = &order[static_cast<size_t>(bi)];
   f.index = fi;
   b.index = bi;
-  STEPCAST_CHECK(f.op->kind == PassKind::kF && b.op->kind == PassKind::kB && !split_w_ &&
+  STEPCAST_CHECK(f.op->kind == PassKind::kF && b.op->kind == PassKind::kB && !b.op->defer_w &&
                      par_.zero <= 1 && par_.recompute != Recompute::kFull && !pp_blocking(),
                  "the all-to-all overlap pairs an F with a B (ZeRO 0/1, no full recompute, "
                  "asynchronous p2p)");
@@ -111,17 +114,26 @@ void Lowerer::merged_passes(Emit& e, RankState& rs, int fi, int bi) {
   b.deps.last_compute = e.last_compute;
   b.deps.prev_compute = e.prev_compute;
   swap_deps(e, f.deps);  // f.deps: the rank's state; e: unused until the end
-  // Each pass waits for its own pipeline message (and its gather, pipeline_p2p.cc).
-  for (PairSide* side : {&f, &b}) {
-    swap_deps(e, side->deps);
-    take_pp_recv(e, rs, *side->op, static_cast<size_t>(side->index));
-    swap_deps(e, side->deps);
+  // Each pass waits for its own pipeline message (and its gather, pipeline_p2p.cc); under
+  // pair_waits_both_ for the other's too.
+  std::vector<int> got[2];
+  for (int i = 0; i < 2; ++i) {
+    PairSide& side = i == 0 ? f : b;
+    swap_deps(e, side.deps);
+    const size_t before = e.pending.size();
+    take_pp_recv(e, rs, *side.op, static_cast<size_t>(side.index));
+    got[i].assign(e.pending.begin() + static_cast<std::ptrdiff_t>(before), e.pending.end());
+    swap_deps(e, side.deps);
+  }
+  if (pair_waits_both_) {
+    f.deps.pending.insert(f.deps.pending.end(), got[1].begin(), got[1].end());
+    b.deps.pending.insert(b.deps.pending.end(), got[0].begin(), got[0].end());
   }
 
   // Units: the forward's embedding first, then layers, then the rest (the output layer);
   // the backward's output layer first, then layers in reverse, then the embedding.
-  const auto& fu = chunks_[static_cast<size_t>(f.op->chunk * p_ + e.coord.pp)];
-  const auto& bu = chunks_[static_cast<size_t>(b.op->chunk * p_ + e.coord.pp)];
+  const auto& fu = chunks_[static_cast<size_t>(vstage(f.op->chunk, e.coord.pp))];
+  const auto& bu = chunks_[static_cast<size_t>(vstage(b.op->chunk, e.coord.pp))];
   std::vector<int> f_pre, f_layers, f_post, b_pre, b_layers, b_post;
   for (int k = 0; k < static_cast<int>(fu.size()); ++k) {
     const auto kind = fu[static_cast<size_t>(k)].kind;
@@ -152,16 +164,16 @@ void Lowerer::merged_passes(Emit& e, RankState& rs, int fi, int bi) {
 
   // The passes' sends, as forward_pass and backward_pass record them.
   rs.chunk_started[static_cast<size_t>(f.op->chunk)] = 1;
-  const int fvs = f.op->chunk * p_ + e.coord.pp, bvs = b.op->chunk * p_ + e.coord.pp;
+  const int s = e.coord.pp, fvs = vstage(f.op->chunk, s), bvs = vstage(b.op->chunk, s);
   auto send = [&](PairSide& side, MsgKey key, int to_stage) {
     SendRec r{key, to_stage, side.deps.pending, side.op->chunk, side.op->mb, side.index};
     if (side.deps.last_compute >= 0) r.deps.push_back(side.deps.last_compute);
     rs.sends.push_back(std::move(r));
   };
-  if (fvs < nv_ - 1)
-    send(f, MsgKey{f_start_[vidx(fvs + 1, f.op->mb)], fvs + 1, 0, f.op->mb}, (fvs + 1) % p_);
-  if (bvs > 0)
-    send(b, MsgKey{b_start_[vidx(bvs - 1, b.op->mb)], bvs - 1, 1, b.op->mb}, (bvs - 1 + p_) % p_);
+  if (fvs < nv_ - 1 && stage_of(fvs + 1) != s)
+    send(f, MsgKey{f_start_[vidx(fvs + 1, f.op->mb)], fvs + 1, 0, f.op->mb}, stage_of(fvs + 1));
+  if (bvs > 0 && stage_of(bvs - 1) != s)
+    send(b, MsgKey{b_start_[vidx(bvs - 1, b.op->mb)], bvs - 1, 1, b.op->mb}, stage_of(bvs - 1));
 
   // The rank goes on after both: its next compute waits for what either left pending.
   swap_deps(e, f.deps);  // e: the forward's state
@@ -194,7 +206,7 @@ void Lowerer::start_unit(PairSide& side, const std::vector<Unit>& units, int k) 
 // Emits a list of units of one side whole (the embedding, the output layer).
 void Lowerer::run_side_units(Emit& e, RankState& rs, PairSide& side,
                              const std::vector<int>& units) {
-  const auto& chunk = chunks_[static_cast<size_t>(side.op->chunk * p_ + e.coord.pp)];
+  const auto& chunk = chunks_[static_cast<size_t>(vstage(side.op->chunk, e.coord.pp))];
   for (int k : units) {
     start_unit(side, chunk, k);
     while (side.more()) side_piece(e, rs, side, chunk);

@@ -45,6 +45,7 @@ RankProgram Lowerer::lower_rank(int rank) {
   for (size_t i = 0; i < order.size(); ++i) {
     const PassOp& op = order[i];
     rs.pass = static_cast<int>(i);
+    split_w_ = op.kind == PassKind::kW || op.defer_w;
     rs.pass_first.push_back(static_cast<int>(e.rp.tasks.size()));
     if (op.paired) {  // an F merged with the B after it (moe_overlap.cc)
       rs.pass_first.push_back(static_cast<int>(e.rp.tasks.size()));
@@ -126,10 +127,11 @@ void Lowerer::emit_pp_recvs(Emit& e, RankState& rs, const std::vector<PassOp>& o
   std::vector<std::pair<MsgKey, size_t>> recvs;
   for (size_t i = 0; i < order.size(); ++i) {
     const PassOp& op = order[i];
-    const int vs = op.chunk * p_ + s;
-    if (op.kind == PassKind::kF && vs > 0)
+    const int vs = vstage(op.chunk, s);
+    // None from this stage itself (DualPipeV's turn of the V on the last stage).
+    if (op.kind == PassKind::kF && vs > 0 && stage_of(vs - 1) != s)
       recvs.push_back({MsgKey{f_start_[vidx(vs, op.mb)], vs, 0, op.mb}, i});
-    if (op.kind == PassKind::kB && vs < vs_count - 1)
+    if (op.kind == PassKind::kB && vs < vs_count - 1 && stage_of(vs + 1) != s)
       recvs.push_back({MsgKey{b_start_[vidx(vs, op.mb)], vs, 1, op.mb}, i});
   }
   std::sort(recvs.begin(), recvs.end(),
@@ -144,7 +146,7 @@ void Lowerer::emit_pp_recvs(Emit& e, RankState& rs, const std::vector<PassOp>& o
     Task t =
         base_task(TaskKind::kRecv, StreamKind::kPpRecv, k.dir == 0 ? Phase::kFwd : Phase::kBwdInput,
                   Category::kPpComm, -1, op.mb, op.chunk);
-    t.peer = layout_.rank(e.coord.tp, e.coord.cp, e.coord.dp, from_vs % p_);
+    t.peer = layout_.rank(e.coord.tp, e.coord.cp, e.coord.dp, stage_of(from_vs));
     t.tag = pp_tag(k);
     t.bytes = rs.p2p_bytes;
     t.label =
@@ -156,7 +158,7 @@ void Lowerer::emit_pp_recvs(Emit& e, RankState& rs, const std::vector<PassOp>& o
 // A forward pass (F) of one microbatch through the units of a chunk.
 void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
   const int c = op.chunk, mb = op.mb;
-  const int vs = c * p_ + e.coord.pp;
+  const int vs = vstage(c, e.coord.pp);
   const auto& units = chunks_[static_cast<size_t>(vs)];
   const int n = static_cast<int>(units.size());
   const bool zero3 = par_.zero == 3;
@@ -185,8 +187,9 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
     }
   }
   rs.chunk_started[static_cast<size_t>(c)] = 1;
-  if (vs < nv_ - 1) {
-    SendRec r{MsgKey{f_start_[vidx(vs + 1, mb)], vs + 1, 0, mb}, (vs + 1) % p_, {}, c, mb, rs.pass};
+  if (vs < nv_ - 1 && stage_of(vs + 1) != e.coord.pp) {
+    SendRec r{
+        MsgKey{f_start_[vidx(vs + 1, mb)], vs + 1, 0, mb}, stage_of(vs + 1), {}, c, mb, rs.pass};
     r.deps = e.pending;
     if (e.last_compute >= 0) r.deps.push_back(e.last_compute);
     rs.sends.push_back(std::move(r));
@@ -197,7 +200,7 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
 // input gradients, and (unless ZB-H1 splits them off into W) the weight gradients.
 void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
   const int c = op.chunk, mb = op.mb;
-  const int vs = c * p_ + e.coord.pp;
+  const int vs = vstage(c, e.coord.pp);
   const auto& units = chunks_[static_cast<size_t>(vs)];
   const int n = static_cast<int>(units.size());
   const bool last_mb = mb == m_ - 1;
@@ -234,8 +237,9 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
     } else {
       emit_steps(e, u.ops->bwd_input, Phase::kBwdInput, Category::kCompute, "bwd", u, mb, c, 1);
     }
-    // ZB-H1 sends the input gradient as soon as B is done; the other schedules send
-    // after the whole backward (Megatron: autograd of the chunk, then send_backward).
+    // A B that defers its weight gradients (ZB-H1, DualPipeV's zero-bubble B) sends the input
+    // gradient as soon as it is done; the others after the whole backward (Megatron:
+    // autograd of the chunk, then send_backward).
     if (k == 0 && split_w_) {
       grad_out_deps = e.pending;
       if (e.last_compute >= 0) grad_out_deps.push_back(e.last_compute);
@@ -255,9 +259,9 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
     grad_out_deps = e.pending;
     if (e.last_compute >= 0) grad_out_deps.push_back(e.last_compute);
   }
-  if (vs > 0) {
+  if (vs > 0 && stage_of(vs - 1) != e.coord.pp) {
     SendRec r{MsgKey{b_start_[vidx(vs - 1, mb)], vs - 1, 1, mb},
-              (vs - 1 + p_) % p_,
+              stage_of(vs - 1),
               std::move(grad_out_deps),
               c,
               mb,
@@ -269,7 +273,7 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
 // A weight-gradient pass (W, ZB-H1) of one microbatch through the units of a chunk.
 void Lowerer::weight_pass(Emit& e, RankState& rs, const PassOp& op) {
   const int c = op.chunk, mb = op.mb;
-  const auto& units = chunks_[static_cast<size_t>(c * p_ + e.coord.pp)];
+  const auto& units = chunks_[static_cast<size_t>(vstage(c, e.coord.pp))];
   const int n = static_cast<int>(units.size());
   const bool last_mb = mb == m_ - 1;
   for (int k = n - 1; k >= 0; --k) {
@@ -309,7 +313,7 @@ void Lowerer::emit_deferred_grad_sync(Emit& e) {
   // Tied embeddings over several stages: the first stage's input embedding and the last
   // stage's output layer are one weight, so their gradients are summed between the two
   // (Megatron finalize_model_grads, _allreduce_word_embedding_grads), after the dp sync.
-  if (arch_.tied_embeddings && p_ > 1 && (s == 0 || s == p_ - 1)) {
+  if (arch_.tied_embeddings && !embed_with_head() && (s == stage_of(0) || s == stage_of(nv_ - 1))) {
     std::vector<int> deps = grad_sync_;
     if (backward_end >= 0) deps.push_back(backward_end);
     grad_sync_.push_back(
@@ -328,7 +332,7 @@ void Lowerer::emit_tp_grad_allreduce(Emit& e, int backward_end) {
   if (par_.tp == 1) return;
   double params = 0;
   for (int c = 0; c < v_; ++c)
-    for (const Unit& u : chunks_[static_cast<size_t>(c * p_ + e.coord.pp)])
+    for (const Unit& u : chunks_[static_cast<size_t>(vstage(c, e.coord.pp))])
       if (u.ops != nullptr) params += u.ops->tp_grad_params;
   if (params <= 0) return;
   std::vector<int> deps = grad_sync_;
@@ -444,7 +448,7 @@ void Lowerer::free_unit_activations(Emit& e, const Unit& u, int mb, int c) {
 size_t Lowerer::estimate_tasks(int s) const {
   size_t per_mb = 8;
   for (int c = 0; c < v_; ++c)
-    for (const Unit& u : chunks_[static_cast<size_t>(c * p_ + s)])
+    for (const Unit& u : chunks_[static_cast<size_t>(vstage(c, s))])
       per_mb += 2 * (u.ops->fwd.size() + u.ops->bwd_input.size() + u.ops->bwd_weight.size()) + 4;
   return per_mb * static_cast<size_t>(m_) + 64;
 }

@@ -42,7 +42,7 @@ void Lowerer::take_pp_recv(Emit& e, const RankState& rs, const PassOp& op, size_
     return;
   }
   const bool fwd = op.kind == PassKind::kF;
-  const int vs = op.chunk * p_ + e.coord.pp;
+  const int vs = vstage(op.chunk, e.coord.pp);
   e.pending.push_back(emit_collective(
       e, CollOp::kAllGather, GroupKind::kTp, StreamKind::kTp, Category::kPpComm,
       rs.p2p_bytes * par_.tp, act_dtype_, fwd ? Phase::kFwd : Phase::kBwdInput,

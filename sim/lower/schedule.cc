@@ -1,6 +1,8 @@
 #include "sim/lower/schedule.h"
 
 #include <algorithm>
+#include <array>
+#include <deque>
 
 #include <fmt/format.h>
 
@@ -82,23 +84,95 @@ std::vector<PassOp> zb_h1_order(int p, int m, int s) {
   auto after_b = [&](int k) {
     if (k - delay >= 0) ops.push_back({PassKind::kW, 0, k - delay});
   };
+  auto b = [&](int k) { ops.push_back({PassKind::kB, 0, k, false, /*defer_w=*/true}); };
   for (int i = 0; i < warmup; ++i) ops.push_back({PassKind::kF, 0, i});
   for (int k = 0; k < m - warmup; ++k) {
     ops.push_back({PassKind::kF, 0, warmup + k});
-    ops.push_back({PassKind::kB, 0, k});
+    b(k);
     after_b(k);
   }
   for (int k = m - warmup; k < m; ++k) {
-    ops.push_back({PassKind::kB, 0, k});
+    b(k);
     after_b(k);
   }
   for (int k = std::max(0, m - delay); k < m; ++k) ops.push_back({PassKind::kW, 0, k});
   return ops;
 }
 
+// DualPipeV (deepseek-ai/DualPipe dualpipe/dualpipev.py, DualPipeV.step) on rank r of p,
+// its eight steps as the code runs them. Each chunk runs its forwards and its backwards in
+// microbatch order; a backward run "with zero bubble" (enable_zb) leaves its weight
+// gradients in WeightGradStore, a FIFO, and each W (_weight_chunk) runs the oldest.
+// _forward_backward_chunk(c0, c1) is a forward of chunk c0 overlapped with a full backward
+// of chunk c1 (a paired F and B here).
+std::vector<PassOp> dualpipev_order(int p, int m, int r) {
+  std::vector<PassOp> ops;
+  ops.reserve(static_cast<size_t>(6 * m));
+  std::array<int, 2> next_f{0, 0}, next_b{0, 0};
+  std::deque<PassOp> store;  // WeightGradStore
+  auto f = [&](int c, bool paired) {
+    ops.push_back({PassKind::kF, c, next_f[static_cast<size_t>(c)]++, paired});
+  };
+  auto b = [&](int c, bool zb) {
+    ops.push_back({PassKind::kB, c, next_b[static_cast<size_t>(c)]++, false, zb});
+    if (zb) store.push_back({PassKind::kW, c, ops.back().mb});
+  };
+  auto w = [&] {
+    STEPCAST_CHECK(!store.empty(), "DualPipeV: a W with no deferred weight gradient");
+    ops.push_back(store.front());
+    store.pop_front();
+  };
+  for (int i = 0; i < 2 * (p - r - 1); ++i) f(0, false);  // step 1: nF0
+  for (int i = 0; i < r + 1; ++i) {                       // step 2: nF0F1
+    f(0, false);
+    f(1, false);
+  }
+  for (int i = 0; i < p - r - 1; ++i) {  // step 3: nB1W1F1, zero bubble
+    b(1, true);
+    w();
+    f(1, false);
+  }
+  for (int i = 0; i < m - 2 * p + r + 1; ++i) {  // step 4, the main step: nF0B1F1B0
+    // The last rank runs its first F0, B1 not overlapped ("to further reduce bubble size").
+    f(0, !(i == 0 && r == p - 1));
+    b(1, false);
+    f(1, true);
+    b(0, false);
+  }
+  for (int i = 0; i < p - r - 1; ++i) {  // step 5: nB1F1B0
+    b(1, false);
+    f(1, true);
+    b(0, false);
+  }
+  bool zb = false;  // step 6: nB1B0, the second half with zero bubble
+  for (int i = 0; i < r + 1; ++i) {
+    if (i == (r + 1) / 2 && r % 2 == 1) zb = true;
+    b(1, zb);
+    if (i == (r + 1) / 2 && r % 2 == 0) zb = true;
+    b(0, zb);
+  }
+  for (int i = 0; i < p - r - 1; ++i) {  // step 7: nWB0, zero bubble
+    w();
+    b(0, true);
+  }
+  for (int i = 0; i < r + 1; ++i) w();  // step 8: nW
+  STEPCAST_CHECK(store.empty(), "DualPipeV: weight gradients left in WeightGradStore");
+  return ops;
+}
+
 constexpr double kUnknown = -1.0;
 
 }  // namespace
+
+int virtual_stage(Schedule schedule, int chunk, int stage, int p) {
+  if (schedule == Schedule::kDualPipeV) return chunk == 0 ? stage : 2 * p - 1 - stage;
+  return chunk * p + stage;
+}
+
+int stage_of_virtual(Schedule schedule, int vs, int p) {
+  if (schedule == Schedule::kDualPipeV) return vs < p ? vs : 2 * p - 1 - vs;
+  return vs % p;
+}
 
 std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int v, int m,
                                                    bool ep_overlap) {
@@ -128,6 +202,13 @@ std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int
       STEPCAST_CHECK(v == 1, "ZB-H1 runs one model chunk per stage (vpp 1)");
       for (int s = 0; s < p; ++s) orders[static_cast<size_t>(s)] = zb_h1_order(p, m, s);
       break;
+    case Schedule::kDualPipeV:
+      STEPCAST_CHECK(v == 2 && p >= 2 && m >= 2 * p,
+                     fmt::format("DualPipeV runs 2 chunks per stage (vpp {}) on pp >= 2 ({}) "
+                                 "with at least 2 x pp microbatches ({})",
+                                 v, p, m));
+      for (int s = 0; s < p; ++s) orders[static_cast<size_t>(s)] = dualpipev_order(p, m, s);
+      break;
   }
   return orders;
 }
@@ -149,7 +230,8 @@ std::vector<P2pCall> blocking_p2p_calls(Schedule schedule, const std::vector<Pas
   return calls;
 }
 
-std::vector<std::vector<double>> nominal_start_times(const std::vector<std::vector<PassOp>>& orders,
+std::vector<std::vector<double>> nominal_start_times(Schedule schedule,
+                                                     const std::vector<std::vector<PassOp>>& orders,
                                                      int p, int v, int m,
                                                      const NominalCosts& costs) {
   const int nv = p * v;
@@ -186,7 +268,7 @@ std::vector<std::vector<double>> nominal_start_times(const std::vector<std::vect
         double ready = 0, dur = 0;
         for (size_t j = 0; j < n; ++j) {
           const PassOp& op = ord[next[su] + j];
-          const int vs = op.chunk * p + s;
+          const int vs = virtual_stage(schedule, op.chunk, s, p);
           double r = 0;
           if (op.kind == PassKind::kF) {
             r = vs == 0 ? 0.0 : f_end[idx(vs - 1, op.mb)];
@@ -194,6 +276,7 @@ std::vector<std::vector<double>> nominal_start_times(const std::vector<std::vect
           } else if (op.kind == PassKind::kB) {
             r = vs == nv - 1 ? f_end[idx(vs, op.mb)] : b_end[idx(vs + 1, op.mb)];
             dur += costs.b[static_cast<size_t>(vs)];
+            if (!op.defer_w && !costs.w.empty()) dur += costs.w[static_cast<size_t>(vs)];
           } else {
             r = b_end[idx(vs, op.mb)];
             dur += costs.w.empty() ? 0.0 : costs.w[static_cast<size_t>(vs)];
@@ -205,7 +288,7 @@ std::vector<std::vector<double>> nominal_start_times(const std::vector<std::vect
         avail[su] = t0 + dur;
         for (size_t j = 0; j < n; ++j) {
           const PassOp& op = ord[next[su]];
-          const int vs = op.chunk * p + s;
+          const int vs = virtual_stage(schedule, op.chunk, s, p);
           start[su][next[su]] = t0;
           if (op.kind == PassKind::kF) f_end[idx(vs, op.mb)] = t0 + dur;
           if (op.kind == PassKind::kB) b_end[idx(vs, op.mb)] = t0 + dur;

@@ -12,6 +12,15 @@
 //    input gradients only, W the weight gradients; stage s postpones its W passes by s
 //    microbatches so that they fill 1F1B's cool-down bubbles: bubble (p-1)(T_F + T_B - T_W),
 //    at most p microbatches in flight per stage (1F1B's stage-0 peak).
+//  - DualPipeV (Sea AI Lab's "cut-in-half" DualPipe, DeepSeek-V3 paper section 3.2.1;
+//    deepseek-ai/DualPipe dualpipe/dualpipev.py, DualPipeV.step): v == 2 chunks per stage in
+//    a V, chunk 0 of stage s is virtual stage s, chunk 1 virtual stage 2p-1-s (stage 0 holds
+//    the first and the last, stage p-1 the two middle ones). Its steady state runs a forward
+//    of one chunk overlapped with a backward of the other (PassOp::paired); some backwards
+//    defer their weight gradients to a later W (PassOp::defer_w; DualPipe's
+//    WeightGradStore, a FIFO). Needs m >= 2p. Bubble (p-1)(F&B + B - 3W), at most 2p+1
+//    chunk-microbatches in flight per stage (the DualPipe README's table: PP+1 over PP = 2p
+//    stages).
 //  - With the MoE all-to-all overlap (Megatron-Core --overlap-moe-expert-parallel-comm,
 //    pipeline_parallel/schedules.py with combined_1f1b.py): 1F1B (pp 1) and interleaved
 //    1F1B take one more warm-up forward, and every steady-state forward runs merged with the
@@ -31,23 +40,35 @@ enum class PassKind : std::uint8_t { kF, kB, kW };
 
 struct PassOp {
   PassKind kind = PassKind::kF;
-  int chunk = 0;  // model chunk on this stage (virtual stage = chunk * p + stage)
+  int chunk = 0;  // model chunk on this stage (its virtual stage: virtual_stage below)
   int mb = 0;     // microbatch
   // Runs merged with the next pass of the order (a B): the pair starts when both inputs
   // are there and both passes end together (the MoE all-to-all overlap, above).
   bool paired = false;
+  // A B whose weight gradients wait for a later W pass (ZB-H1's every B, some of
+  // DualPipeV's); a B without it computes input and weight gradients.
+  bool defer_w = false;
   bool operator==(const PassOp&) const = default;
 };
 
-// Relative cost of each pass per virtual stage (index chunk * p + stage), used only to order
+// The virtual stage (the index of a model chunk in the model's order of layers) that chunk
+// `chunk` of stage `stage` holds: chunk * p + stage (interleaved, and the one-chunk
+// schedules), or the V of DualPipeV (stage for chunk 0, 2p-1-stage for chunk 1).
+int virtual_stage(Schedule schedule, int chunk, int stage, int p);
+// The stage that holds virtual stage vs (the inverse of virtual_stage).
+int stage_of_virtual(Schedule schedule, int vs, int p);
+
+// Relative cost of each pass per virtual stage (virtual_stage), used only to order
 // pipeline messages (passes.cc). For schedules without a W pass, `b` is the whole backward
-// and `w` may be empty.
+// and `w` may be empty; with W passes, `b` is the input gradients and a B without
+// PassOp::defer_w costs b + w.
 struct NominalCosts {
   std::vector<double> f, b, w;
 };
 
 // The per-stage pass orders of a schedule (index: stage). GPipe, 1F1B and ZB-H1 need
-// v == 1; interleaved needs m % p == 0 (Megatron's requirement). `ep_overlap` pairs the
+// v == 1; interleaved needs m % p == 0 (Megatron's requirement); DualPipeV v == 2, p >= 2 and
+// m >= 2p. `ep_overlap` pairs the
 // steady state's forwards and backwards (above): 1F1B with p == 1 or interleaved only.
 std::vector<std::vector<PassOp>> pipeline_schedule(Schedule schedule, int p, int v, int m,
                                                    bool ep_overlap = false);
@@ -83,7 +104,8 @@ std::vector<P2pCall> blocking_p2p_calls(Schedule schedule, const std::vector<Pas
 // and the B after it as one pass of both costs, once both inputs are ready). Returns
 // the start time of every pass, same indexing as `orders`. Throws InvariantError when the
 // orders deadlock or are incomplete.
-std::vector<std::vector<double>> nominal_start_times(const std::vector<std::vector<PassOp>>& orders,
+std::vector<std::vector<double>> nominal_start_times(Schedule schedule,
+                                                     const std::vector<std::vector<PassOp>>& orders,
                                                      int p, int v, int m,
                                                      const NominalCosts& costs);
 

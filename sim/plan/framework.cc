@@ -127,6 +127,9 @@ std::string moe_ep_overlap_problem(const ModelArch& m, const ParallelSpec& pl,
         pl.ep);
   if (pl.moe_dispatcher == MoeDispatcher::kAllGather)
     return "needs the alltoall or deepep dispatcher (Megatron-Core: alltoall or flex)";
+  if (pl.schedule == Schedule::kDualPipeV)
+    return "is not for the dualpipev schedule, which already runs each forward beside another "
+           "microbatch's backward (its overlapped pairs hide the all-to-alls)";
   if (pl.pp > 1 && pl.schedule != Schedule::kInterleaved)
     return fmt::format(
         "with pp = {} needs the interleaved schedule (Megatron-Core requires "

@@ -8,6 +8,7 @@ const char* schedule_name(Schedule s) {
     case Schedule::k1F1B: return "1f1b";
     case Schedule::kInterleaved: return "interleaved";
     case Schedule::kZbH1: return "zb-h1";
+    case Schedule::kDualPipeV: return "dualpipev";
   }
   return "?";
 }

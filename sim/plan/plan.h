@@ -12,7 +12,7 @@
 
 namespace stepcast {
 
-enum class Schedule { kGpipe, k1F1B, kInterleaved, kZbH1 };
+enum class Schedule { kGpipe, k1F1B, kInterleaved, kZbH1, kDualPipeV };
 enum class CpKind { kRing, kAllGather };
 enum class Optimizer { kAdam, kSgd };
 

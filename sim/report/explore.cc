@@ -100,7 +100,7 @@ struct PlanAxes {
   int tp, pp, cp, dp, ep, mb, vpp, zero;
   const char* recompute;
   std::vector<int> stage_layers;  // pipeline_layers when the layers do not split evenly
-  const char* schedule;           // "1f1b", "zb-h1" or "interleaved" (vpp > 1)
+  const char* schedule;           // "1f1b", "zb-h1", or "interleaved" / "dualpipev" (vpp > 1)
   bool tp_overlap;                // parallel.overlap.tp_comm (needs tp > 1 and sp)
   const char* cp_kind;            // "ring" or "allgather"
   double bucket_mb = 0;           // parallel.bucket_mb; 0: the scenario's
@@ -159,7 +159,8 @@ ParallelSpec plan_spec(const ParallelSpec& base, const PlanAxes& a) {
   p.ep = a.ep;
   p.vpp = a.vpp;
   p.microbatch = a.mb;
-  for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1})
+  for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1,
+                     Schedule::kDualPipeV})
     if (std::string(schedule_name(s)) == a.schedule) p.schedule = s;
   p.zero = a.zero;
   p.sequence_parallel = a.tp > 1;
@@ -311,11 +312,14 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
   // GpipeMemoryNeverBelow1f1b), has 1F1B's bubble, and differs from it in time only by the
   // order of the last passes (80 us of 3.08 s on the one random plan of 40 where it was
   // faster); Megatron-LM does not offer it with pp > 1. `run` and `sweep` cost it when asked.
+  // DualPipeV (vpp 2, pp >= 2, at least 2 pp microbatches; zero 0/1, no full recompute, no
+  // all-to-all overlap of its own: plan_checks.cc) only when the search: section names it.
   std::vector<const char*> schedules;
   if (!sp.schedule.empty()) {
     for (Schedule s : sp.schedule) {
-      const bool interleaved = s == Schedule::kInterleaved;
-      if (interleaved != (vpp > 1) || (s == Schedule::kZbH1 && pp == 1)) continue;
+      const bool chunks = s == Schedule::kInterleaved || s == Schedule::kDualPipeV;
+      if (chunks != (vpp > 1) || (s == Schedule::kZbH1 && pp == 1)) continue;
+      if (s == Schedule::kDualPipeV && (vpp != 2 || pp < 2 || micro < 2 * pp)) continue;
       schedules.push_back(schedule_name(s));
     }
   } else if (vpp > 1) {
@@ -352,7 +356,8 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
     p.pp = pp;
     p.zero = zero;
     p.recompute = rc;
-    for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1})
+    for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1,
+                       Schedule::kDualPipeV})
       if (std::string(schedule_name(s)) == sched) p.schedule = s;
     return moe_ep_overlap_problem(base.model, p, base.framework).empty();
   };
@@ -365,6 +370,8 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
             for (bool eo : ep_overlaps)
               for (double bucket : buckets) {
                 if (eo && !overlap_runs(sched, zero, rc)) continue;
+                if (std::string(sched) == "dualpipev" && (zero > 1 || rc == Recompute::kFull))
+                  continue;
                 PlanAxes a = lay;
                 a.zero = zero;
                 a.recompute = recompute_name(rc);

@@ -284,11 +284,12 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
       TimeNs work = 0, comm = 0, first = 0, first_comm = 0, last = 0;
       double dense = 0, expert = 0;
       for (int c = 0; c < par.vpp; ++c) {
-        const int vs = c * p + s;
+        const int vs = virtual_stage(par.schedule, c, s, p);
         int layer = first_layer_of[static_cast<size_t>(vs)];
         auto add = [&](const UnitCost& u, bool head) {
           work += all(u);
-          comm += u.fwd_comm;
+          // DualPipeV's overlapped pairs run the other pass's kernels in the gaps.
+          if (par.schedule != Schedule::kDualPipeV) comm += u.fwd_comm;
           if (c == 0) {
             first += u.fwd;
             first_comm += u.fwd_comm;
@@ -296,7 +297,8 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
           }
           // The tied output layer on the embedding's stage is held once (build_units).
           double own = u.dense_params;
-          if (head && arch.tied_embeddings && p == 1)
+          if (head && arch.tied_embeddings &&
+              stage_of_virtual(par.schedule, 0, p) == stage_of_virtual(par.schedule, nv - 1, p))
             own = std::max(0.0, own - static_cast<double>(arch.vocab) *
                                           static_cast<double>(arch.hidden) / par.tp);
           dense += own;
@@ -312,7 +314,9 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
       out.first_forward.push_back(first);
       out.first_forward_comm.push_back(first_comm);
       // Schedules whose last pass on every stage is B(m - 1, chunk 0) (search_bound.h).
-      if (par.schedule != Schedule::kZbH1) out.last_backward.push_back(last);
+      // (ZB-H1 and DualPipeV end on W passes.)
+      if (par.schedule != Schedule::kZbH1 && par.schedule != Schedule::kDualPipeV)
+        out.last_backward.push_back(last);
       // The optimizer step on the rank's shard (sim/lower/passes.cc, emit_step_end).
       const double local = dense / (par.zero >= 1 ? par.dp * par.cp : 1) +
                            expert / (par.zero >= 1 ? layout.edp() : 1);
@@ -383,7 +387,7 @@ std::vector<double> held_activation_floor_bytes(const Scenario& sc) {
     double held = 0;
     for (const PassOp& op : orders[static_cast<size_t>(s)]) {
       if (op.kind != PassKind::kF) break;  // the first backward (or weight pass)
-      held += per_chunk[static_cast<size_t>(op.chunk * p + s)];
+      held += per_chunk[static_cast<size_t>(virtual_stage(par.schedule, op.chunk, s, p))];
     }
     out.push_back(held);
   }

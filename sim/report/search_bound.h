@@ -25,8 +25,8 @@
 //    microbatch, chunk 0 (GPipe, 1F1B, interleaved: sim/lower/schedule.cc), is the sum over
 //    the stages j < s of that backward (input and weight gradients, recomputation): stage
 //    s's compute ends with it, and stage j's waits for the gradient stage j + 1 sends after
-//    its own (the drain, the backward part of the bubble). 0 under ZB-H1, whose weight
-//    passes may follow.
+//    its own (the drain, the backward part of the bubble). 0 under ZB-H1 and DualPipeV,
+//    whose weight passes may follow.
 // Communication that cannot overlap is counted in three ways (none with network: flow,
 // where communication runs as flows and takes other times):
 //  - In every forward, a tensor-parallel collective the lowering emits behind a compute task
@@ -37,7 +37,9 @@
 //    each reduce-scatter (emit_tp_overlap: bytes / tp after the GEMM). Costed as the coster
 //    costs them (same op, bytes, group shape), counted in C(s) and in the first forward of
 //    head(s). Collectives that feed only a weight gradient, the expert-parallel ones and
-//    units with steps beside their communication (MoE shared experts) add nothing.
+//    units with steps beside their communication (MoE shared experts) add nothing; nor, in
+//    C(s), do DualPipeV's, whose forwards run interleaved with another microbatch's
+//    backward, which fills the gaps (sim/lower/moe_overlap.cc).
 //  - The data-parallel stream of stage s runs its collectives one at a time, so the step
 //    is at least their sum. Per kind of collective and group (dense over dp (x cp), experts
 //    over the expert-dp group) the bytes it moves in a step are known without lowering

@@ -11,8 +11,10 @@
 //  - parallel.dp may be omitted: dp = gpus / (tp*pp*cp), which must divide exactly.
 //  - tp must divide heads and kv_heads (Megatron: num_attention_heads % tp == 0 and
 //    num_query_groups % tp == 0; it does not replicate KV heads when kv_heads < tp).
-//  - vpp > 1 if and only if schedule is interleaved; interleaved needs pp > 1 and the number
-//    of microbatches to be a multiple of pp (Megatron's interleaved 1F1B schedule).
+//  - vpp > 1 if and only if schedule is interleaved or dualpipev; interleaved needs pp > 1
+//    and the number of microbatches to be a multiple of pp (Megatron's interleaved 1F1B
+//    schedule); dualpipev needs vpp = 2, pp > 1, at least 2*pp microbatches (DualPipeV.step),
+//    zero 0 or 1 and no full recompute (its overlapped pairs), and not overlap.moe_ep_comm.
 //  - cp: seq_len % cp == 0; with cp_kind ring also % (2*cp), Megatron's causal load
 //    balancing splits the sequence into 2*cp chunks.
 //  - sequence parallel with tp > 1 needs each cp rank's sequence (seq_len/cp) divisible by tp;

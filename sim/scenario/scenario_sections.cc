@@ -473,10 +473,12 @@ bool Loader::parse_parallel(const YAML::Node& par, ParallelSpec& out) {
   if (auto v = r_.get_int(par, p, "microbatch", 1, kMaxI64)) out.microbatch = *v;
   if (auto v = r_.get_int(par, p, "zero", 0, 3)) out.zero = static_cast<int>(*v);
   if (auto v = r_.get_bool(par, p, "sequence_parallel")) out.sequence_parallel = *v;
-  if (auto v = r_.get_enum(par, p, "schedule", {"gpipe", "1f1b", "interleaved", "zb-h1"}))
+  if (auto v =
+          r_.get_enum(par, p, "schedule", {"gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev"}))
     out.schedule = *v == "gpipe"         ? Schedule::kGpipe
                    : *v == "interleaved" ? Schedule::kInterleaved
                    : *v == "zb-h1"       ? Schedule::kZbH1
+                   : *v == "dualpipev"   ? Schedule::kDualPipeV
                                          : Schedule::k1F1B;
   if (auto v = r_.get_enum(par, p, "recompute", {"none", "selective", "full"}))
     out.recompute = *v == "full"        ? Recompute::kFull

@@ -59,11 +59,13 @@ SearchSpace parse_search_space(const YAML::Node& s, YamlReader& r) {
                                                   : Recompute::kFull);
   });
   items("schedule", [&](const YAML::Node& one, const std::string& k) {
-    if (auto x = r.get_enum(one, "search", k, {"gpipe", "1f1b", "interleaved", "zb-h1"}))
+    if (auto x =
+            r.get_enum(one, "search", k, {"gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev"}))
       out.schedule.push_back(*x == "gpipe"         ? Schedule::kGpipe
                              : *x == "1f1b"        ? Schedule::k1F1B
                              : *x == "interleaved" ? Schedule::kInterleaved
-                                                   : Schedule::kZbH1);
+                             : *x == "zb-h1"       ? Schedule::kZbH1
+                                                   : Schedule::kDualPipeV);
   });
   items("cp_kind", [&](const YAML::Node& one, const std::string& k) {
     if (auto x = r.get_enum(one, "search", k, {"ring", "allgather"}))

@@ -531,12 +531,13 @@ TEST(ExecMeasured, SyntheticRunIsAcceptedByValidate) {
   EXPECT_NEAR(measured.at("breakdown.bubble"), 0, 1e-12) << table;
 }
 
-// Property over plan shapes (schedules, ZeRO stages, recompute, cp) of the 8-GPU scenario at
-// full fidelity: the plan builds without deadlock, its issue order is valid, it finds the
-// simulator's rendezvous; and "recording" the engine's own schedule (sc::simulate with a
-// fixed duration per kind) through summarize gives the engine's step time, critical rank
-// and exposed-time breakdown. Earliest-start times are the same in any topological order,
-// so the executor's list schedule below, in its issue order, must reproduce the engine's.
+// Property over plan shapes (schedules, DualPipeV too, ZeRO stages, recompute, cp) of the
+// 8-GPU scenario at full fidelity: the plan builds without deadlock, its issue order is
+// valid, it finds the simulator's rendezvous; and "recording" the engine's own schedule
+// (sc::simulate with a fixed duration per kind) through summarize gives the engine's step
+// time, critical rank and exposed-time breakdown. Earliest-start times are the same in any
+// topological order, so the executor's list schedule below, in its issue order, must
+// reproduce the engine's.
 TEST(ExecMeasured, EngineScheduleRecordedGivesTheEngineNumbers) {
   const std::map<ex::Kind, std::int64_t> ns_of = {
       {ex::Kind::kGemm, 10000},      {ex::Kind::kAttention, 40000}, {ex::Kind::kMemoryBound, 5000},
@@ -552,6 +553,10 @@ TEST(ExecMeasured, EngineScheduleRecordedGivesTheEngineNumbers) {
         if (std::string(schedule) == "interleaved") e["  pp: 2"] = "  pp: 2\n  vpp: 2";
         variants.push_back(e);
       }
+  for (const char* zero : {"0", "1"})  // DualPipeV: ZeRO 0/1, no full recompute
+    variants.push_back({{"  schedule: 1f1b", "  schedule: dualpipev"},
+                        {"  pp: 2", "  pp: 2\n  vpp: 2"},
+                        {"  zero: 1", std::string("  zero: ") + zero}});
   variants.push_back({{"  cp: 1", "  cp: 2"}});  // tp 2 x cp 2 x pp 2, dp 1
   for (const auto& edits : variants) {
     std::string name;

@@ -191,6 +191,7 @@ TEST(Lower, ShardedGradientsAreHeldWholeUntilTheirReduceScatter) {
   for (int trial = 0; trial < 60; ++trial) {
     Plan p = testing::random_plan(rng);
     if (p.zero < 2) p.zero = 2 + static_cast<int>(rng() % 2);
+    testing::set_sharded_zero(p, p.zero);
     p.overlap_ep = false;  // runs with zero 0 or 1 only
     const bool moe = p.ep > 1;
     const Program prog = lower(make_scenario(moe ? tiny_moe(8) : tiny_gpt(8), p));
@@ -295,7 +296,7 @@ TEST(Lower, Zero2BackwardWaitsForItsTwoBucketBuffers) {
   int checked = 0;
   for (int trial = 0; trial < 40; ++trial) {
     Plan p = testing::random_plan(rng);
-    p.zero = 2;
+    testing::set_sharded_zero(p, 2);
     p.overlap_grad = true;
     p.overlap_ep = false;  // runs with zero 0 or 1 only
     const bool moe = p.ep > 1;

@@ -72,7 +72,7 @@ TEST(Schedule, EpOverlapPairsTheSteadyState) {
       nc.f.push_back(1.0 + static_cast<double>(rng() % 5));
       nc.b.push_back(1.0 + static_cast<double>(rng() % 9));
     }
-    EXPECT_NO_THROW(nominal_start_times(paired, c.p, c.v, c.m, nc));
+    EXPECT_NO_THROW(nominal_start_times(c.s, paired, c.p, c.v, c.m, nc));
   }
 }
 

@@ -415,7 +415,7 @@ TEST(Schedule, EveryStageRunsEveryPassOnce) {
       for (const auto& [k, n] : seen) EXPECT_EQ(n, 1);
     }
     if (s != Schedule::kZbH1) c.w.clear();
-    EXPECT_NO_THROW(nominal_start_times(orders, p, v, m, c));
+    EXPECT_NO_THROW(nominal_start_times(s, orders, p, v, m, c));
   }
 }
 

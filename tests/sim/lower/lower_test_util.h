@@ -3,6 +3,7 @@
 // pipeline formulas can be checked with exact integer arithmetic.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -96,8 +97,8 @@ inline Scenario make_scenario(const ModelArch& arch, const Plan& p) {
   return sc;
 }
 
-// A random valid plan: tp <= 2, pp <= 4, cp <= 2, dp <= 4 (up to 64 GPUs); use tiny_moe
-// when ep > 1.
+// A random valid plan: tp <= 2, pp <= 4, cp <= 2, dp <= 4 (up to 64 GPUs), any schedule;
+// use tiny_moe when ep > 1.
 inline Plan random_plan(std::mt19937& rng) {
   auto pick = [&](std::initializer_list<int> v) {
     return *(v.begin() + static_cast<long>(rng() % v.size()));
@@ -108,17 +109,25 @@ inline Plan random_plan(std::mt19937& rng) {
   p.cp = pick({1, 1, 2});
   p.ep = pick({1, 1, 2});
   p.dp = p.ep * pick({1, 2});
-  const int sched = static_cast<int>(rng() % 4);
+  const int sched = static_cast<int>(rng() % 5);
   p.schedule = static_cast<Schedule>(sched);
+  if (p.schedule == Schedule::kDualPipeV && p.pp == 1) p.schedule = Schedule::k1F1B;
   if (p.schedule == Schedule::kInterleaved) {
     p.vpp = 2;
     p.microbatches = p.pp * pick({1, 2});
+  } else if (p.schedule == Schedule::kDualPipeV) {
+    p.vpp = 2;
+    p.microbatches = 2 * p.pp + pick({0, 1, 3});
   } else {
     p.microbatches = pick({1, 3, 4});
   }
   p.zero = pick({0, 1, 2, 3});
   p.sp = p.tp > 1 && rng() % 2;
   p.recompute = static_cast<Recompute>(rng() % 3);
+  if (p.schedule == Schedule::kDualPipeV) {  // its pairs' conditions (scenario rules)
+    p.zero = std::min(p.zero, 1);
+    if (p.recompute == Recompute::kFull) p.recompute = Recompute::kSelective;
+  }
   p.overlap_grad = rng() % 2;
   p.overlap_param = rng() % 2;
   p.bucket_bytes = pick({1, 4}) * 1e6;
@@ -132,6 +141,16 @@ inline Plan random_plan(std::mt19937& rng) {
       p.recompute != Recompute::kFull && p.zero <= 1)
     p.overlap_ep = rng() % 2;
   return p;
+}
+
+// Sets ZeRO stage `zero` (2 or 3) on a random plan; DualPipeV runs with ZeRO 0/1 only (its
+// pairs), so such a plan takes 1F1B instead.
+inline void set_sharded_zero(Plan& p, int zero) {
+  p.zero = zero;
+  if (p.schedule == Schedule::kDualPipeV) {
+    p.schedule = Schedule::k1F1B;
+    p.vpp = 1;
+  }
 }
 
 inline bool is_compute(TaskKind k) {

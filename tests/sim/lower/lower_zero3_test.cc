@@ -115,7 +115,7 @@ TEST(LowerZero3Submodule, RandomPlansBalanceMemoryAndFoldLikeFullFidelity) {
   std::mt19937 rng(2603);
   for (int trial = 0; trial < 24; ++trial) {
     Plan p = testing::random_plan(rng);
-    p.zero = 3;
+    testing::set_sharded_zero(p, 3);
     ModelArch arch = p.ep > 1 ? testing::tiny_moe(8) : tiny_gpt(8);
     arch.tied_embeddings = trial % 3 == 0;
     Scenario sc = make_scenario(arch, p);

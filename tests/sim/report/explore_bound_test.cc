@@ -194,5 +194,57 @@ TEST(SearchBound, SearchSectionShapesTheSpace) {
   EXPECT_EQ(buckets, (std::set<std::string>{"10", "40"}));
 }
 
+// DualPipeV, searched when the search: section names it (vpp 2, at least 2 pp microbatches,
+// ZeRO 0/1, no full recompute): on random plans of the dense and the MoE space, the bound's
+// compute terms are the lowered stage's (rank r holds virtual stages r and 2p-1-r: with
+// interleaved's chunk * p + r, the output layer's work would be on the last rank instead of
+// rank 0), there is no tail term (its ranks end on W passes), the bound is never above the
+// simulated step, and the dense plans' activation floor never above the lowered
+// allocations.
+TEST(StepBound, DualPipeVPlansAreBoundedAsLowered) {
+  YAML::Node dense = shipped("llama3-8b-1node-h100.yaml");
+  dense["training"]["global_batch"] = 16;
+  YAML::Node moe = shipped("mixtral-8x7b-8node-h100.yaml");
+  moe["cluster"]["nodes"] = 1;
+  moe["parallel"]["dp"] = 4;
+  moe["training"]["global_batch"] = 16;
+  std::mt19937 rng(2705);
+  int checked = 0;
+  for (YAML::Node doc : {dense, moe}) {
+    doc["search"]["schedule"] = YAML::Load("[dualpipev]");
+    doc["search"]["vpp"] = YAML::Load("[2]");
+    const Scenario base = load_scenario_node(doc, "dualpipev.yaml");
+    for (const Scenario& sc : random_plans(base, 5, rng)) {
+      ASSERT_EQ(sc.parallel.schedule, Schedule::kDualPipeV);
+      StepBound bound(sc);
+      const StepBound::StageFloors f = bound.stage_floors(sc.parallel);
+      EXPECT_TRUE(f.last_backward.empty());
+      const Program prog = lower(sc);
+      const Durations d = task_durations(prog, sc.profile);
+      const std::vector<double> held = held_activation_floor_bytes(sc);
+      const auto state = training_state_bytes(sc);
+      for (size_t r = 0; r < prog.ranks.size(); ++r) {
+        const RankProgram& rp = prog.ranks[r];
+        TimeNs work = 0;
+        for (size_t i = 0; i < rp.tasks.size(); ++i) {
+          const Task& t = rp.tasks[i];
+          const bool compute = t.kind == TaskKind::kGemm || t.kind == TaskKind::kAttention ||
+                               t.kind == TaskKind::kMemoryBound;
+          if (compute && t.stream == StreamKind::kCompute && !left_out_of_the_bound(t))
+            work += d[r][i];
+        }
+        const size_t s = static_cast<size_t>(rp.pp_stage);
+        EXPECT_EQ(work, f.compute[s]) << sc.file << " stage " << s;
+        if (held.empty()) continue;
+        const double floor = state[s][0] + state[s][1] + state[s][2] + held[s];
+        EXPECT_LE(floor, memory_floor_bytes(rp) * (1 + 1e-12)) << " stage " << s;
+      }
+      EXPECT_LE(to_s(bound.step_floor_ns(sc.parallel)), predict(sc).result.step_time_s);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 8);
+}
+
 }  // namespace
 }  // namespace stepcast

@@ -149,7 +149,7 @@ TEST(ScenarioRules, PipelineLayers) {
 
 TEST(ScenarioRules, VppRequiresInterleavedAndViceVersa) {
   expect_issue(base().insert(19, "  vpp: 2"), "parallel.vpp", 19,
-               "vpp = 2 needs schedule: interleaved (got 1f1b)");
+               "vpp = 2 needs schedule: interleaved or dualpipev (got 1f1b)");
   expect_issue(base().insert(19, "  schedule: interleaved"), "parallel.schedule", 19,
                "the interleaved schedule needs vpp >= 2");
   expect_issue(
@@ -415,6 +415,45 @@ TEST(ScenarioRules, MoeEpOverlapConditions) {
   Doc bad = doc(vpp);
   bad.set(20, "  overlap: {moe_ep_comm: maybe}");
   EXPECT_FALSE(issues_of(bad).empty());
+}
+
+// schedule: dualpipev (DualPipeV, deepseek-ai/DualPipe dualpipev.py): exactly two chunks per
+// rank, pp >= 2, at least 2 pp microbatches (DualPipeV.step asserts it), zero 0/1 and no full
+// recompute (its overlapped pairs, lowered as sim/lower/moe_overlap.cc lowers them), and not
+// the all-to-all overlap (its pairs already overlap). Base: pp 2, dp 4, 16 microbatches;
+// lines 19 and 20 the vpp and the schedule.
+TEST(ScenarioRules, DualPipeVConditions) {
+  auto doc = [](int vpp, const std::vector<std::string>& extra) {
+    Doc d = base();
+    d.insert(19, fmt::format("  vpp: {}", vpp));
+    d.insert(20, "  schedule: dualpipev");
+    for (const auto& e : extra) d.lines.push_back(e);
+    return d;
+  };
+  const Scenario ok = load(doc(2, {}));
+  EXPECT_EQ(ok.parallel.schedule, Schedule::kDualPipeV);
+  EXPECT_EQ(ok.parallel.vpp, 2);
+  expect_issue(doc(3, {}), "parallel.vpp", 19,
+               "the dualpipev schedule runs exactly 2 model chunks per pipeline rank");
+  expect_issue(doc(1, {}), "parallel.vpp", 19, "got vpp = 1");
+  Doc one = doc(2, {});
+  one.set(17, "  pp: 1");
+  expect_issue(one, "parallel.schedule", 20, "the dualpipev schedule needs pp >= 2, got pp = 1");
+  // 12 sequences over dp 4: 3 microbatches, fewer than 2 x pp = 4; 16 sequences make 4.
+  Doc few = doc(2, {});
+  few.set(14, "  global_batch: 12");
+  expect_issue(few, "parallel.schedule", 20, "needs at least 2 x pp = 4 microbatches");
+  few.set(14, "  global_batch: 16");
+  EXPECT_EQ(load(few).microbatches(), 4);
+  expect_issue(doc(2, {"  zero: 2"}), "parallel.zero", 21, "runs with zero 0 or 1");
+  EXPECT_EQ(load(doc(2, {"  zero: 1"})).parallel.zero, 1);
+  expect_issue(doc(2, {"  recompute: full"}), "parallel.recompute", 21,
+               "cannot run with full recompute");
+  Doc moe = doc(2, {"  ep: 4", "  overlap: {moe_ep_comm: true}"});
+  moe.set(7, "  moe: {experts: 8, top_k: 2, ffn_hidden: 1024}");
+  expect_issue(moe, "parallel.overlap.moe_ep_comm", 22, "is not for the dualpipev schedule");
+  moe.set(22, "  overlap: {moe_ep_comm: false}");
+  EXPECT_EQ(load(moe).parallel.schedule, Schedule::kDualPipeV);
 }
 
 }  // namespace

@@ -96,9 +96,10 @@ TEST(ScenarioRules, MissingRequiredKey) {
 }
 
 TEST(ScenarioRules, UnknownNamesListTheKnownOnes) {
-  expect_issue(base().insert(19, "  schedule: 1f1c"), "parallel.schedule", 19,
-               "unknown value \"1f1c\" (known: gpipe, 1f1b, interleaved, zb-h1); did you mean "
-               "'1f1b'?");
+  expect_issue(
+      base().insert(19, "  schedule: 1f1c"), "parallel.schedule", 19,
+      "unknown value \"1f1c\" (known: gpipe, 1f1b, interleaved, zb-h1, dualpipev); did you mean "
+      "'1f1b'?");
   expect_issue(base().insert(19, "  recompute: some"), "parallel.recompute", 19,
                "(known: none, selective, full)");
   expect_issue(base().insert(19, "  cp_kind: ulysses"), "parallel.cp_kind", 19,
