@@ -33,10 +33,6 @@ struct Local {
 };
 
 Local make_local(const ModelArch& a, const ShardSpec& sh);
-// Block-scaled dtypes: a quantize kernel before each forward and input-gradient GEMM.
-void add_quantize_ops(std::vector<Step>& steps, const Local& l);
-// Per-tensor fp8 with current scaling: an amax pass before each such fp8 GEMM.
-void add_amax_ops(std::vector<Step>& steps, const Local& l);
 Step op_step(Op op, bool selective = false);
 Step comm_step(CommPointKind kind, double bytes, std::string name);
 // A comm step of the MoE token dispatcher (CommPoint::gemm_overlap false).

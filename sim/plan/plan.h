@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "model/memory.h"
@@ -75,5 +76,20 @@ struct ParallelSpec {
   // Default false.
   bool overlap_moe_ep = false;
 };
+
+// A plan's conflict with its schedule: the parallel key it is reported at, and why.
+struct PlanProblem {
+  const char* key;
+  std::string message;
+};
+// DualPipeV's conditions (deepseek-ai/DualPipe dualpipe/dualpipev.py): two model chunks per
+// rank in a V over pp >= 2 ranks; and what stepcast's lowering of its overlapped
+// forward-backward pairs holds (as the all-to-all overlap's, sim/lower/moe_overlap.cc):
+// zero 0 or 1, no full recompute. None for other schedules. The scenario rules report each
+// at its key; the search leaves such plans out.
+std::vector<PlanProblem> dualpipev_problems(const ParallelSpec& pl);
+// DualPipeV.step's `num_chunks >= num_ranks * 2`; empty when the microbatches suffice (or for
+// other schedules).
+std::string dualpipev_microbatch_problem(const ParallelSpec& pl, std::int64_t microbatches);
 
 }  // namespace stepcast

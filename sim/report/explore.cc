@@ -304,6 +304,19 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
     split = balanced_stage_layers(m.layers, pp * vpp);
     if (split.empty()) return;
   }
+  // The plan as the schedule rules see it (moe_ep_overlap_problem, dualpipev_problems).
+  auto spec_of = [&](const char* sched, int zero, Recompute rc) {
+    ParallelSpec p = base.parallel;
+    p.ep = lay.ep;
+    p.pp = pp;
+    p.vpp = vpp;
+    p.zero = zero;
+    p.recompute = rc;
+    for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1,
+                       Schedule::kDualPipeV})
+      if (std::string(schedule_name(s)) == sched) p.schedule = s;
+    return p;
+  };
   // Schedules: interleaved with vpp > 1; with one model chunk per rank 1F1B and ZB-H1
   // (zero-bubble, same activation memory as 1F1B: Qi et al. 2024, Sec. 3), which fills
   // 1F1B's bubble with weight-gradient passes but splits each backward in two. One schedule
@@ -312,14 +325,16 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
   // GpipeMemoryNeverBelow1f1b), has 1F1B's bubble, and differs from it in time only by the
   // order of the last passes (80 us of 3.08 s on the one random plan of 40 where it was
   // faster); Megatron-LM does not offer it with pp > 1. `run` and `sweep` cost it when asked.
-  // DualPipeV (vpp 2, pp >= 2, at least 2 pp microbatches; zero 0/1, no full recompute, no
-  // all-to-all overlap of its own: plan_checks.cc) only when the search: section names it.
+  // DualPipeV (its conditions: dualpipev_problems, sim/plan/plan.h) only when the search:
+  // section names it.
   std::vector<const char*> schedules;
   if (!sp.schedule.empty()) {
     for (Schedule s : sp.schedule) {
       const bool chunks = s == Schedule::kInterleaved || s == Schedule::kDualPipeV;
       if (chunks != (vpp > 1) || (s == Schedule::kZbH1 && pp == 1)) continue;
-      if (s == Schedule::kDualPipeV && (vpp != 2 || pp < 2 || micro < 2 * pp)) continue;
+      const ParallelSpec p = spec_of(schedule_name(s), 0, Recompute::kNone);
+      if (!dualpipev_problems(p).empty() || !dualpipev_microbatch_problem(p, micro).empty())
+        continue;
       schedules.push_back(schedule_name(s));
     }
   } else if (vpp > 1) {
@@ -350,17 +365,6 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
   // with the scenario's moe_ep_comm: true the plans that cannot are left out.
   const std::vector<bool> ep_overlaps =
       sp.moe_ep_comm.empty() ? std::vector<bool>{base.parallel.overlap_moe_ep} : sp.moe_ep_comm;
-  auto overlap_runs = [&](const char* sched, int zero, Recompute rc) {
-    ParallelSpec p = base.parallel;
-    p.ep = lay.ep;
-    p.pp = pp;
-    p.zero = zero;
-    p.recompute = rc;
-    for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1,
-                       Schedule::kDualPipeV})
-      if (std::string(schedule_name(s)) == sched) p.schedule = s;
-    return moe_ep_overlap_problem(base.model, p, base.framework).empty();
-  };
   for (const char* sched : schedules)
     for (const char* ck : cp_kinds)
       for (int zero : zeros) {
@@ -369,9 +373,10 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
           for (bool ov : tp_overlaps)
             for (bool eo : ep_overlaps)
               for (double bucket : buckets) {
-                if (eo && !overlap_runs(sched, zero, rc)) continue;
-                if (std::string(sched) == "dualpipev" && (zero > 1 || rc == Recompute::kFull))
+                const ParallelSpec spec = spec_of(sched, zero, rc);
+                if (eo && !moe_ep_overlap_problem(base.model, spec, base.framework).empty())
                   continue;
+                if (!dualpipev_problems(spec).empty()) continue;
                 PlanAxes a = lay;
                 a.zero = zero;
                 a.recompute = recompute_name(rc);

@@ -50,27 +50,8 @@ void Loader::check_schedule(const YAML::Node& par, const ParallelSpec& pl) {
     r_.error(at(par, "vpp"), path("vpp"),
              fmt::format("vpp = {} needs schedule: interleaved or dualpipev (got {})", pl.vpp,
                          schedule_name(pl.schedule)));
-  // DualPipeV (dualpipe/dualpipev.py): two chunks per rank in a V over pp >= 2 ranks.
-  if (dualpipev && pl.vpp != 2)
-    r_.error(at(par, "vpp"), path("vpp"),
-             fmt::format("the dualpipev schedule runs exactly 2 model chunks per pipeline rank "
-                         "(vpp: 2), got vpp = {}",
-                         pl.vpp));
-  if (dualpipev && pl.pp < 2)
-    r_.error(at(par, "schedule"), path("schedule"),
-             fmt::format("the dualpipev schedule needs pp >= 2, got pp = {}", pl.pp));
-  // stepcast lowers DualPipeV's overlapped forward-backward pairs as it lowers the
-  // all-to-all overlap's (sim/lower/moe_overlap.cc), which holds ZeRO 0/1 and no full
-  // recompute.
-  if (dualpipev && pl.zero > 1)
-    r_.error(at(par, "zero"), path("zero"),
-             fmt::format("the dualpipev schedule runs with zero 0 or 1 (its overlapped "
-                         "forward-backward pairs), got zero {}",
-                         pl.zero));
-  if (dualpipev && pl.recompute == Recompute::kFull)
-    r_.error(at(par, "recompute"), path("recompute"),
-             "the dualpipev schedule cannot run with full recompute (its overlapped "
-             "forward-backward pairs)");
+  for (const PlanProblem& pr : dualpipev_problems(pl))
+    r_.error(at(par, pr.key), path(pr.key), pr.message);
   if (pl.schedule == Schedule::kInterleaved && pl.vpp < 2)
     r_.error(at(par, "schedule"), path("schedule"),
              "the interleaved schedule needs vpp >= 2 model chunks per pipeline rank");
@@ -125,12 +106,9 @@ void Loader::check_batch(const YAML::Node& par, const Scenario& sc) {
              fmt::format("the interleaved schedule needs the number of microbatches "
                          "(global_batch/(dp*microbatch) = {}) to be a multiple of pp ({})",
                          sc.microbatches(), pl.pp));
-  } else if (pl.schedule == Schedule::kDualPipeV && sc.microbatches() < 2 * pl.pp) {
-    // DualPipeV.step: assert num_chunks >= num_ranks * 2.
-    r_.error(at(par, "schedule"), path("schedule"),
-             fmt::format("the dualpipev schedule needs at least 2 x pp = {} microbatches "
-                         "(global_batch/(dp*microbatch) = {})",
-                         2 * pl.pp, sc.microbatches()));
+  } else if (const std::string why = dualpipev_microbatch_problem(pl, sc.microbatches());
+             !why.empty()) {
+    r_.error(at(par, "schedule"), path("schedule"), why);
   }
 }
 
