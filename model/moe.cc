@@ -179,8 +179,14 @@ void routed_path(const ModelArch& a, const Local& l, const MoeLoad& ld, Block& b
   const double permuted = deepep ? rows : sent;
   both(memory_op("moe.permute", permuted + te * 4.0, permuted + ld.send_copies * 4.0),
        memory_op("moe.permute", permuted + te * 4.0, t * h * e));
-  if (dropless && !allgather && (l.ep > 1 || l.tp > 1))
-    blk.fwd.push_back(op_step(memory_op("moe.host_sync", 0, 0)));
+  if (dropless && !allgather && (l.ep > 1 || l.tp > 1)) {
+    // The host waits for the device-to-host copy of the counts (Op::host_sync) before it
+    // issues the all-to-all, whose split sizes it needs (Megatron-Core cuda_sync_point
+    // "before_ep_alltoall"; DeepEP's dispatch busy-waits for the received counts).
+    Op sync = memory_op("moe.host_sync", 0, 0);
+    sync.host_sync = true;
+    blk.fwd.push_back(op_step(sync));
+  }
   const double recv = dispatch_copies(m, l, ld) * h * e * ld.recv_factor;
   // DeepEP's fused dispatch / combine run as its own kernels, not NCCL's all-to-all.
   auto ep_step = [&](CommPointKind kind, const char* name) {

@@ -195,6 +195,9 @@ Op gemm(std::string name, I m, I n, I k, I batch, const Local& l, GemmLayout lay
   op.flops = 2.0 * d(m) * d(n) * d(k) * d(batch);
   op.bytes_read = (d(m) * d(k) + d(k) * d(n)) * in * d(batch);
   op.bytes_written = d(m) * d(n) * l.e * d(batch);
+  // A grouped expert GEMM (batch > 1) is one cuBLAS GEMM per local expert (Transformer
+  // Engine GroupedLinear, nvte_multi_stream_cublas_gemm), each launched by the host.
+  op.launches = static_cast<int>(batch);
   return op;
 }
 
@@ -397,6 +400,9 @@ Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_
     const double scores = d(l.b) * d(l.heads) * d(seq_q) * d(seq_kv);
     op.bytes_read += scores * (backward ? 9.0 : 6.0);
     op.bytes_written += scores * (backward ? 6.0 : 7.0);
+    // Kernels: 2 batched GEMMs, scale-mask-softmax, dropout; backward 4 GEMMs and the
+    // three element-wise backward kernels (as sim/cost/compute.cc times them).
+    op.launches = backward ? 7 : 4;
   }
   return op;
 }
@@ -574,13 +580,20 @@ LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard) {
   //             gradient over them in place (e + e) -> read 2e, write e;
   //   backward: element_mul_kernel scales that gradient by the per-token loss gradient in
   //             place -> read e, write e.
-  if (shard.fused_cross_entropy) {
-    out.fwd.push_back(op_step(memory_op("softmax_ce", lg * 2.0 * e, lg * e)));
-    out.bwd_input.push_back(op_step(memory_op("softmax_ce", lg * e, lg * e)));
-  } else {
-    out.fwd.push_back(op_step(memory_op("softmax_ce", lg * (e + 20.0), lg * 16.0)));
-    out.bwd_input.push_back(op_step(memory_op("softmax_ce", lg * 8.0, lg * (4.0 + e))));
-  }
+  // Kernels the host launches: the unfused lines above, 6 forward and 3 backward; fused, 2
+  // and 1.
+  const bool fused = shard.fused_cross_entropy;
+  Op ce_fwd = fused ? memory_op("softmax_ce", lg * 2.0 * e, lg * e)
+                    : memory_op("softmax_ce", lg * (e + 20.0), lg * 16.0);
+  Op ce_bwd = fused ? memory_op("softmax_ce", lg * e, lg * e)
+                    : memory_op("softmax_ce", lg * 8.0, lg * (4.0 + e));
+  ce_fwd.launches = fused ? 2 : 6;
+  ce_bwd.launches = fused ? 1 : 3;
+  // The loss checked for NaN on the host every microbatch (shard.loss_nan_check): the host
+  // waits for the loss before it launches the backward.
+  ce_fwd.host_sync = shard.loss_nan_check;
+  out.fwd.push_back(op_step(ce_fwd));
+  out.bwd_input.push_back(op_step(ce_bwd));
   out.bwd_input.push_back(op_step(logits.dgrad(l)));
   if (l.tp > 1) out.bwd_input.push_back(comm_step(CommPointKind::kTpReduce, full, "logits.in"));
   out.bwd_input.push_back(op_step(memory_op("final_ln", 3 * tn * h * e, tn * h * e)));

@@ -87,6 +87,10 @@ struct Op {
   double flops = 0;       // floating point operations of this op on this rank
   double bytes_read = 0;  // HBM traffic estimate
   double bytes_written = 0;
+  // Kernel launches the host issues for this op (Task::launches).
+  int launches = 1;
+  // The host waits for this op to finish before it issues anything after it (Task::host_sync).
+  bool host_sync = false;
 };
 
 // Where a collective goes between ops. bytes: the full (unsharded-by-sp) activation tensor
@@ -148,6 +152,7 @@ struct ShardSpec {
   int ep_nodes = 1;                    // nodes one ep group spans (DeepEP's RDMA dedup)
   bool shared_expert_overlap = false;  // parallel.overlap.moe_shared_experts
   bool fused_cross_entropy = false;    // FrameworkRules::fused_cross_entropy (logits_loss_ops)
+  bool loss_nan_check = false;         // FrameworkRules::loss_nan_check (logits_loss_ops)
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // training.fp8_recipe (fp8 only)
 };
 

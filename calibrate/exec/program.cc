@@ -160,8 +160,9 @@ class Reader {
 };
 
 std::vector<std::string> task_keys() {
-  std::vector<std::string> k = {"id",    "kind",       "stream", "phase", "category", "label",
-                                "layer", "microbatch", "chunk",  "deps",  "flops"};
+  std::vector<std::string> k = {"id",    "kind",     "stream",     "phase", "category",
+                                "label", "layer",    "microbatch", "chunk", "deps",
+                                "flops", "launches", "host_sync"};
   for (const auto& n : kKinds) k.push_back(n);
   return k;
 }
@@ -255,6 +256,8 @@ void read_task(Reader& rd, const Json& j, const std::string& path, Task& t) {
   rd.int_list(j, path, "deps", t.deps, false);
   double flops = 0;
   rd.amount(j, path, "flops", flops, false);
+  rd.integer(j, path, "launches", t.launches, false, 0);
+  rd.boolean(j, path, "host_sync", t.host_sync, false);
   if (kind < 0) return;
   t.kind = static_cast<Kind>(kind);
   const std::string kn = kKinds[static_cast<size_t>(kind)];

@@ -62,6 +62,11 @@ struct Task {
   std::int64_t tag = 0;
   // memory_bound, alloc/free
   std::string what;
+  // The host side as the simulator predicts it (docs/model.md, "The host"): kernel launches
+  // the task stands for, and whether the host waits for it. Read and kept: the GPU run
+  // launches the tasks as they are and its host costs what it costs.
+  int launches = 1;
+  bool host_sync = false;
 };
 
 struct Group {

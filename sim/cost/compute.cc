@@ -202,7 +202,9 @@ double compute_time_s(const Task& t, const HwProfile& hw) {
       const double t_flop = t.flops / (peak_flop_per_s(DType::kBf16, hw) * eff * c.sustained_clock);
       return std::max(t_flop, memory_time_s(bytes, hw)) + c.launch_overhead_s;
     }
-    case TaskKind::kMemoryBound: return memory_time_s(bytes, hw) + c.launch_overhead_s;
+    // A memory-bound task of several kernels (Task::launches; e.g. one copy per rank) pays
+    // the fixed per-kernel time of each.
+    case TaskKind::kMemoryBound: return memory_time_s(bytes, hw) + t.launches * c.launch_overhead_s;
     case TaskKind::kCollective:
     case TaskKind::kSend:
     case TaskKind::kRecv:

@@ -89,7 +89,18 @@ std::vector<std::pair<int, int>> critical_path(const Program& program, const Tim
       for (int d : t.deps) consider(d);
       if (next_t >= 0) break;
     }
-    if (next_t < 0) break;  // started at 0, or nothing bound it
+    if (next_t < 0) {
+      // A kernel no predecessor bound waited for the host to launch it (EngineOptions::
+      // host_launch_ns): the path goes on through the task before it on its stream, the
+      // time between the host's (summarize_critical_path counts it). Else it started at 0.
+      const Task& t = program.ranks[static_cast<size_t>(cur_r)].tasks[static_cast<size_t>(cur_t)];
+      const bool kernel = t.kind == TaskKind::kGemm || t.kind == TaskKind::kAttention ||
+                          t.kind == TaskKind::kMemoryBound;
+      const int before = kernel && s > 0 ? prev_on_stream(cur_r, cur_t) : -1;
+      if (before < 0) break;
+      next_r = cur_r;
+      next_t = before;
+    }
     cur_r = next_r;
     cur_t = next_t;
   }

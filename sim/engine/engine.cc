@@ -157,14 +157,51 @@ void Engine::finish(std::uint32_t g, TimeNs t) {
   const std::uint32_t base = rank_offset_[r], i = g - base;
   for (std::uint32_t e = lg.succ_off[i]; e < lg.succ_off[i + 1]; ++e) {
     const std::uint32_t s = base + lg.succ[e];
-    if (--left_[s] == 0) make_ready(s, t);
+    if (--left_[s] == 0) ready_at(s, t);
   }
+  if (host_ && host_wait_[r] == static_cast<std::int64_t>(g)) {
+    host_wait_[r] = -1;  // the host sees the task end and goes on issuing
+    advance_host(r, t);
+  }
+}
+
+// The host of rank r issues its tasks in program order from time t (or from its own clock,
+// if later), each after its launches' host time, until it reaches a host_sync task: it
+// then waits for that task's end (finish() resumes it). Issue times are computed ahead of
+// the clock; a kernel task starts at the later of its issue and its predecessors' ends
+// (ready_at). Communication tasks (collectives, send/recv) cost the host their launches
+// but do not wait for their issue: the program's order between streams is not always the
+// host's (pipeline messages are placed after the passes), and a communication task waiting
+// behind a host_sync its own peers must pass first could deadlock where the stack does not.
+// A kernel task on a side stream (copies on the NCCL stream) does wait.
+void Engine::advance_host(size_t r, TimeNs t) {
+  const ListGraph& lg = *graph_of_[r];
+  const std::uint32_t base = rank_offset_[r];
+  const auto m = static_cast<std::uint32_t>(lg.host_order.size());
+  TimeNs h = std::max(host_t_[r], t);
+  std::uint32_t i = host_next_[r];
+  const TimeNs per = options_->host_launch_ns;
+  while (i < m) {
+    h += per * lg.launches[i];
+    const std::uint32_t g = base + lg.host_order[i++];
+    if (!(flags_[g] & kFlagCompute)) continue;  // costs the host time, waits for nothing
+    issue_[g] = h;
+    const bool wait = flags_[g] & kFlagHostSync;
+    if (wait) host_wait_[r] = g;  // before ready_at: a zero-length task may end at once
+    if (--left_[g] == 0) ready_at(g, t);
+    if (wait) break;
+  }
+  host_next_[r] = i;
+  host_t_[r] = h;
 }
 
 Timeline Engine::run() {
   const size_t n = ntasks_;
   for (std::uint32_t g = 0; g < n; ++g)
     if (left_[g] == 0) make_ready(g, 0);
+  if (host_)
+    for (size_t r = 0; r < program_->ranks.size(); ++r)
+      if (graph_of_[r]) advance_host(r, 0);
   settle(0);
   for (;;) {
     const TimeNs queue_t = queue_.empty() ? kNoEvent : queue_.min_time();
@@ -190,7 +227,9 @@ Timeline Engine::run() {
       // of the instant.
       queue_.take_min(batch_);
       for (const std::uint32_t g : batch_) {
-        if (g >= n)
+        if (host_ && g >= host_event_base_)
+          make_ready(g - host_event_base_, t);  // issued now, its predecessors long done
+        else if (g >= n)
           start_flows(static_cast<int>(g - n), t);  // latency over: bytes start moving
         else if (left_[g] >= 0 && at(g).end == t)   // else a stale entry of a re-timed task
           finish(g, t);
@@ -222,6 +261,11 @@ void Engine::report_deadlock() const {
       for (int dep : rp.tasks[i].deps)
         if (left_[base + static_cast<std::uint32_t>(dep)] >= 0)  // not done
           why += fmt::format("{}dep {}", why.empty() ? "" : ", ", task_ref(rp, dep));
+      if (host_ && why.empty() && (flags_[g] & kFlagCompute) && host_wait_[r] >= 0) {
+        const auto w = static_cast<std::uint32_t>(host_wait_[r]);
+        why = fmt::format("its issue: the host waits for {} to end",
+                          task_ref(rp, static_cast<int>(w - base)));
+      }
       const std::int32_t inst = match_.instance_of[g];
       if (why.empty() && inst >= 0) {
         for (auto k = static_cast<size_t>(match_.offsets[static_cast<size_t>(inst)]);

@@ -140,6 +140,12 @@ struct EngineOptions {
   // does). One that holds none (a copy-engine transfer) does not slow the compute beside it
   // by compute_slowdown_when_comm; its HBM share still applies (as with comm_sms 0).
   std::function<bool(const RankProgram&, const Task&)> comm_holds_sms;
+  // The host (docs/model.md, "The host"): one host thread per rank issues its tasks in
+  // program order; issuing a task costs Task::launches x host_launch_ns (alloc/free: nothing)
+  // and a task starts no earlier than its issue; after a Task::host_sync task the host waits
+  // for its end before issuing the next. 0 with no host_sync task: the host is always ahead
+  // (kernels queued long before they run), the engine without a host, bit for bit.
+  TimeNs host_launch_ns = 0;
   bool record_memory_curve = true;
   // Set: network: flow (communication as flows sharing links); null: analytical durations.
   const FlowMode* flow = nullptr;
@@ -164,6 +170,9 @@ struct RankTimeline {
   // Time its compute tasks ran longer than their durations: SM interference and HBM
   // contention (the sum over gemm/attention/memory_bound tasks of end - start - duration).
   TimeNs interference_ns = 0;
+  // Time its compute tasks (gemm/attention/memory_bound) waited, with every predecessor
+  // done, for the host to issue them (EngineOptions::host_launch_ns, Task::host_sync).
+  TimeNs host_bound_ns = 0;
   double peak_bytes = 0;
   std::vector<MemorySample> memory;  // when record_memory_curve
 };

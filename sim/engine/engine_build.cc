@@ -30,6 +30,9 @@ void Engine::build_list(const RankProgram& rp, ListGraph& lg) {
   lg.npred.resize(n);
   lg.preds.clear();
   lg.pred_off.assign(n + 1, 0);
+  lg.host_order.clear();  // filled by build_host when the host model is on
+  lg.launches.clear();
+  lg.host_sync = false;
   std::array<int, kStreamCount> last{};
   last.fill(-1);
   for (int i = 0; i < ntasks; ++i) {
@@ -45,6 +48,15 @@ void Engine::build_list(const RankProgram& rp, ListGraph& lg) {
       case TaskKind::kMemoryBound: f = kFlagCompute | kFlagMemBound; break;
       case TaskKind::kAlloc: f = kFlagAlloc; break;
       case TaskKind::kFree: f = kFlagFree; break;
+    }
+    STEPCAST_CHECK(t.launches >= 0,
+                   fmt::format("{} has a negative launch count", task_ref(rp, t.id)));
+    STEPCAST_CHECK(
+        !t.host_sync || t.stream == StreamKind::kCompute,
+        fmt::format("{}: host_sync is modelled on compute-stream tasks only", task_ref(rp, t.id)));
+    if (t.host_sync) {
+      f |= kFlagHostSync;
+      lg.host_sync = true;
     }
     lg.flags[static_cast<size_t>(i)] = f;
     for (int dep : t.deps) {
@@ -92,6 +104,7 @@ void Engine::build(const Durations& d) {
   if (flow_) build_flows();
 
   build_contention();
+  build_host();
   comm_running_.assign(nranks, 0);
   mem_now_.assign(nranks, 0.0);
   mem_peak_.assign(nranks, 0.0);
@@ -153,6 +166,7 @@ void Engine::build_graphs() {
       auto [it, fresh] = seen.try_emplace(&rp.tasks[0], nlists_);
       if (fresh) {
         if (lists_.size() <= nlists_) lists_.emplace_back();
+        lists_[nlists_].first_rank = r;
         build_list(rp, lists_[nlists_++]);
       }
       list_of[r] = it->second;
@@ -197,6 +211,36 @@ void Engine::build_instances() {
       inst_dur_[static_cast<size_t>(i)] = std::max(inst_dur_[static_cast<size_t>(i)], dur(g));
     }
   }
+}
+
+// The host model is on when launches cost host time or a task makes the host wait; then
+// every task waits for its issue (one more predecessor count) and the host starts at 0.
+void Engine::build_host() {
+  const size_t nranks = program_->ranks.size();
+  host_ = options_->host_launch_ns > 0;
+  for (size_t l = 0; l < nlists_ && !host_; ++l) host_ = lists_[l].host_sync;
+  if (!host_) return;
+  STEPCAST_CHECK(options_->host_launch_ns >= 0, "host launch time must not be negative");
+  const std::uint64_t base = ntasks_ + static_cast<std::uint64_t>(match_.instance_count());
+  STEPCAST_CHECK(base + ntasks_ < (std::uint64_t{1} << 32), "program too large for the host model");
+  host_event_base_ = static_cast<std::uint32_t>(base);
+  for (size_t l = 0; l < nlists_; ++l) {  // what each list's host launches, in order
+    ListGraph& lg = lists_[l];
+    const TaskList& tasks = program_->ranks[lg.first_rank].tasks;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (lg.flags[i] & (kFlagAlloc | kFlagFree)) continue;
+      lg.host_order.push_back(static_cast<std::uint32_t>(i));
+      lg.launches.push_back(tasks[i].launches);
+    }
+  }
+  issue_.assign(ntasks_, 0);
+  for (size_t r = 0; r < nranks; ++r)
+    if (graph_of_[r])
+      for (const std::uint32_t i : graph_of_[r]->host_order)
+        if (flags_[rank_offset_[r] + i] & kFlagCompute) ++left_[rank_offset_[r] + i];
+  host_next_.assign(nranks, 0);
+  host_t_.assign(nranks, 0);
+  host_wait_.assign(nranks, -1);
 }
 
 }  // namespace stepcast::engine_detail

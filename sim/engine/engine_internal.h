@@ -31,6 +31,7 @@ enum : std::uint8_t {
   kFlagAlloc = 4,
   kFlagFree = 8,
   kFlagMemBound = 16,  // memory_bound kind: subject to HBM contention
+  kFlagHostSync = 32,  // Task::host_sync: the host waits for its end before issuing more
 };
 
 // The pending task ends, a monotone priority queue over (time, g): a radix heap (Ahuja,
@@ -138,6 +139,20 @@ class Engine {
   void launch(std::uint32_t g, TimeNs t, TimeNs duration);
   void finish(std::uint32_t g, TimeNs t);
   void apply_memory(std::uint32_t g, TimeNs t);
+  // A task whose predecessors and issue are all done at t starts at t; one issued by a host
+  // that ran ahead starts when the host issues it (a queued event), the wait counted as
+  // host-bound time for compute. Inline: every task end passes here.
+  void ready_at(std::uint32_t g, TimeNs t) {
+    if (!host_ || issue_[g] <= t) {
+      make_ready(g, t);
+      return;
+    }
+    if (flags_[g] & kFlagCompute)
+      tl_.ranks[static_cast<size_t>(rank_of_[g])].host_bound_ns += issue_[g] - t;
+    queue_.push(issue_[g], host_event_base_ + g);
+  }
+  void advance_host(size_t r, TimeNs t);  // issue rank r's tasks from time t (engine.cc)
+  void build_host();
   void settle(TimeNs t);
   [[noreturn]] void report_deadlock() const;
   void summarize();
@@ -156,6 +171,12 @@ class Engine {
     std::vector<std::int32_t> npred;
     std::vector<std::uint8_t> flags;
     std::vector<std::uint32_t> preds, pred_off;  // build scratch
+    // With the host model on (build_host): the tasks the host launches (all but
+    // alloc/free), in program order, and their Task::launches.
+    std::vector<std::uint32_t> host_order;
+    std::vector<std::int32_t> launches;
+    bool host_sync = false;  // a task has Task::host_sync
+    size_t first_rank = 0;   // a rank whose TaskList this is
   };
   std::vector<ListGraph> lists_;  // [0, nlists_) in use; capacity kept
   size_t nlists_ = 0;
@@ -177,6 +198,19 @@ class Engine {
   TaskTiming& at(std::uint32_t g) { return timing_[g]; }
   const TaskTiming& at(std::uint32_t g) const { return timing_[g]; }
   Timeline tl_;
+
+  // The host (EngineOptions::host_launch_ns, Task::host_sync; engine.cc advance_host): per
+  // task when the host issued it, per rank the next of its ListGraph::host_order to issue,
+  // the host's clock and the host_sync task it waits for (-1: none). Every kernel task
+  // (kFlagCompute) holds one extra predecessor count, released when it is issued. Queue ids from
+  // host_event_base_ on: a task whose predecessors were done before the host issued it becomes
+  // ready.
+  bool host_ = false;
+  std::uint32_t host_event_base_ = 0;
+  HugeVector<TimeNs> issue_;
+  std::vector<std::uint32_t> host_next_;
+  std::vector<TimeNs> host_t_;
+  std::vector<std::int64_t> host_wait_;
 
   std::vector<std::int32_t> inst_left_;     // members not yet ready
   std::vector<TimeNs> inst_dur_;            // max of the members' durations

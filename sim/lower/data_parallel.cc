@@ -238,6 +238,13 @@ void Lowerer::sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, i
     auto issue = [&](double rs_bytes) {
       std::vector<int> deps;
       if (e.last_compute >= 0) deps.push_back(e.last_compute);
+      if (zero3 && sc_.framework.list_collectives) {
+        const int copy = emit_list_copy(e, rs_bytes, expert ? expert_dp_size() : dense_dp_size(),
+                                        Phase::kBwdWeight,
+                                        label_of(expert ? "rsxcopy" : "rscopy", u.name, "g", mb),
+                                        u.layer, mb, c, std::move(deps));
+        deps = {copy};
+      }
       const int id = emit_collective(
           e, CollOp::kReduceScatter, expert ? GroupKind::kEdp : dense_dp_kind(), StreamKind::kDp,
           Category::kDpComm, rs_bytes, grad_dtype_, Phase::kBwdWeight,

@@ -66,6 +66,8 @@ int Lowerer::emit_compute(Emit& e, const Op& op, Phase phase, Category cat, cons
   // the trace tell them apart by it.
   if (op.kind == OpKind::kMemoryBound) t.what = op.name;
   t.flops = op.flops;
+  t.launches = op.launches;
+  t.host_sync = op.host_sync;
   t.bytes_read = op.bytes_read;
   t.bytes_written = op.bytes_written;
   t.deps = std::move(extra_deps);

@@ -302,6 +302,7 @@ ShardSpec shard_spec(const Scenario& sc, const ParallelSpec& par) {
   shard.dtype = sc.training.dtype;
   shard.flash_attention = sc.profile.compute.attn_flash;
   shard.fused_cross_entropy = sc.framework.fused_cross_entropy;
+  shard.loss_nan_check = sc.framework.loss_nan_check;
   shard.fp8_recipe = sc.training.fp8_recipe;
   return shard;
 }

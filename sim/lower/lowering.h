@@ -291,6 +291,10 @@ class Lowerer {
   void z3_reach(Emit& e, Z3Pass& zp, const Unit& u, const std::string& op, int mb, int c,
                 Phase phase);
   void z3_issue(Emit& e, Z3Pass& zp, size_t i, int mb, int c, Phase phase);
+  // FrameworkRules::list_collectives: the per-rank copies of a list all-gather (after it) or
+  // reduce-scatter (before it), `bytes` the whole gathered / reduced buffer, on the DP stream.
+  int emit_list_copy(Emit& e, double bytes, int ranks, Phase phase, std::string label, int layer,
+                     int mb, int c, std::vector<int> deps);
   // Steps with the fetches of `u` reached before their GEMMs (and freed after them when
   // released).
   void z3_emit_steps(Emit& e, Z3Pass& zp, const std::vector<Step>& steps, Phase phase, Category cat,

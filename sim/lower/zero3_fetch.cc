@@ -120,10 +120,27 @@ void Lowerer::z3_issue(Emit& e, Z3Pass& zp, size_t i, int mb, int c, Phase phase
   use.what = make_label("zp", u.name, op, mb);
   emit_mem(e, TaskKind::kAlloc, use.f.elements * act_elem_bytes_, use.what, phase, u.layer, mb, c,
            StreamKind::kDp, deps);
-  use.ids.push_back(emit_collective(e, CollOp::kAllGather, dense_dp_kind(), StreamKind::kDp,
-                                    Category::kDpComm, use.f.elements * act_elem_bytes_, act_dtype_,
-                                    phase, label_of("ag", u.name, op, mb), u.layer, mb, c,
-                                    std::move(deps)));
+  const double bytes = use.f.elements * act_elem_bytes_;
+  const int ag = emit_collective(e, CollOp::kAllGather, dense_dp_kind(), StreamKind::kDp,
+                                 Category::kDpComm, bytes, act_dtype_, phase,
+                                 label_of("ag", u.name, op, mb), u.layer, mb, c, std::move(deps));
+  use.ids.push_back(sc_.framework.list_collectives
+                        ? emit_list_copy(e, bytes, dense_dp_size(), phase,
+                                         label_of("agcopy", u.name, op, mb), u.layer, mb, c, {ag})
+                        : ag);
+}
+
+int Lowerer::emit_list_copy(Emit& e, double bytes, int ranks, Phase phase, std::string label,
+                            int layer, int mb, int c, std::vector<int> deps) {
+  Task t =
+      base_task(TaskKind::kMemoryBound, StreamKind::kDp, phase, Category::kDpComm, layer, mb, c);
+  t.what = "list_copy";
+  t.label = std::move(label);
+  t.bytes_read = bytes;
+  t.bytes_written = bytes;
+  t.launches = ranks;  // one copy_ per rank's tensor
+  t.deps = std::move(deps);
+  return add(e, std::move(t));
 }
 
 // Reaches the next use, which must be (u, op): issues it if not yet, makes the next compute

@@ -17,7 +17,9 @@ FrameworkRules framework_preset(Framework f) {
       // reading of its prefetch budget, megatron_fsdp.py), gathered once for recompute and
       // backward. The lowering rules are the struct's defaults: async input-gradient
       // reduction (tensor_parallel/layers.py), blocking batched 1F1B p2p
-      // (p2p_communication.py, batch_p2p_sync), TE's fp8 storage (module/base.py).
+      // (p2p_communication.py, batch_p2p_sync), TE's fp8 storage (module/base.py), the loss
+      // checked for NaN on the host every microbatch (--check-for-nan-in-loss-and-grad,
+      // default on: rerun_state_machine.py validate_result).
       break;
     case Framework::kMegatronLm:
       // Megatron-LM v1.0-v2.6 (2020-21): the input-gradient all-reduce is synchronous in the
@@ -33,6 +35,7 @@ FrameworkRules framework_preset(Framework f) {
       r.blocking_p2p_interleaved = true;
       r.p2p_scatter_gather = true;
       r.te_fp8_storage = false;
+      r.loss_nan_check = false;
       break;
     case Framework::kMegatronDeepSpeed:
       // Megatron-DeepSpeed: Megatron-LM's 2021 model code (synchronous input-gradient
@@ -41,6 +44,7 @@ FrameworkRules framework_preset(Framework f) {
       // deepspeed preset's when named.
       r.async_tp_dgrad_reduce = false;
       r.te_fp8_storage = false;
+      r.loss_nan_check = false;
       break;
     case Framework::kDeepSpeed:
       // deepspeed/runtime/zero/partitioned_param_coordinator.py (fetch_sub_module): hooks on
@@ -56,6 +60,7 @@ FrameworkRules framework_preset(Framework f) {
       r.zero3_max_inflight_fetches = 2;
       r.async_tp_dgrad_reduce = false;
       r.te_fp8_storage = false;
+      r.loss_nan_check = false;
       break;
     case Framework::kFsdp2:
       // torch/distributed/fsdp/_fully_shard: one FSDPParamGroup per fully_shard call
@@ -68,6 +73,7 @@ FrameworkRules framework_preset(Framework f) {
       r.async_tp_dgrad_reduce = false;
       r.blocking_p2p_1f1b = false;
       r.te_fp8_storage = false;
+      r.loss_nan_check = false;
       break;
   }
   return r;

@@ -44,6 +44,15 @@ struct FrameworkRules {
   // The host blocks on the oldest fetch when more than this many are in flight
   // (DeepSpeed __max_ongoing_fetch_events). 0: never.
   int zero3_max_inflight_fetches = 0;
+  // ZeRO-3's all-gathers and reduce-scatters go through torch.distributed's list forms,
+  // one tensor per rank, which ProcessGroupNCCL of PyTorch <= 1.10 runs on a flat buffer
+  // (torch/lib/c10d/ProcessGroupNCCL.cpp allgather, reduce_scatter: flatten_for_scatter_gather)
+  // with one copy kernel per rank on its NCCL stream, each launched by the host: out of the
+  // buffer after an all-gather, into it before a reduce-scatter. DeepSpeed <= 0.5 (2021)
+  // calls them so (zero/partition_parameters.py _allgather_params_coalesced: a narrow view
+  // of the gathered buffer per rank; the gradient reduce-scatter over per-rank chunks).
+  // False: the flat forms (all_gather_into_tensor / reduce_scatter_tensor), no copies.
+  bool list_collectives = false;
 
   // ---- lowering rules where stacks differ (read by sim/lower) ----------------------------
   // Each linear's backward computes its weight gradient right after its input gradient,
@@ -99,6 +108,21 @@ struct FrameworkRules {
   // (the unfused fp32 vocab-parallel cross entropy); Megatron-Bridge's benchmark recipes
   // turn it on (perf_recipes/_common.py _benchmark_common). A per-run setting.
   bool fused_cross_entropy = false;
+
+  // ---- the host (docs/model.md, "The host") -------------------------------------------
+  // Host time to issue one kernel or collective from eager PyTorch (Python, the
+  // dispatcher, cudaLaunchKernel), in microseconds: each task costs the host its launches
+  // times this, and a kernel starts no earlier than the host has issued it
+  // (EngineOptions::host_launch_ns). Every preset runs eager PyTorch: 10, the middle of the
+  // 5-20 us that profiles show per launch (HolisticTraceAnalysis, CUDA kernel launch
+  // statistics). 0: the host always ahead (CUDA graphs).
+  double host_launch_us = 10;
+  // The loss is tested for NaN on the host every microbatch: Megatron-Core's
+  // `--check-for-nan-in-loss-and-grad` (default on) evaluates torch.isnan(loss) as a Python
+  // bool on the loss stage (megatron/core/rerun_state_machine.py validate_result), so the
+  // host waits for the loss before it launches that microbatch's backward. The other
+  // stacks read the loss on the host only on logging steps.
+  bool loss_nan_check = true;
 };
 
 // The preset of a stack; `name_of` / `framework_names` spell them as the scenario does.

@@ -140,6 +140,14 @@ struct Task {
   std::string what;
 
   std::vector<int> deps;  // same-rank task ids that must finish first
+
+  // The host side (docs/model.md, "The host"): the kernel launches the host issues for this
+  // task (one per kernel: a grouped GEMM launches one per expert; 0 for alloc/free), each
+  // costing the stack's host launch time before the task may start; and whether the host
+  // waits for the task to finish before it issues the next one (a `.item()`, a
+  // `torch.cuda.synchronize()`, a device-to-host copy of sizes the next kernels need).
+  int launches = 1;
+  bool host_sync = false;
 };
 
 // A rank's tasks in issue order: a vector whose storage is shared between copies and

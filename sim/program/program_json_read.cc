@@ -206,8 +206,9 @@ const std::vector<std::string> kGroupKeys = {"id", "kind", "ranks"};
 const std::vector<std::string> kRankKeys = {"rank", "pp_stage", "stands_for", "streams", "tasks"};
 
 std::vector<std::string> task_keys() {
-  std::vector<std::string> k = {"id",    "kind",       "stream", "phase", "category", "label",
-                                "layer", "microbatch", "chunk",  "deps",  "flops"};
+  std::vector<std::string> k = {"id",    "kind",     "stream",     "phase", "category",
+                                "label", "layer",    "microbatch", "chunk", "deps",
+                                "flops", "launches", "host_sync"};
   for (const auto& n : kind_names()) k.push_back(n);
   return k;
 }
@@ -226,8 +227,16 @@ void read_task(Reader& rd, const json& j, const std::string& path, Task& t) {
   rd.integer(j, path, "chunk", t.chunk, false, -1);
   rd.int_list(j, path, "deps", t.deps, false);
   rd.number(j, path, "flops", t.flops, false);
+  rd.integer(j, path, "launches", t.launches, false, 0);
+  rd.boolean(j, path, "host_sync", t.host_sync, false);
   if (kind < 0) return;
   t.kind = static_cast<TaskKind>(kind);
+  if (t.host_sync && (t.stream != StreamKind::kCompute ||
+                      (t.kind != TaskKind::kGemm && t.kind != TaskKind::kAttention &&
+                       t.kind != TaskKind::kMemoryBound)))
+    rd.error(Reader::join(path, "host_sync"),
+             "the host waits only for a kernel (gemm, attention, memory_bound) on the compute "
+             "stream");
   const std::string kn = task_kind_name(t.kind);
   for (const auto& other : kind_names())
     if (other != kn && j.contains(other))

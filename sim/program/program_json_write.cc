@@ -36,6 +36,9 @@ json task_to_json(const RankProgram& rp, const Task& t) {
             {"chunk", t.chunk},
             {"deps", t.deps},
             {"flops", t.flops}};
+  // The host side (Task::launches, host_sync): written only when not the default.
+  if (t.launches != 1) j["launches"] = t.launches;
+  if (t.host_sync) j["host_sync"] = true;
   json a;
   switch (t.kind) {
     case TaskKind::kGemm:
@@ -272,10 +275,16 @@ void write_task(CompactWriter& w, const RankProgram& rp, const Task& t) {
       case 1: w.kv(kKeys[i], t.chunk); break;
       case 2: w.kv(kKeys[i], t.deps); break;
       case 3: w.kv(kKeys[i], t.flops); break;
-      case 4: w.kv(kKeys[i], t.id); break;
+      case 4:
+        if (t.host_sync) w.kv("host_sync", true);  // sorts before "id", after the args
+        w.kv(kKeys[i], t.id);
+        break;
       case 5: w.kv(kKeys[i], args); break;
       case 6: w.kv(kKeys[i], t.label); break;
-      case 7: w.kv(kKeys[i], t.layer); break;
+      case 7:
+        if (t.launches != 1) w.kv("launches", t.launches);  // sorts before "layer"
+        w.kv(kKeys[i], t.layer);
+        break;
       case 8: w.kv(kKeys[i], t.microbatch); break;
       case 9: w.kv(kKeys[i], phase_name(t.phase)); break;
       case 10: w.kv(kKeys[i], stream_name(t.stream)); break;

@@ -125,6 +125,7 @@ void simulate_and_report(const Scenario& sc, const RunOptions& opt, const GpuSpe
   };
   eo.gpu_sms = sc.profile.gpu.sms;
   eo.comm_sms = [&hw = sc.profile](const RankProgram&, const Task& t) { return comm_sms(t, hw); };
+  eo.host_launch_ns = static_cast<TimeNs>(std::llround(sc.framework.host_launch_us * 1e3));
   if (sc.network == NetworkMode::kFlow) {  // communication as flows sharing links (flow_mode.h)
     out.timeline = simulate_flow_mode(out.program, sc.profile, eo, speeds);
   } else if (d) {
@@ -202,6 +203,7 @@ Result make_result(const Scenario& sc, const Program& p, const Timeline& t) {
       r.busy_by_phase_s[phase_name(task.phase)] += sec;
     }
     r.interference_s = to_s(rt.interference_ns);
+    r.host_bound_s = to_s(rt.host_bound_ns);
   }
   r.critical_rank = p.ranks.empty() ? 0 : p.ranks[static_cast<size_t>(t.critical_rank)].rank;
   r.events = t.events;
@@ -215,10 +217,16 @@ CriticalPathSummary summarize_critical_path(const Program& p, const Timeline& t,
   const auto path = critical_path(p, t);
   std::vector<CriticalPathSegment> segs;
   int prev_rank = -1;
+  TimeNs prev_end = 0;
   for (const auto& [ri, id] : path) {
     const RankProgram& rp = p.ranks[static_cast<size_t>(ri)];
     const Task& task = rp.tasks[static_cast<size_t>(id)];
     const TaskTiming& tt = t.ranks[static_cast<size_t>(ri)].tasks[static_cast<size_t>(id)];
+    if (tt.start > prev_end) {  // a kernel waiting for its launch (critical_path.h)
+      out.total_s += to_s(tt.start - prev_end);
+      out.by_category_s["host"] += to_s(tt.start - prev_end);
+    }
+    prev_end = tt.end;
     if (prev_rank >= 0 && rp.rank != prev_rank) ++out.rank_changes;
     prev_rank = rp.rank;
     out.ranks.push_back(rp.rank);
@@ -311,6 +319,9 @@ std::string render_text(const Result& r) {
   if (r.interference_s > 0)
     o += fmt::format("    (kernels slowed by communication beside them: +{} of busy time)\n",
                      format_time(r.interference_s));
+  if (r.host_bound_s > 0)
+    o += fmt::format("    (kernels waiting for the host to launch them: {})\n",
+                     format_time(r.host_bound_s));
   if (r.has_critical_path) {
     const CriticalPathSummary& cp = r.critical_path;
     o += fmt::format("\n  Critical path: {} tasks on rank{} {}\n", cp.tasks,
@@ -349,6 +360,7 @@ nlohmann::json result_to_json(const Result& r) {
   j["busy_by_kind_s"] = r.busy_by_kind_s;
   j["busy_by_phase_s"] = r.busy_by_phase_s;
   j["interference_s"] = r.interference_s;
+  j["host_bound_s"] = r.host_bound_s;
   j["critical_rank"] = r.critical_rank;
   j["simulated_ranks"] = r.simulated_ranks;
   j["folded"] = r.folded;
@@ -409,6 +421,7 @@ Result result_from_json(const nlohmann::json& j) {
   if (j.contains("pruned")) j["pruned"].get_to(r.pruned);
   if (j.contains("stragglers")) j["stragglers"].get_to(r.stragglers);
   if (j.contains("interference_s")) j["interference_s"].get_to(r.interference_s);
+  if (j.contains("host_bound_s")) j["host_bound_s"].get_to(r.host_bound_s);
   if (j.contains("memory_reserved_gib")) j["memory_reserved_gib"].get_to(r.memory_reserved_gib);
   if (j.contains("critical_path")) {
     const nlohmann::json& c = j["critical_path"];

@@ -31,13 +31,14 @@ struct CriticalPathSegment {
 // time on it includes waiting for its slowest peer (rendezvous start).
 struct CriticalPathSummary {
   double total_s = 0;
-  int tasks = 0;                                // tasks on the path with a duration
-  std::map<std::string, double> by_category_s;  // "compute", "tp_comm", ... (no bubble)
-  std::map<std::string, double> by_kind_s;      // "gemm", "attention", "collective", ...
-  std::map<std::string, double> by_phase_s;     // "fwd", "bwd_input", ...
-  std::vector<int> ranks;                       // global ranks it crosses, ascending
-  int rank_changes = 0;                         // hops from one rank to another along it
-  std::vector<CriticalPathSegment> longest;     // the longest few, longest first
+  int tasks = 0;  // tasks on the path with a duration
+  // "compute", "tp_comm", ... (no bubble), and "host": kernels waiting for their launch
+  std::map<std::string, double> by_category_s;
+  std::map<std::string, double> by_kind_s;   // "gemm", "attention", "collective", ...
+  std::map<std::string, double> by_phase_s;  // "fwd", "bwd_input", ...
+  std::vector<int> ranks;                    // global ranks it crosses, ascending
+  int rank_changes = 0;                      // hops from one rank to another along it
+  std::vector<CriticalPathSegment> longest;  // the longest few, longest first
 };
 
 inline constexpr const char* kResultSchema = "stepcast.result/1";
@@ -73,6 +74,9 @@ struct Result {
   // How much longer the critical rank's kernels ran because communication ran beside them
   // (SM interference, HBM contention): part of their busy time and of the breakdown.
   double interference_s = 0;
+  // How long the critical rank's kernels, their predecessors done, waited for the host to
+  // launch them (the host, docs/model.md): idle GPU time inside the breakdown's terms.
+  double host_bound_s = 0;
   int simulated_ranks = 0;
   bool folded = true;
   // cluster.stragglers as text ("gpu 5: compute x0.8; node 1: nic x0.5"), "" without; a

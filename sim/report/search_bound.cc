@@ -32,6 +32,7 @@ TimeNs op_ns(const Op& op, const HwProfile& hw) {
   if (op.kind == OpKind::kAttention) t.attn = op.attn;
   if (op.kind == OpKind::kMemoryBound) t.what = op.name;
   t.flops = op.flops;
+  t.launches = op.launches;
   t.bytes_read = op.bytes_read;
   t.bytes_written = op.bytes_written;
   return task_ns(compute_time_s(t, hw), t);

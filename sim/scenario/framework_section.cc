@@ -19,13 +19,16 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "zero3_persistence_elements",
                                                  "zero3_reuse_distance_elements",
                                                  "zero3_max_inflight_fetches",
+                                                 "list_collectives",
                                                  "async_tp_dgrad_reduce",
                                                  "blocking_p2p_1f1b",
                                                  "blocking_p2p_interleaved",
                                                  "p2p_scatter_gather",
                                                  "te_fp8_storage",
                                                  "fp8_param_gather",
-                                                 "fused_cross_entropy"};
+                                                 "fused_cross_entropy",
+                                                 "host_launch_us",
+                                                 "loss_nan_check"};
 
 // A count of elements: up to 1e15 (far past any model), -1 only where `negative_ok`.
 constexpr double kMaxElements = 1e15;
@@ -82,6 +85,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   }
   if (auto v = r_.get_int(f, p, "zero3_max_inflight_fetches", 0, 1 << 20))
     out.zero3_max_inflight_fetches = static_cast<int>(*v);
+  if (auto v = r_.get_bool(f, p, "list_collectives")) out.list_collectives = *v;
   if (auto v = r_.get_bool(f, p, "async_tp_dgrad_reduce")) out.async_tp_dgrad_reduce = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_1f1b")) out.blocking_p2p_1f1b = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_interleaved")) out.blocking_p2p_interleaved = *v;
@@ -89,6 +93,9 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_bool(f, p, "te_fp8_storage")) out.te_fp8_storage = *v;
   if (auto v = r_.get_bool(f, p, "fp8_param_gather")) out.fp8_param_gather = *v;
   if (auto v = r_.get_bool(f, p, "fused_cross_entropy")) out.fused_cross_entropy = *v;
+  // Up to 1 ms a launch: far beyond any measured host (5-20 us).
+  if (auto v = r_.get_double(f, p, "host_launch_us", 0, 1000)) out.host_launch_us = *v;
+  if (auto v = r_.get_bool(f, p, "loss_nan_check")) out.loss_nan_check = *v;
 }
 
 }  // namespace stepcast::detail

@@ -74,10 +74,20 @@ std::vector<std::string> yaml_files(const std::string& dir) {
   return files;
 }
 
+// The scenario with the host's launch time at 0: with it the engine starts a kernel at its
+// launch, which a replay of durations does not model (the executor's own host costs what it
+// costs); its syncs then change nothing (docs/model.md, "The host"), so the order replayed is
+// the engine's.
+sc::Scenario without_launch_time(const std::string& f) {
+  sc::Scenario s = sc::load_scenario(f);
+  s.framework.host_launch_us = 0;
+  return s;
+}
+
 void expect_scenarios_match(const std::vector<std::string>& files) {
   for (const std::string& f : files) {
     SCOPED_TRACE(f);
-    const sc::Prediction pr = sc::predict(sc::load_scenario(f));
+    const sc::Prediction pr = sc::predict(without_launch_time(f));
     EXPECT_GT(expect_host_matches(pr.program, pr.timeline, f, ex::Threading::kOne), 0u);
   }
 }
@@ -115,7 +125,7 @@ TEST(ExecHost, ExecCasesAtFullFidelity) {
     SCOPED_TRACE(f);
     sc::RunOptions opt;
     opt.folded = false;
-    const sc::Prediction pr = sc::predict(sc::load_scenario(f), opt);
+    const sc::Prediction pr = sc::predict(without_launch_time(f), opt);
     expect_host_matches(pr.program, pr.timeline, c);
     const ex::Program ep = ex::parse_program(sc::write_program_json(pr.program, -1), c);
     const ex::Plan expanded = ex::make_plan(ep);

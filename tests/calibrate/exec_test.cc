@@ -122,6 +122,8 @@ TEST(ExecProgram, ReadsALoweredProgramTaskForTask) {
     EXPECT_EQ(ex::kPhases[static_cast<size_t>(e.phase)], sc::phase_name(s.phase));
     EXPECT_EQ(ex::kCategories[static_cast<size_t>(e.category)], sc::category_name(s.category));
     EXPECT_EQ(e.deps, s.deps);
+    EXPECT_EQ(e.launches, s.launches);
+    EXPECT_EQ(e.host_sync, s.host_sync);
     if (s.kind == sc::TaskKind::kGemm) {
       EXPECT_EQ(e.m, s.gemm.m);
       EXPECT_EQ(e.n, s.gemm.n);
@@ -403,6 +405,11 @@ TEST(ExecProgram, EveryBadProgramRuleNamesTheKey) {
       {edit(h, "\"stands_for\":[1]", "\"stands_for\":[0]"),
        "/ranks/1/stands_for: rank 0 is already simulated by /ranks/0"},
       {edit(h, "\"folded\":false", "\"folded\":\"no\""), "/folded: expected true or false"},
+      // The host's keys (docs/model.md, "The host").
+      {edit(h, "\"label\":\"fwd.ar\"", "\"label\":\"fwd.ar\",\"launches\":-1"),
+       "/launches: expected an integer >= 0"},
+      {edit(h, "\"label\":\"fwd.ar\"", "\"label\":\"fwd.ar\",\"host_sync\":1"),
+       "/host_sync: expected true or false"},
       // Plan-level rules (after parsing):
       {edit(h, "\"op\":\"allreduce\"", "\"op\":\"allgather\"", 1),
        "collective #0 on group 0 (tp [0, 1]) is allgather of 65536.000000 bytes, but on rank 0 "

@@ -28,6 +28,7 @@ Program every_kind() {
   gemm.layer = 3;
   gemm.microbatch = 2;
   gemm.chunk = 1;
+  gemm.launches = 8;  // one per group
   b.add(r0, gemm, 1);
   Task attn;
   attn.kind = TaskKind::kAttention;
@@ -43,6 +44,7 @@ Program every_kind() {
   mb.bytes_read = 123;
   mb.bytes_written = 456;
   mb.what = "adam";
+  mb.host_sync = true;
   b.add(r0, mb, 1);
   Task coll;
   coll.kind = TaskKind::kCollective;
@@ -75,6 +77,10 @@ TEST(ProgramJson, RoundTripEveryKind) {
   EXPECT_EQ(g.gemm.layout, GemmLayout::kNT);
   EXPECT_EQ(g.bytes_written, 0.1);
   EXPECT_EQ(g.chunk, 1);
+  EXPECT_EQ(g.launches, 8);
+  EXPECT_FALSE(g.host_sync);
+  EXPECT_TRUE(q.ranks[0].tasks[2].host_sync);
+  EXPECT_EQ(q.ranks[0].tasks[2].launches, 1);
   const Task& a = q.ranks[0].tasks[1];
   EXPECT_TRUE(a.attn.backward);
   EXPECT_FALSE(a.attn.causal);
@@ -317,6 +323,29 @@ TEST(ProgramJson, CollectiveKernelsIsDeepEpOnly) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("ranks[1].tasks[0].collective.kernels"), std::string::npos)
         << e.what();
+  }
+}
+
+// The host's keys: launches a count >= 0; host_sync only on a kernel of the compute
+// stream (the only waits the engine models, docs/model.md "The host").
+TEST(ProgramJson, HostKeysAreChecked) {
+  nlohmann::json j = program_to_json(every_kind());
+  EXPECT_EQ(j["ranks"][0]["tasks"][0]["launches"], 8);
+  EXPECT_TRUE(j["ranks"][0]["tasks"][2]["host_sync"]);
+  EXPECT_FALSE(j["ranks"][0]["tasks"][1].contains("launches"));  // the default, 1, not written
+  EXPECT_FALSE(j["ranks"][0]["tasks"][1].contains("host_sync"));
+  j["ranks"][0]["tasks"][3]["host_sync"] = true;  // a reduce-scatter on the dp stream
+  j["ranks"][0]["tasks"][0]["launches"] = -2;
+  try {
+    program_from_json(j.dump(), "p.json");
+    FAIL();
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("ranks[0].tasks[3].host_sync: the host waits only for a kernel"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("ranks[0].tasks[0].launches: expected an integer >= 0"), std::string::npos)
+        << msg;
   }
 }
 

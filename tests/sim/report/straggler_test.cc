@@ -83,7 +83,10 @@ TEST(Stragglers, SlowComputeIsBoundedBetweenBaseAndBaseOverF) {
 // Data parallelism on one node, no overlap: every rank computes its step, then the gradient
 // reduce-scatter and the parameter all-gather wait for all of them. One GPU at half speed
 // adds exactly its compute time once more: step' - step = sum of its kernel times x (1/0.5 - 1)
-// (up to 1 ns of rounding per kernel), and it is the critical rank.
+// (up to 1 ns of rounding per kernel), and it is the critical rank. The host launches
+// kernels in no time here (host_launch_us 0): the test model's kernels are shorter than a
+// 10 us launch, so the host would set the pace and hide part of the slowdown
+// (docs/model.md, "The host").
 TEST(Stragglers, DataParallelWaitsForTheSlowGpu) {
   Plan p;
   p.dp = 8;
@@ -91,6 +94,7 @@ TEST(Stragglers, DataParallelWaitsForTheSlowGpu) {
   p.overlap_grad = false;
   p.overlap_param = false;
   Scenario sc = scenario_of(p);
+  sc.framework.host_launch_us = 0;
   const Prediction base = predict(sc, full_fidelity());
   sc.stragglers = {gpu_at(5, GpuSpeed{0.5, 1, 1})};
   const Prediction slow = predict(sc);

@@ -93,6 +93,21 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
         << name;
   EXPECT_TRUE(load(base().insert(2, "framework: {fused_cross_entropy: true}"))
                   .framework.fused_cross_entropy);
+  // The host: 10 us a launch in every preset (eager PyTorch); the loss NaN check only in
+  // Megatron-Core's; list collectives in none (the flat forms since PyTorch 1.11).
+  for (const std::string& name : framework_names()) {
+    const FrameworkRules r = load(base().insert(2, "framework: " + name)).framework;
+    EXPECT_DOUBLE_EQ(r.host_launch_us, 10.0) << name;
+    EXPECT_EQ(r.loss_nan_check, name == "megatron-core") << name;
+    EXPECT_FALSE(r.list_collectives) << name;
+  }
+  const FrameworkRules h = load(base().insert(2,
+                                              "framework: {name: deepspeed, host_launch_us: 0, "
+                                              "list_collectives: true, loss_nan_check: true}"))
+                               .framework;
+  EXPECT_DOUBLE_EQ(h.host_launch_us, 0.0);
+  EXPECT_TRUE(h.list_collectives);
+  EXPECT_TRUE(h.loss_nan_check);
 }
 
 TEST(Framework, MappingOverridesOneRuleOfItsPreset) {
@@ -140,6 +155,11 @@ TEST(Framework, BadValuesAreLocated) {
            Bad{"framework: {blocking_p2p_interleaved: 1.5}", "framework.blocking_p2p_interleaved",
                ""},
            Bad{"framework: {p2p_scatter_gather: sometimes}", "framework.p2p_scatter_gather", ""},
+           Bad{"framework: {host_launch_us: -1}", "framework.host_launch_us", ""},
+           Bad{"framework: {host_launch_us: 5000}", "framework.host_launch_us", ""},
+           Bad{"framework: {host_launch_us: fast}", "framework.host_launch_us", ""},
+           Bad{"framework: {list_collectives: 2}", "framework.list_collectives", ""},
+           Bad{"framework: {loss_nan_check: often}", "framework.loss_nan_check", ""},
            Bad{"framework: {name: megatron-lm, blocking_p2p_interleave: true}",
                "framework.blocking_p2p_interleave", "did you mean 'blocking_p2p_interleaved'?"},
        })
