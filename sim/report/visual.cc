@@ -487,6 +487,11 @@ std::string html_report(const Scenario& sc, const Prediction& pred) {
         "<p>Kernels slowed by communication beside them: +<span "
         "id=\"interference\">{:.6f} s</span> of busy time.</p>\n",
         r.interference_s);
+  if (r.host_bound_s > 0)  // Result::host_bound_s: idle time inside the terms above
+    o += fmt::format(
+        "<p>Kernels waiting for the host to launch them: <span "
+        "id=\"host-bound\">{:.6f} s</span>.</p>\n",
+        r.host_bound_s);
   if (r.has_critical_path) o += critical_path_html(r.critical_path);
   o += "<h2>Pipeline schedule</h2>\n";
   o += pipeline_svg(pred.program, pred.timeline);

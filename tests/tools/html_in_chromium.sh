@@ -39,6 +39,10 @@ for k, v in r["breakdown_s"].items():
 # pp 4 sends activations beside the kernels: the interference line is there and agrees.
 assert r["interference_s"] > 0
 assert abs(float(cell("interference").split()[0]) - r["interference_s"]) <= 1e-6
+# The loss stage waits on the host for each microbatch's loss (Megatron-Core's NaN check):
+# the host line is there and agrees.
+assert r["host_bound_s"] > 0
+assert abs(float(cell("host-bound").split()[0]) - r["host_bound_s"]) <= 1e-6
 for i, g in enumerate(r["memory_peak_gib_per_stage"]):
     assert abs(float(cell(f"memory-stage-{i}").split()[0]) - g) < 0.0051, i
 svg = ET.parse(f"{out}/p.svg").getroot()
