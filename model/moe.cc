@@ -179,10 +179,20 @@ void routed_path(const ModelArch& a, const Local& l, const MoeLoad& ld, Block& b
   const double permuted = deepep ? rows : sent;
   both(memory_op("moe.permute", permuted + te * 4.0, permuted + ld.send_copies * 4.0),
        memory_op("moe.permute", permuted + te * 4.0, t * h * e));
+  if (deepep && l.ep > 1) {
+    // DeepEP's notify kernel (csrc/deep_ep.cpp, the dispatch's second kernel after the
+    // layout one): each rank's per-expert counts to every rank of the ep group, by DeepEP's
+    // own NVLink and RDMA kernels; the host then waits for the received counts (below).
+    Step notify =
+        dispatcher_comm_step(CommPointKind::kEpGather, d(m.experts) * 4.0 * l.ep, "moe.notify");
+    notify.comm.ep_kernels = true;
+    blk.fwd.push_back(std::move(notify));
+  }
   if (dropless && !allgather && (l.ep > 1 || l.tp > 1)) {
     // The host waits for the device-to-host copy of the counts (Op::host_sync) before it
     // issues the all-to-all, whose split sizes it needs (Megatron-Core cuda_sync_point
-    // "before_ep_alltoall"; DeepEP's dispatch busy-waits for the received counts).
+    // "before_ep_alltoall"; DeepEP's dispatch busy-waits for the counts its notify kernel
+    // received).
     Op sync = memory_op("moe.host_sync", 0, 0);
     sync.host_sync = true;
     blk.fwd.push_back(op_step(sync));

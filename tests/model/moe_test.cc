@@ -142,6 +142,17 @@ TEST(Moe, DeepEpSendsATokenOncePerNode) {
   EXPECT_NEAR(comm_bytes(o.fwd, "moe.dispatch"), 4096.0 * 4 * (1 - miss) * 7168 * 2, 1.0);
   EXPECT_EQ(find(o.fwd, "moe.dispatch_probs", true), nullptr);  // fused
   EXPECT_EQ(find(o.fwd, "moe.sort"), nullptr);
+  // Its notify kernel exchanges the 256 per-expert counts (int32) among the 64 ranks before
+  // the host reads them: permute, notify, host sync, dispatch; no NCCL count all-gather.
+  const std::vector<std::string> got = names(o.fwd);
+  const auto at = std::find(got.begin(), got.end(), "moe.permute");
+  ASSERT_NE(at, got.end());
+  EXPECT_EQ(
+      std::vector<std::string>(at, at + 4),
+      (std::vector<std::string>{"moe.permute", "@moe.notify", "moe.host_sync", "@moe.dispatch"}));
+  EXPECT_DOUBLE_EQ(comm_bytes(o.fwd, "moe.notify"), 256.0 * 4 * 64);
+  EXPECT_TRUE(find(o.fwd, "moe.notify", true)->comm.ep_kernels);
+  EXPECT_EQ(find(o.fwd, "moe.counts", true), nullptr);
   // DeepEP's own kernels move them, not NCCL's all-to-all (costed at the NIC's ring rate).
   for (const char* n : {"moe.dispatch", "moe.combine"}) {
     EXPECT_TRUE(find(o.fwd, n, true)->comm.ep_kernels) << n;
@@ -151,6 +162,7 @@ TEST(Moe, DeepEpSendsATokenOncePerNode) {
   const LayerOps t = layer_ops(a, 3, s);
   EXPECT_DOUBLE_EQ(comm_bytes(t.fwd, "moe.dispatch"), 4096.0 * 8 * 7168 * 2);
   EXPECT_FALSE(find(t.fwd, "moe.dispatch", true)->comm.ep_kernels);
+  EXPECT_EQ(find(t.fwd, "moe.notify", true), nullptr);  // NCCL's count all-gather instead
 }
 
 TEST(Moe, AllGatherDispatcherGathersEveryToken) {

@@ -126,7 +126,8 @@ TEST(Lower, EpAllToAllPerMoeLayer) {
     EXPECT_EQ((probs[{l, Phase::kBwdInput}]), 1);
   }
   // NCCL runs these; under the deepep dispatcher DeepEP's own kernels run the dispatch and
-  // combine (Task::ep_kernels), four a layer and microbatch. The SMs they hold (SM
+  // combine (Task::ep_kernels), four a layer and microbatch, and the forward's notify (the
+  // count exchange, an all-gather of the counts over ep), one more. The SMs they hold (SM
   // interference, coster.h comm_sms) on an H100 (132 SMs, compute.comm_sms 16): DeepEP's 20
   // (Buffer.num_sms), NCCL's 16 for every other collective.
   for (const bool deepep : {false, true}) {
@@ -139,13 +140,15 @@ TEST(Lower, EpAllToAllPerMoeLayer) {
     for (const Task& t : dp.ranks[0].tasks) {
       if (t.kind == TaskKind::kCollective && t.microbatch == 0 && t.ep_kernels) ++flagged;
       if (t.ep_kernels) {
-        EXPECT_EQ(t.coll, CollOp::kAllToAll);
+        EXPECT_EQ(t.coll, t.label.find("moe.notify") != std::string::npos ? CollOp::kAllGather
+                                                                          : CollOp::kAllToAll)
+            << t.label;
         EXPECT_EQ(comm_sms(t, sc.profile), 20) << t.label;
       } else if (t.kind == TaskKind::kCollective) {
         EXPECT_EQ(comm_sms(t, sc.profile), 16) << t.label;
       }
     }
-    EXPECT_EQ(flagged, deepep ? 4 * 4 : 0) << deepep;
+    EXPECT_EQ(flagged, deepep ? 4 * 5 : 0) << deepep;
   }
 }
 
