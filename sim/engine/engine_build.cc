@@ -214,7 +214,8 @@ void Engine::build_instances() {
 }
 
 // The host model is on when launches cost host time or a task makes the host wait; then
-// every task waits for its issue (one more predecessor count) and the host starts at 0.
+// every kernel task (kFlagCompute) waits for its issue (one more predecessor count), the
+// other tasks only cost the host their launches, and the host starts at 0.
 void Engine::build_host() {
   const size_t nranks = program_->ranks.size();
   host_ = options_->host_launch_ns > 0;
