@@ -48,6 +48,12 @@ std::vector<int> Lowerer::zero3_gather(Emit& e, const Unit& u, int mb, int chunk
   return ids;
 }
 
+double Lowerer::zero3_gathered_bytes(const Unit& u) const {
+  return ((dense_dp_size() > 1 ? u.dense_params : 0) +
+          (expert_dp_size() > 1 ? u.expert_params : 0)) *
+         act_elem_bytes_;
+}
+
 void Lowerer::zero3_free(Emit& e, const Unit& u, int mb, int chunk, Phase phase, const char* tag) {
   emit_mem(e, TaskKind::kFree, (u.dense_params + u.expert_params) * act_elem_bytes_,
            make_label("zp", u.name, tag, mb), phase, u.layer, mb, chunk);
@@ -238,6 +244,7 @@ void Lowerer::sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, i
     auto issue = [&](double rs_bytes) {
       std::vector<int> deps;
       if (e.last_compute >= 0) deps.push_back(e.last_compute);
+      if (zero3) deps = zero3_reduce_copy(e, u, rs_bytes, expert, mb, c, std::move(deps));
       if (zero3 && sc_.framework.list_collectives) {
         const int copy = emit_list_copy(e, rs_bytes, expert ? expert_dp_size() : dense_dp_size(),
                                         Phase::kBwdWeight,

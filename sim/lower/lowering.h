@@ -295,6 +295,17 @@ class Lowerer {
   // reduce-scatter (before it), `bytes` the whole gathered / reduced buffer, on the DP stream.
   int emit_list_copy(Emit& e, double bytes, int ranks, Phase phase, std::string label, int layer,
                      int mb, int c, std::vector<int> deps);
+  // FrameworkRules::zero3_copies. zero3_gather_copy: the copy of `bytes` of gathered
+  // parameters on the compute stream before they are used (DeepSpeed's rebuild, FSDP2's
+  // copy-out), after the gathers in e.pending; `op` names the fetch in the label.
+  // zero3_reduce_copy: the copies of `bytes` of gradients before their reduce-scatter
+  // (DeepSpeed's on the reduce stream after `deps`, FSDP2's on the compute stream); returns
+  // what the reduce-scatter then waits for (`deps` when the rule makes no copy).
+  double zero3_gathered_bytes(const Unit& u) const;  // what zero3_gather all-gathers
+  void zero3_gather_copy(Emit& e, const Unit& u, double bytes, const std::string& op, int mb, int c,
+                         Phase phase);
+  std::vector<int> zero3_reduce_copy(Emit& e, const Unit& u, double bytes, bool expert, int mb,
+                                     int c, std::vector<int> deps);
   // Steps with the fetches of `u` reached before their GEMMs (and freed after them when
   // released).
   void z3_emit_steps(Emit& e, Z3Pass& zp, const std::vector<Step>& steps, Phase phase, Category cat,

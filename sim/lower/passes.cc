@@ -174,6 +174,8 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
     if (zero3 && !z3_sub) zero3_issue(e, units, z3, k, mb, c, Phase::kFwd, "f", prefetch, false);
     e.pending.insert(e.pending.end(), z3[static_cast<size_t>(k)].begin(),
                      z3[static_cast<size_t>(k)].end());
+    if (!z3[static_cast<size_t>(k)].empty())
+      zero3_gather_copy(e, u, zero3_gathered_bytes(u), "f", mb, c, Phase::kFwd);
     if (!rs.chunk_started[static_cast<size_t>(c)] && !rs.pg_ready.empty()) {
       const auto& ids = rs.pg_ready[static_cast<size_t>(c)][static_cast<size_t>(k)];
       e.pending.insert(e.pending.end(), ids.begin(), ids.end());
@@ -223,6 +225,8 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
       zero3_issue(e, units, z3, k, mb, c, Phase::kBwdInput, "b", prefetch, true);
       e.pending.insert(e.pending.end(), z3[static_cast<size_t>(k)].begin(),
                        z3[static_cast<size_t>(k)].end());
+      if (!z3[static_cast<size_t>(k)].empty())
+        zero3_gather_copy(e, u, zero3_gathered_bytes(u), "b", mb, c, Phase::kBwdInput);
     }
     if (z3_sub) {
       z3_backward_start(e, zp, u, mb, c);

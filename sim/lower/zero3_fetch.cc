@@ -27,6 +27,9 @@
 //    later modules' recompute and backward) sum to at most stage3_max_reuse_distance (1e9
 //    elements), else released and fetched again (for GPT-3 175B only the last Linear, fc2,
 //    is kept). Without full recompute every backward use is fetched again.
+//  - The wait rebuilds each fetched parameter by a torch.cat of its dp slices on the compute
+//    stream (framework zero3_copies: deepspeed; zero3_gather_copy below), so the module's
+//    first kernel follows that copy and the prefetch is issued after it.
 // Expert (MoE) parameters are not split per submodule: a MoE unit is fetched as one block.
 // Gradients are reduce-scattered per unit as for the block presets (data_parallel.cc).
 #include <fmt/format.h>
@@ -143,6 +146,54 @@ int Lowerer::emit_list_copy(Emit& e, double bytes, int ranks, Phase phase, std::
   return add(e, std::move(t));
 }
 
+void Lowerer::zero3_gather_copy(Emit& e, const Unit& u, double bytes, const std::string& op, int mb,
+                                int c, Phase phase) {
+  const Zero3Copies rule = sc_.framework.zero3_copies;
+  if (rule == Zero3Copies::kNone || bytes <= 0) return;
+  Op copy;
+  copy.kind = OpKind::kMemoryBound;
+  copy.bytes_read = bytes;
+  copy.bytes_written = bytes;
+  if (rule == Zero3Copies::kDeepSpeed) {
+    // torch.cat of the dp slices: one kernel per 128 inputs (Shape.cu CAT_ARRAY_BATCH_SIZE).
+    copy.name = "z3_cat";
+    copy.launches = (dense_dp_size() + 127) / 128;
+  } else {
+    copy.name = "z3_copy_out";  // split_with_sizes_copy: one kernel
+  }
+  const int id = emit_compute(e, copy, phase, Category::kDpComm, "z3copy", u, mb, c);
+  e.rp.tasks.mut(static_cast<size_t>(id)).label = label_of("z3copy", u.name, op, mb);
+}
+
+std::vector<int> Lowerer::zero3_reduce_copy(Emit& e, const Unit& u, double bytes, bool expert,
+                                            int mb, int c, std::vector<int> deps) {
+  const Zero3Copies rule = sc_.framework.zero3_copies;
+  if (rule == Zero3Copies::kNone || bytes <= 0) return deps;
+  const std::string label = label_of(expert ? "rsxprep" : "rsprep", u.name, "g", mb);
+  if (rule == Zero3Copies::kFsdp2) {
+    // foreach_reduce's chunk-cat into the reduce-scatter input, on the compute stream.
+    Op copy;
+    copy.kind = OpKind::kMemoryBound;
+    copy.name = "z3_chunk_cat";
+    copy.bytes_read = bytes;
+    copy.bytes_written = bytes;
+    const int id = emit_compute(e, copy, Phase::kBwdWeight, Category::kDpComm, "rsprep", u, mb, c);
+    e.rp.tasks.mut(static_cast<size_t>(id)).label = label;
+    return {id};
+  }
+  // DeepSpeed: the gradients copied into the flat reduce bucket, interleaved per rank by a
+  // torch.cat and divided by dp in place, each a full read and write, on the reduce stream.
+  Task t = base_task(TaskKind::kMemoryBound, StreamKind::kDp, Phase::kBwdWeight, Category::kDpComm,
+                     u.layer, mb, c);
+  t.what = "z3_bucket_cat_div";
+  t.label = label;
+  t.bytes_read = 3 * bytes;
+  t.bytes_written = 3 * bytes;
+  t.launches = 3;
+  t.deps = std::move(deps);
+  return {add(e, std::move(t))};
+}
+
 // Reaches the next use, which must be (u, op): issues it if not yet, makes the next compute
 // wait for it, and prefetches.
 void Lowerer::z3_reach(Emit& e, Z3Pass& zp, const Unit& u, const std::string& op, int mb, int c,
@@ -154,6 +205,11 @@ void Lowerer::z3_reach(Emit& e, Z3Pass& zp, const Unit& u, const std::string& op
   z3_issue(e, zp, i, mb, c, phase);
   ++zp.reached;
   e.pending.insert(e.pending.end(), zp.uses[i].ids.begin(), zp.uses[i].ids.end());
+  if (!zp.uses[i].ids.empty()) {
+    const char* tag = zp.uses[i].recompute ? "r" : phase == Phase::kFwd ? "f" : "b";
+    zero3_gather_copy(e, u, zp.uses[i].f.elements * act_elem_bytes_,
+                      fmt::format("{}.{}", tag, op.empty() ? "unit" : op), mb, c, phase);
+  }
   if (!zp.uses[i].release) zp.held.push_back(i);
   if (!par_.overlap_param_gather) return;
   double ahead = 0;

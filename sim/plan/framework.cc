@@ -50,7 +50,9 @@ FrameworkRules framework_preset(Framework f) {
       // deepspeed/runtime/zero/partitioned_param_coordinator.py (fetch_sub_module): hooks on
       // every nn.Module fetch its direct parameters; stage3_prefetch_bucket_size 5e7,
       // stage3_param_persistence_threshold 1e5, stage3_max_reuse_distance 1e9
-      // (zero/config.py DeepSpeedZeroConfig); __max_ongoing_fetch_events = 2. No tensor
+      // (zero/config.py DeepSpeedZeroConfig); __max_ongoing_fetch_events = 2; each fetched
+      // parameter rebuilt by a torch.cat when waited for, the gradients bucketed,
+      // interleaved and divided before their reduce-scatter (zero3_copies). No tensor
       // parallelism or Transformer Engine of its own; its pipeline engine's p2p is blocking
       // (pipe/p2p.py).
       r.zero3_gather = GatherUnit::kSubmodule;
@@ -58,6 +60,7 @@ FrameworkRules framework_preset(Framework f) {
       r.zero3_persistence_elements = 1e5;
       r.zero3_reuse_distance_elements = 1e9;
       r.zero3_max_inflight_fetches = 2;
+      r.zero3_copies = Zero3Copies::kDeepSpeed;
       r.async_tp_dgrad_reduce = false;
       r.te_fp8_storage = false;
       r.loss_nan_check = false;
@@ -69,7 +72,10 @@ FrameworkRules framework_preset(Framework f) {
       // redistribute's synchronous collective (async TP only under torch.compile,
       // compile.enable_async_tensor_parallel, off by default); torch.distributed.pipelining's
       // 1F1B waits each batched send/recv on the stream just before use (schedules.py
-      // Schedule1F1B); fp8 is torchao's, not Transformer Engine's.
+      // Schedule1F1B); fp8 is torchao's, not Transformer Engine's. The all-gather's
+      // copy-out and the gradients' chunk-cat run on the compute stream (_fsdp_collectives.py;
+      // zero3_copies).
+      r.zero3_copies = Zero3Copies::kFsdp2;
       r.async_tp_dgrad_reduce = false;
       r.blocking_p2p_1f1b = false;
       r.te_fp8_storage = false;
@@ -113,6 +119,10 @@ bool framework_from_name(const std::string& name, Framework& out) {
       return true;
     }
   return false;
+}
+
+const char* zero3_copies_name(Zero3Copies z) {
+  return z == Zero3Copies::kDeepSpeed ? "deepspeed" : z == Zero3Copies::kFsdp2 ? "fsdp2" : "none";
 }
 
 const char* gather_unit_name(GatherUnit g) {

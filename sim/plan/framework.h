@@ -22,6 +22,15 @@ enum class GatherUnit {
   kSubmodule,  // each nn.Module's direct parameters: one fetch per Linear (DeepSpeed stage 3)
 };
 
+// The GPU copies a stack makes around its ZeRO-3 / FSDP collectives (FrameworkRules::zero3_copies).
+enum class Zero3Copies {
+  kNone,       // gathered into and reduced from the buffers the parameters and gradients
+               // view (Megatron-FSDP)
+  kDeepSpeed,  // DeepSpeed stage 3: rebuild each gathered parameter, bucket/interleave/divide
+               // the gradients
+  kFsdp2,      // FSDP2: copy-out of the gathered buffer, chunk-cat copy-in of the gradients
+};
+
 struct FrameworkRules {
   Framework name = Framework::kMegatronCore;
 
@@ -53,6 +62,22 @@ struct FrameworkRules {
   // of the gathered buffer per rank; the gradient reduce-scatter over per-rank chunks).
   // False: the flat forms (all_gather_into_tensor / reduce_scatter_tensor), no copies.
   bool list_collectives = false;
+  // The full-size copies around each gather and reduce-scatter, on the streams the stack
+  // runs them (docs/frameworks.md zero3_copies):
+  //  - kDeepSpeed (zero/partition_parameters.py AllGatherCoalescedHandle.wait): when a fetch
+  //    is waited for, each parameter is rebuilt by a torch.cat of its world_size slices of the
+  //    gathered buffer, on the compute stream before the module runs (a full read and write;
+  //    the cat runs in batches of 128 inputs, aten/src/ATen/native/cuda/Shape.cu
+  //    CAT_ARRAY_BATCH_SIZE). Gradients (zero/stage3.py, runtime/comm/
+  //    coalesced_collectives.py reduce_scatter_coalesced) are copied into the flat reduce
+  //    bucket, interleaved per rank by a torch.cat and pre-divided before the reduce-scatter,
+  //    three passes over them on the reduce stream.
+  //  - kFsdp2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): the all-gather's
+  //    copy-out into the parameters on the compute stream before the group runs
+  //    (split_with_sizes_copy); foreach_reduce's chunk-cat copy-in of the gradients on the
+  //    compute stream before the reduce-scatter. The copy-in before the all-gather moves 1/dp
+  //    of the bytes and is left out.
+  Zero3Copies zero3_copies = Zero3Copies::kNone;
 
   // ---- lowering rules where stacks differ (read by sim/lower) ----------------------------
   // Each linear's backward computes its weight gradient right after its input gradient,
@@ -132,6 +157,7 @@ const std::vector<std::string>& framework_names();
 // The name's preset, or false when the name is unknown.
 bool framework_from_name(const std::string& name, Framework& out);
 const char* gather_unit_name(GatherUnit g);
+const char* zero3_copies_name(Zero3Copies z);  // "none", "deepspeed", "fsdp2"
 
 // Why the MoE all-to-all overlap (ParallelSpec::overlap_moe_ep, Megatron-Core
 // --overlap-moe-expert-parallel-comm) cannot run on this model, plan and stack, completing

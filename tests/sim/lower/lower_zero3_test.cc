@@ -90,7 +90,8 @@ TEST(LowerZero3Submodule, HostWaitsForTheFetchTwoBack) {
   sc.framework.zero3_prefetch_elements = 1;
   // The forward prefetch of L3's fc1 is issued when L3's proj is reached; fetch i-2 from
   // there is L2's fc2, so it depends on the compute just before L2.fc2 (L2's act). Without
-  // the limit, on the compute just before L3's proj (L3's attention core).
+  // the limit, on the last compute the host launched before it: the rebuild of L3's proj
+  // fetch (zero3_copies), which the wait for that fetch runs before the prefetch.
   const auto dep_of_fc1_gather = [](const Program& prog) {
     const TaskList& tasks = prog.ranks[0].tasks;
     std::string out;
@@ -104,6 +105,8 @@ TEST(LowerZero3Submodule, HostWaitsForTheFetchTwoBack) {
   };
   EXPECT_EQ(dep_of_fc1_gather(lower(sc)), "fwd.L2.act.mb0");
   sc.framework.zero3_max_inflight_fetches = 0;
+  EXPECT_EQ(dep_of_fc1_gather(lower(sc)), "z3copy.L3.f.proj.mb0");
+  sc.framework.zero3_copies = Zero3Copies::kNone;  // then L3's attention core
   EXPECT_EQ(dep_of_fc1_gather(lower(sc)), "fwd.L3.attn.mb0");
 }
 

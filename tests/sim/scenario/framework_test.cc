@@ -108,6 +108,20 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
   EXPECT_DOUBLE_EQ(h.host_launch_us, 0.0);
   EXPECT_TRUE(h.list_collectives);
   EXPECT_TRUE(h.loss_nan_check);
+  // ZeRO-3's copies: DeepSpeed's and FSDP2's own, none for the Megatron presets (their
+  // gathers land in the buffers the parameters view); any preset takes another's.
+  for (const std::string& name : framework_names()) {
+    const FrameworkRules r = load(base().insert(2, "framework: " + name)).framework;
+    EXPECT_STREQ(zero3_copies_name(r.zero3_copies),
+                 name == "deepspeed" || name == "fsdp2" ? name.c_str() : "none")
+        << name;
+  }
+  EXPECT_EQ(load(base().insert(2, "framework: {name: deepspeed, zero3_copies: fsdp2}"))
+                .framework.zero3_copies,
+            Zero3Copies::kFsdp2);
+  EXPECT_EQ(
+      load(base().insert(2, "framework: {name: fsdp2, zero3_copies: none}")).framework.zero3_copies,
+      Zero3Copies::kNone);
 }
 
 TEST(Framework, MappingOverridesOneRuleOfItsPreset) {
@@ -159,6 +173,9 @@ TEST(Framework, BadValuesAreLocated) {
            Bad{"framework: {host_launch_us: 5000}", "framework.host_launch_us", ""},
            Bad{"framework: {host_launch_us: fast}", "framework.host_launch_us", ""},
            Bad{"framework: {list_collectives: 2}", "framework.list_collectives", ""},
+           Bad{"framework: {zero3_copies: torch}", "framework.zero3_copies",
+               "none, deepspeed, fsdp2"},
+           Bad{"framework: {zero3_copies: [none]}", "framework.zero3_copies", ""},
            Bad{"framework: {loss_nan_check: often}", "framework.loss_nan_check", ""},
            Bad{"framework: {name: megatron-lm, blocking_p2p_interleave: true}",
                "framework.blocking_p2p_interleave", "did you mean 'blocking_p2p_interleaved'?"},
