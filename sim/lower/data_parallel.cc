@@ -244,6 +244,14 @@ void Lowerer::sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, i
     auto issue = [&](double rs_bytes) {
       std::vector<int> deps;
       if (e.last_compute >= 0) deps.push_back(e.last_compute);
+      if (zero3 && par_.overlap_grad_reduce) {
+        // The host blocks on the oldest reduce event when more than the limit are
+        // outstanding: it launches this reduce-scatter, and all after it, once the one
+        // `limit + 1` back is done.
+        const size_t limit = static_cast<size_t>(sc_.framework.zero3_max_inflight_reduces);
+        const std::vector<int>& done = e.z3_reduces;
+        if (limit > 0 && done.size() > limit) e.host_waits.push_back(done[done.size() - 1 - limit]);
+      }
       if (zero3) deps = zero3_reduce_copy(e, u, rs_bytes, expert, mb, c, std::move(deps));
       if (zero3 && sc_.framework.list_collectives) {
         const int copy = emit_list_copy(e, rs_bytes, expert ? expert_dp_size() : dense_dp_size(),
@@ -257,6 +265,7 @@ void Lowerer::sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, i
           Category::kDpComm, rs_bytes, grad_dtype_, Phase::kBwdWeight,
           label_of(expert ? "rsx" : "rs", u.name, "g", mb), u.layer, mb, c, std::move(deps));
       grad_sync_.push_back(id);
+      if (zero3) e.z3_reduces.push_back(id);
       if (!par_.overlap_grad_reduce) {
         e.pending.push_back(id);
       } else if (!zero3) {
@@ -287,6 +296,12 @@ void Lowerer::sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, i
       before = issued_here;
     }
   }
+  // DeepSpeed's epilogue after every backward (stage3.py independent_gradient_partition_
+  // epilogue) synchronizes the reduce stream: the host launches nothing more (the next
+  // microbatch's forward, the optimizer) until the reduce-scatters issued are done.
+  if (zero3 && flush && par_.overlap_grad_reduce &&
+      sc_.framework.zero3_sync_reduces_each_backward && !e.z3_reduces.empty())
+    e.host_waits.push_back(e.z3_reduces.back());
 }
 
 // DeepSpeed ZeRO-2 (stage_1_and_2.py, contiguous_gradients and overlap_comm): each

@@ -105,6 +105,9 @@ class Lowerer {
     // expert [1]), which the backward waits for after the next unit that issues a bucket
     // (the two-buffer wait, sharded_grads_ready).
     int z2_last_bucket[2] = {-1, -1};
+    // ZeRO-3 with overlap: the reduce-scatters issued so far, in order (the host's reduce
+    // events, FrameworkRules::zero3_max_inflight_reduces).
+    std::vector<int> z3_reduces;
   };
 
   // Gradient buckets (Megatron DDP, ddp.py / param_and_grad_buffer.py): parameters are

@@ -61,6 +61,8 @@ FrameworkRules framework_preset(Framework f) {
       r.zero3_reuse_distance_elements = 1e9;
       r.zero3_max_inflight_fetches = 2;
       r.zero3_copies = Zero3Copies::kDeepSpeed;
+      r.zero3_max_inflight_reduces = 2;  // stage3.py __reduce_and_partition_ipg_grads
+      r.zero3_sync_reduces_each_backward = true;
       r.async_tp_dgrad_reduce = false;
       r.te_fp8_storage = false;
       r.loss_nan_check = false;

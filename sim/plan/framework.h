@@ -78,6 +78,16 @@ struct FrameworkRules {
   //    compute stream before the reduce-scatter. The copy-in before the all-gather moves 1/dp
   //    of the bytes and is left out.
   Zero3Copies zero3_copies = Zero3Copies::kNone;
+  // The host blocks on the oldest reduce-scatter when more than this many are outstanding
+  // (DeepSpeed stage3.py __reduce_and_partition_ipg_grads: more than 2 reduce events): the
+  // host launches reduce-scatter j, and everything after it, once j - limit - 1 is done.
+  // 0: never. With overlap.grad_reduce (DeepSpeed overlap_comm); without it every
+  // reduce-scatter is waited for anyway.
+  int zero3_max_inflight_reduces = 0;
+  // The host synchronizes the reduce stream at the end of every backward (DeepSpeed
+  // stage3.py independent_gradient_partition_epilogue): the next microbatch's forward and
+  // the optimizer are launched once every reduce-scatter issued is done.
+  bool zero3_sync_reduces_each_backward = false;
 
   // ---- lowering rules where stacks differ (read by sim/lower) ----------------------------
   // Each linear's backward computes its weight gradient right after its input gradient,

@@ -21,6 +21,8 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "zero3_max_inflight_fetches",
                                                  "list_collectives",
                                                  "zero3_copies",
+                                                 "zero3_max_inflight_reduces",
+                                                 "zero3_sync_reduces_each_backward",
                                                  "async_tp_dgrad_reduce",
                                                  "blocking_p2p_1f1b",
                                                  "blocking_p2p_interleaved",
@@ -91,6 +93,10 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
     out.zero3_copies = *v == "deepspeed" ? Zero3Copies::kDeepSpeed
                        : *v == "fsdp2"   ? Zero3Copies::kFsdp2
                                          : Zero3Copies::kNone;
+  if (auto v = r_.get_int(f, p, "zero3_max_inflight_reduces", 0, 1 << 20))
+    out.zero3_max_inflight_reduces = static_cast<int>(*v);
+  if (auto v = r_.get_bool(f, p, "zero3_sync_reduces_each_backward"))
+    out.zero3_sync_reduces_each_backward = *v;
   if (auto v = r_.get_bool(f, p, "async_tp_dgrad_reduce")) out.async_tp_dgrad_reduce = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_1f1b")) out.blocking_p2p_1f1b = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_interleaved")) out.blocking_p2p_interleaved = *v;

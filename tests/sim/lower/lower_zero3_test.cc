@@ -1,5 +1,6 @@
 // Lowering tests: ZeRO-3 fetches per submodule (framework zero3_gather: submodule, DeepSpeed
 // stage 3; sim/lower/zero3_fetch.cc).
+#include <algorithm>
 #include <map>
 #include <random>
 #include <string>
@@ -136,6 +137,93 @@ TEST(LowerZero3Submodule, RandomPlansBalanceMemoryAndFoldLikeFullFidelity) {
     const testing::Synth s{.aux_free = false, .comm_ns_per_byte = 1.0};
     EXPECT_EQ(testing::run(folded, s).step_ns, testing::run(full, s).step_ns);
   }
+}
+
+}  // namespace
+}  // namespace stepcast
+
+namespace stepcast {
+namespace {
+
+// The reduce-scatters on rank 0 in issue order, and for each compute task the
+// reduce-scatters it waits for directly.
+struct Reduces {
+  std::vector<int> ids;
+  std::map<int, std::vector<int>> waited_by;  // compute task -> reduce-scatters
+};
+
+Reduces reduces_of(const Program& prog) {
+  Reduces r;
+  const TaskList& tasks = prog.ranks[0].tasks;
+  for (const Task& t : tasks) {
+    if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter) r.ids.push_back(t.id);
+    // The optimizer waits for every gradient reduction anyway.
+    if (t.stream != StreamKind::kCompute || t.category == Category::kOptimizer) continue;
+    for (int d : t.deps)
+      if (tasks[static_cast<size_t>(d)].kind == TaskKind::kCollective &&
+          tasks[static_cast<size_t>(d)].coll == CollOp::kReduceScatter)
+        r.waited_by[t.id].push_back(d);
+  }
+  return r;
+}
+
+TEST(LowerZero3Reduce, HostBlocksOnTheThirdOutstandingReduce) {
+  // DeepSpeed's host keeps at most 2 reduce events outstanding: before it launches
+  // reduce-scatter j it waits for j - 3, so the next compute task waits for reduce j - 3, for
+  // every j >= 3 of a backward; with the limit off, no compute task waits for a
+  // reduce-scatter except at the end of each backward (the epilogue's sync).
+  Plan p;
+  p.dp = 4;
+  p.zero = 3;
+  p.microbatches = 2;
+  p.bucket_bytes = 0;  // one reduce-scatter a unit
+  Scenario sc = make_scenario(tiny_gpt(8), p);
+  sc.framework = framework_preset(Framework::kDeepSpeed);
+  const Program prog = lower(sc);
+  const Reduces r = reduces_of(prog);
+  ASSERT_GE(r.ids.size(), 8u);  // >= 4 units a backward, 2 microbatches
+  std::vector<int> waited;
+  for (const auto& [task, rs] : r.waited_by) waited.insert(waited.end(), rs.begin(), rs.end());
+  // Each reduce j - 3 is waited for by some compute task (j from 3 on; for the step's last
+  // reduce-scatter that task is the optimizer, which waits for them all anyway).
+  for (size_t j = 3; j + 1 < r.ids.size(); ++j)
+    EXPECT_NE(std::find(waited.begin(), waited.end(), r.ids[j - 3]), waited.end()) << j;
+  Scenario off = sc;
+  off.framework.zero3_max_inflight_reduces = 0;
+  const Reduces r_off = reduces_of(lower(off));
+  // Only the epilogue's wait remains between the two microbatches (the second backward's
+  // is the optimizer's, which waits for every reduction anyway).
+  size_t n = 0;
+  for (const auto& [task, rs] : r_off.waited_by) n += rs.size();
+  EXPECT_EQ(n, 1u);
+}
+
+TEST(LowerZero3Reduce, EachBackwardEndsWithTheReducesDone) {
+  // The epilogue syncs the reduce stream after every backward: microbatch 1's first forward
+  // kernel waits for microbatch 0's last reduce-scatter; without the rule nothing does
+  // (with the in-flight limit off too).
+  Plan p;
+  p.dp = 4;
+  p.zero = 3;
+  p.microbatches = 2;
+  p.bucket_bytes = 0;  // one reduce-scatter a unit
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  sc.framework = framework_preset(Framework::kDeepSpeed);
+  sc.framework.zero3_max_inflight_reduces = 0;
+  auto first_fwd_of_mb1_waits = [](const Program& prog) {
+    const TaskList& tasks = prog.ranks[0].tasks;
+    int last_rs_mb0 = -1;
+    for (const Task& t : tasks)
+      if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter && t.microbatch == 0)
+        last_rs_mb0 = t.id;
+    for (const Task& t : tasks)
+      if (t.stream == StreamKind::kCompute && t.microbatch == 1 && t.phase == Phase::kFwd)
+        return std::find(t.deps.begin(), t.deps.end(), last_rs_mb0) != t.deps.end();
+    return false;
+  };
+  EXPECT_TRUE(first_fwd_of_mb1_waits(lower(sc)));
+  sc.framework.zero3_sync_reduces_each_backward = false;
+  EXPECT_FALSE(first_fwd_of_mb1_waits(lower(sc)));
 }
 
 }  // namespace
