@@ -64,19 +64,21 @@ void Lowerer::zero3_free(Emit& e, const Unit& u, int mb, int chunk, Phase phase,
 // without, each unit's gather waits for the previous unit's compute.
 void Lowerer::zero3_issue(Emit& e, const std::vector<Unit>& units,
                           std::vector<std::vector<int>>& z3, int k, int mb, int c, Phase phase,
-                          const char* tag, bool prefetch, bool reverse) {
+                          const char* tag, bool prefetch, bool reverse,
+                          const std::vector<std::string>* unsharded) {
   const int n = static_cast<int>(units.size());
   const int first = reverse ? n - 1 : 0;
   const int step = reverse ? -1 : 1;
   std::vector<int> deps;
   if (e.last_compute >= 0) deps.push_back(e.last_compute);
-  if (k == first || !prefetch)
-    z3[static_cast<size_t>(k)] =
-        zero3_gather(e, units[static_cast<size_t>(k)], mb, c, phase, tag, deps);
+  auto gather = [&](int i) {
+    if (unsharded != nullptr && !(*unsharded)[static_cast<size_t>(i)].empty()) return;
+    z3[static_cast<size_t>(i)] =
+        zero3_gather(e, units[static_cast<size_t>(i)], mb, c, phase, tag, deps);
+  };
+  if (k == first || !prefetch) gather(k);
   const int nk = k + step;
-  if (prefetch && nk >= 0 && nk < n)
-    z3[static_cast<size_t>(nk)] =
-        zero3_gather(e, units[static_cast<size_t>(nk)], mb, c, phase, tag, deps);
+  if (prefetch && nk >= 0 && nk < n) gather(nk);
 }
 
 void Lowerer::check_bucket_count(double params) const {

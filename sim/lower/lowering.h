@@ -162,6 +162,10 @@ class Lowerer {
     std::vector<SendRec> sends;
     std::vector<char> chunk_started;  // per chunk: its first forward has run
     std::vector<Bucketer> bucketers;  // per chunk
+    // ZeRO-3 without resharding after the forward (FrameworkRules::
+    // zero3_reshard_after_forward false): per chunk and unit, the allocation (`what`) of the
+    // gathered parameters a forward left unsharded, empty while sharded.
+    std::vector<std::vector<std::string>> z3_unsharded;
   };
 
   // ---- setup (lower.cc) ------------------------------------------------------------------
@@ -247,8 +251,11 @@ class Lowerer {
   std::vector<int> zero3_gather(Emit& e, const Unit& u, int mb, int chunk, Phase phase,
                                 const char* tag, std::vector<int> deps);
   void zero3_free(Emit& e, const Unit& u, int mb, int chunk, Phase phase, const char* tag);
+  // `unsharded` (may be null): per unit of the chunk, the allocation of parameters still
+  // unsharded from a forward; such a unit is not gathered again.
   void zero3_issue(Emit& e, const std::vector<Unit>& units, std::vector<std::vector<int>>& z3,
-                   int k, int mb, int c, Phase phase, const char* tag, bool prefetch, bool reverse);
+                   int k, int mb, int c, Phase phase, const char* tag, bool prefetch, bool reverse,
+                   const std::vector<std::string>* unsharded);
   // A stage whose gradients would be cut into more buckets than this is not simulated (each
   // bucket is a collective per step; a million of them is far past any real model).
   static constexpr double kMaxBucketsPerStage = 1 << 20;

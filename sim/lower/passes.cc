@@ -40,6 +40,9 @@ RankProgram Lowerer::lower_rank(int rank) {
   emit_step_start(e, rs);
   emit_pp_recvs(e, rs, order);
   rs.chunk_started.assign(static_cast<size_t>(v_), 0);
+  if (par_.zero == 3 && !sc_.framework.zero3_reshard_after_forward)
+    for (int c = 0; c < v_; ++c)
+      rs.z3_unsharded.emplace_back(chunks_[static_cast<size_t>(vstage(c, s))].size());
   rs.bucketers.resize(static_cast<size_t>(v_));
 
   for (size_t i = 0; i < order.size(); ++i) {
@@ -167,11 +170,15 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
   Z3Pass zp;
   if (z3_sub) zp = z3_plan(units, false);
   std::vector<std::vector<int>> z3(static_cast<size_t>(n));
+  std::vector<std::string>* unsharded = zero3 && !z3_sub && !rs.z3_unsharded.empty()
+                                            ? &rs.z3_unsharded[static_cast<size_t>(c)]
+                                            : nullptr;
   for (int k = 0; k < n; ++k) {
     const Unit& u = units[static_cast<size_t>(k)];
     if (u.act_bytes > 0)
       emit_mem(e, TaskKind::kAlloc, u.act_bytes, act_what(u, mb), Phase::kFwd, u.layer, mb, c);
-    if (zero3 && !z3_sub) zero3_issue(e, units, z3, k, mb, c, Phase::kFwd, "f", prefetch, false);
+    if (zero3 && !z3_sub)
+      zero3_issue(e, units, z3, k, mb, c, Phase::kFwd, "f", prefetch, false, unsharded);
     e.pending.insert(e.pending.end(), z3[static_cast<size_t>(k)].begin(),
                      z3[static_cast<size_t>(k)].end());
     if (!z3[static_cast<size_t>(k)].empty())
@@ -185,7 +192,13 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
       z3_emit_steps(e, zp, u.ops->fwd, Phase::kFwd, Category::kCompute, "fwd", u, mb, c, 0);
     } else {
       emit_steps(e, u.ops->fwd, Phase::kFwd, Category::kCompute, "fwd", u, mb, c, 0);
-      if (zero3) zero3_free(e, u, mb, c, Phase::kFwd, "f");
+      if (unsharded != nullptr) {
+        // Kept unsharded for the backward (and any forward before it).
+        std::string& kept = (*unsharded)[static_cast<size_t>(k)];
+        if (kept.empty()) kept = make_label("zp", u.name, "f", mb);  // gathered in this pass
+      } else if (zero3) {
+        zero3_free(e, u, mb, c, Phase::kFwd, "f");
+      }
     }
   }
   rs.chunk_started[static_cast<size_t>(c)] = 1;
@@ -212,17 +225,27 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
   Z3Pass zp;
   if (z3_sub) zp = z3_plan(units, true);
   std::vector<std::vector<int>> z3(static_cast<size_t>(n));
+  std::vector<std::string>* unsharded = zero3 && !z3_sub && !rs.z3_unsharded.empty()
+                                            ? &rs.z3_unsharded[static_cast<size_t>(c)]
+                                            : nullptr;
   std::vector<int> grad_out_deps;
-  auto free_params = [&](const Unit& u) {
-    if (z3_sub)
+  auto free_params = [&](const Unit& u, int k) {
+    if (z3_sub) {
       z3_free_held(e, zp, u, mb, c, Phase::kBwdInput);
-    else if (zero3)
+    } else if (unsharded != nullptr && !(*unsharded)[static_cast<size_t>(k)].empty()) {
+      // Resharded after the backward: the forward's gathered copy is freed.
+      std::string& kept = (*unsharded)[static_cast<size_t>(k)];
+      emit_mem(e, TaskKind::kFree, (u.dense_params + u.expert_params) * act_elem_bytes_,
+               std::move(kept), Phase::kBwdInput, u.layer, mb, c);
+      kept.clear();
+    } else if (zero3) {
       zero3_free(e, u, mb, c, Phase::kBwdInput, "b");
+    }
   };
   for (int k = n - 1; k >= 0; --k) {
     const Unit& u = units[static_cast<size_t>(k)];
     if (zero3 && !z3_sub) {
-      zero3_issue(e, units, z3, k, mb, c, Phase::kBwdInput, "b", prefetch, true);
+      zero3_issue(e, units, z3, k, mb, c, Phase::kBwdInput, "b", prefetch, true, unsharded);
       e.pending.insert(e.pending.end(), z3[static_cast<size_t>(k)].begin(),
                        z3[static_cast<size_t>(k)].end());
       if (!z3[static_cast<size_t>(k)].empty())
@@ -250,13 +273,13 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
     }
     if (!split_w_) {
       emit_weight_grads(e, u, mb, c, te_order_ ? &emitted_w_ : nullptr);
-      free_params(u);
+      free_params(u, k);
       finish_unit_grads(e, rs.bucketers[static_cast<size_t>(c)], u, mb, c, k == 0, last_mb);
     } else {
       // ZB-H1: W needs each linear's output gradient, so B keeps it until W.
       emit_mem(e, TaskKind::kAlloc, held_grad_output_bytes(u), mem_what("dy", u, mb),
                Phase::kBwdInput, u.layer, mb, c);
-      free_params(u);
+      free_params(u, k);
     }
   }
   if (!split_w_) {

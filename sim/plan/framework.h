@@ -84,6 +84,14 @@ struct FrameworkRules {
   // 0: never. With overlap.grad_reduce (DeepSpeed overlap_comm); without it every
   // reduce-scatter is waited for anyway.
   int zero3_max_inflight_reduces = 0;
+  // A block gathered for its forward is resharded (freed) after it, and gathered again for
+  // its backward (FSDP2 reshard_after_forward True, the default for every module but the
+  // root, torch/distributed/fsdp/_fully_shard/_fully_shard.py; Megatron-FSDP likewise).
+  // False: it stays unsharded from its forward until after its backward, where it is
+  // resharded (reshard_after_backward, default True), and a forward meanwhile uses it
+  // without a gather. Block gathers only (zero3_gather: block; DeepSpeed's fetches follow
+  // their own release rules).
+  bool zero3_reshard_after_forward = true;
   // The host synchronizes the reduce stream at the end of every backward (DeepSpeed
   // stage3.py independent_gradient_partition_epilogue): the next microbatch's forward and
   // the optimizer are launched once every reduce-scatter issued is done.

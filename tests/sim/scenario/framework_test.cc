@@ -136,6 +136,10 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
                                .framework;
   EXPECT_EQ(w.zero3_max_inflight_reduces, 0);
   EXPECT_FALSE(w.zero3_sync_reduces_each_backward);
+  // Every preset reshards after the forward; a run may keep its blocks unsharded.
+  EXPECT_FALSE(
+      load(base().insert(2, "framework: {name: fsdp2, zero3_reshard_after_forward: false}"))
+          .framework.zero3_reshard_after_forward);
 }
 
 TEST(Framework, MappingOverridesOneRuleOfItsPreset) {
@@ -194,6 +198,8 @@ TEST(Framework, BadValuesAreLocated) {
                "framework.zero3_max_inflight_reduces", ""},
            Bad{"framework: {zero3_max_inflight_reduces: 1.5}",
                "framework.zero3_max_inflight_reduces", ""},
+           Bad{"framework: {zero3_reshard_after_forward: 0.5}",
+               "framework.zero3_reshard_after_forward", ""},
            Bad{"framework: {zero3_sync_reduces_each_backward: yes please}",
                "framework.zero3_sync_reduces_each_backward", ""},
            Bad{"framework: {loss_nan_check: often}", "framework.loss_nan_check", ""},
