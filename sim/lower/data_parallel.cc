@@ -196,7 +196,19 @@ std::vector<std::vector<std::vector<int>>> Lowerer::emit_param_gathers(Emit& e,
 // chunk's first unit, whose backward ends the chunk's.
 void Lowerer::finish_unit_grads(Emit& e, Bucketer& b, const Unit& u, int mb, int c, bool first,
                                 bool last_mb) {
-  if (par_.zero >= 2) {
+  if (par_.zero == 3 && !sc_.framework.zero3_reduce_every_microbatch) {
+    // The unsharded gradients accumulate from the first microbatch's backward and are
+    // reduce-scattered (into the allocation sharded_grads_ready makes) in the last.
+    const double grads = u.dense_grad_bytes + u.expert_grad_bytes;
+    const std::string acc = mem_what("zacc", u, 0);
+    if (mb == 0 && !last_mb)
+      emit_mem(e, TaskKind::kAlloc, grads, acc, Phase::kBwdWeight, u.layer, mb, c);
+    if (last_mb) {
+      if (mb > 0) emit_mem(e, TaskKind::kFree, grads, acc, Phase::kBwdWeight, u.layer, mb, c);
+      sharded_grads_ready(e, b, u, mb, c, first);
+    }
+    free_unit_activations(e, u, mb, c);
+  } else if (par_.zero >= 2) {
     sharded_grads_ready(e, b, u, mb, c, first);
     free_unit_activations(e, u, mb, c);
   } else {

@@ -40,7 +40,8 @@ RankProgram Lowerer::lower_rank(int rank) {
   emit_step_start(e, rs);
   emit_pp_recvs(e, rs, order);
   rs.chunk_started.assign(static_cast<size_t>(v_), 0);
-  if (par_.zero == 3 && !sc_.framework.zero3_reshard_after_forward)
+  if (par_.zero == 3 &&
+      !(sc_.framework.zero3_reshard_after_forward && sc_.framework.zero3_reshard_after_backward))
     for (int c = 0; c < v_; ++c)
       rs.z3_unsharded.emplace_back(chunks_[static_cast<size_t>(vstage(c, s))].size());
   rs.bucketers.resize(static_cast<size_t>(v_));
@@ -193,9 +194,15 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
     } else {
       emit_steps(e, u.ops->fwd, Phase::kFwd, Category::kCompute, "fwd", u, mb, c, 0);
       if (unsharded != nullptr) {
-        // Kept unsharded for the backward (and any forward before it).
+        // Gathered in this pass (not unsharded before it): kept for the backward (and any
+        // forward before it), or resharded.
         std::string& kept = (*unsharded)[static_cast<size_t>(k)];
-        if (kept.empty()) kept = make_label("zp", u.name, "f", mb);  // gathered in this pass
+        if (kept.empty()) {
+          if (sc_.framework.zero3_reshard_after_forward)
+            zero3_free(e, u, mb, c, Phase::kFwd, "f");
+          else
+            kept = make_label("zp", u.name, "f", mb);
+        }
       } else if (zero3) {
         zero3_free(e, u, mb, c, Phase::kFwd, "f");
       }
@@ -232,12 +239,16 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
   auto free_params = [&](const Unit& u, int k) {
     if (z3_sub) {
       z3_free_held(e, zp, u, mb, c, Phase::kBwdInput);
-    } else if (unsharded != nullptr && !(*unsharded)[static_cast<size_t>(k)].empty()) {
-      // Resharded after the backward: the forward's gathered copy is freed.
+    } else if (unsharded != nullptr) {
+      // Resharded after the backward (after the last microbatch's without
+      // zero3_reshard_after_backward): the copy gathered for it or kept from before is freed.
       std::string& kept = (*unsharded)[static_cast<size_t>(k)];
-      emit_mem(e, TaskKind::kFree, (u.dense_params + u.expert_params) * act_elem_bytes_,
-               std::move(kept), Phase::kBwdInput, u.layer, mb, c);
-      kept.clear();
+      if (kept.empty()) kept = make_label("zp", u.name, "b", mb);  // gathered for this pass
+      if (sc_.framework.zero3_reshard_after_backward || last_mb) {
+        emit_mem(e, TaskKind::kFree, (u.dense_params + u.expert_params) * act_elem_bytes_,
+                 std::move(kept), Phase::kBwdInput, u.layer, mb, c);
+        kept.clear();
+      }
     } else if (zero3) {
       zero3_free(e, u, mb, c, Phase::kBwdInput, "b");
     }

@@ -92,6 +92,18 @@ struct FrameworkRules {
   // without a gather. Block gathers only (zero3_gather: block; DeepSpeed's fetches follow
   // their own release rules).
   bool zero3_reshard_after_forward = true;
+  // A block is resharded after each microbatch's backward (FSDP2 reshard_after_backward,
+  // default True). False: it stays unsharded until the backward of the step's last
+  // microbatch, as torch.distributed.pipelining runs FSDP2 (stage.py
+  // backward_maybe_with_nosync: set_reshard_after_backward(False) but for the last
+  // microbatch). Block gathers only.
+  bool zero3_reshard_after_backward = true;
+  // Each microbatch's backward reduce-scatters the block's gradients (FSDP2 and DeepSpeed
+  // by default). False: the unsharded gradients accumulate over the microbatches and are
+  // reduce-scattered once, in the last microbatch's backward (FSDP2
+  // set_requires_gradient_sync(False) but for the last, as torch.distributed.pipelining
+  // does). ZeRO-3 only.
+  bool zero3_reduce_every_microbatch = true;
   // The host synchronizes the reduce stream at the end of every backward (DeepSpeed
   // stage3.py independent_gradient_partition_epilogue): the next microbatch's forward and
   // the optimizer are launched once every reduce-scatter issued is done.

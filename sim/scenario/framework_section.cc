@@ -24,6 +24,8 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "zero3_max_inflight_reduces",
                                                  "zero3_sync_reduces_each_backward",
                                                  "zero3_reshard_after_forward",
+                                                 "zero3_reshard_after_backward",
+                                                 "zero3_reduce_every_microbatch",
                                                  "async_tp_dgrad_reduce",
                                                  "blocking_p2p_1f1b",
                                                  "blocking_p2p_interleaved",
@@ -100,6 +102,10 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
     out.zero3_sync_reduces_each_backward = *v;
   if (auto v = r_.get_bool(f, p, "zero3_reshard_after_forward"))
     out.zero3_reshard_after_forward = *v;
+  if (auto v = r_.get_bool(f, p, "zero3_reshard_after_backward"))
+    out.zero3_reshard_after_backward = *v;
+  if (auto v = r_.get_bool(f, p, "zero3_reduce_every_microbatch"))
+    out.zero3_reduce_every_microbatch = *v;
   if (auto v = r_.get_bool(f, p, "async_tp_dgrad_reduce")) out.async_tp_dgrad_reduce = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_1f1b")) out.blocking_p2p_1f1b = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_interleaved")) out.blocking_p2p_interleaved = *v;

@@ -83,11 +83,99 @@ TEST(LowerReshard, RandomPipelinedPlansBalanceAndOnlyGetFaster) {
   EXPECT_EQ(fewer, 24);
 }
 
+int reduces(const Program& prog) {
+  int n = 0;
+  for (const Task& t : prog.ranks[0].tasks)
+    n += t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter;
+  return n;
+}
+
+// FSDP2 as torch.distributed.pipelining runs it: no reshard after the forward nor after
+// each microbatch's backward, gradients reduce-scattered once.
+void as_pipelining(Scenario& sc) {
+  sc.framework.zero3_reshard_after_forward = false;
+  sc.framework.zero3_reshard_after_backward = false;
+  sc.framework.zero3_reduce_every_microbatch = false;
+}
+
+TEST(LowerReshard, PipeliningGathersOnceAndReducesOnce) {
+  // tiny_gpt(4), 6 units, 4 microbatches, one reduce-scatter a unit (bucket_bytes 0). Each
+  // microbatch resharding: 2 x 6 x 4 = 48 gathers and 6 x 4 = 24 reduce-scatters. As
+  // pipelining runs FSDP2: each unit gathered once, at its first forward (6), and
+  // reduce-scattered once, in the last microbatch (6), with the memory balanced.
+  Plan p;
+  p.dp = 4;
+  p.zero = 3;
+  p.microbatches = 4;
+  p.bucket_bytes = 0;
+  Scenario sc = make_scenario(tiny_gpt(4), p);
+  sc.framework = framework_preset(Framework::kFsdp2);
+  const Program each = lower(sc);
+  EXPECT_EQ(gathers(each), 48);
+  EXPECT_EQ(reduces(each), 24);
+  as_pipelining(sc);
+  const Program once = lower(sc);
+  EXPECT_EQ(gathers(once), 6);
+  EXPECT_EQ(reduces(once), 6);
+  for (const Task& t : once.ranks[0].tasks) {
+    if (t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather) {
+      EXPECT_EQ(t.microbatch, 0) << t.label;
+    }
+    if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter) {
+      EXPECT_EQ(t.microbatch, 3) << t.label;
+    }
+  }
+  EXPECT_NO_THROW(validate_program(once));
+  // Each rule alone: kept after the forward only halves the gathers (24); kept after the
+  // backward only, a unit is gathered for its first forward and first backward (12).
+  Scenario fwd = make_scenario(tiny_gpt(4), p);
+  fwd.framework = framework_preset(Framework::kFsdp2);
+  fwd.framework.zero3_reshard_after_forward = false;
+  EXPECT_EQ(gathers(lower(fwd)), 24);
+  Scenario bwd = make_scenario(tiny_gpt(4), p);
+  bwd.framework = framework_preset(Framework::kFsdp2);
+  bwd.framework.zero3_reshard_after_backward = false;
+  const Program bwd_prog = lower(bwd);
+  EXPECT_EQ(gathers(bwd_prog), 12);
+  EXPECT_NO_THROW(validate_program(bwd_prog));
+}
+
+TEST(LowerReshard, RandomPlansAsPipeliningBalanceAndOnlyGetFaster) {
+  // Over random ZeRO-3 plans under FSDP2's pipelining rules: memory balanced, never more
+  // gathers or reduce-scatters than resharding and reducing every microbatch, the step never
+  // longer, folded like full fidelity.
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 24; ++trial) {
+    Plan p = testing::random_plan(rng);
+    testing::set_sharded_zero(p, 3);
+    if (p.dp < 2) p.dp = 2 * p.ep;
+    Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(8) : tiny_gpt(8), p);
+    sc.framework = framework_preset(Framework::kFsdp2);
+    SCOPED_TRACE(::testing::Message()
+                 << "trial " << trial << ": pp" << p.pp << " dp" << p.dp << " mb" << p.microbatches
+                 << " " << schedule_name(p.schedule));
+    const Program each = lower(sc, LowerOptions{false, {}});
+    as_pipelining(sc);
+    const Program full = lower(sc, LowerOptions{false, {}});
+    const Program folded = lower(sc, LowerOptions{true, {}});
+    EXPECT_NO_THROW(validate_program(full));
+    EXPECT_LE(gathers(full), gathers(each));
+    EXPECT_LE(reduces(full), reduces(each));
+    const testing::Synth s{.aux_free = false, .comm_ns_per_byte = 1.0};
+    const TimeNs once_ns = testing::run(full, s).step_ns;
+    EXPECT_LE(once_ns, testing::run(each, s).step_ns);
+    EXPECT_EQ(testing::run(folded, s).step_ns, once_ns);
+  }
+}
+
 TEST(LowerReshard, EveryPresetReshardsByDefault) {
   for (const Framework f :
        {Framework::kMegatronCore, Framework::kMegatronLm, Framework::kMegatronDeepSpeed,
         Framework::kDeepSpeed, Framework::kFsdp2})
-    EXPECT_TRUE(framework_preset(f).zero3_reshard_after_forward) << framework_name(f);
+    EXPECT_TRUE(framework_preset(f).zero3_reshard_after_forward &&
+                framework_preset(f).zero3_reshard_after_backward &&
+                framework_preset(f).zero3_reduce_every_microbatch)
+        << framework_name(f);
 }
 
 }  // namespace

@@ -140,6 +140,13 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
   EXPECT_FALSE(
       load(base().insert(2, "framework: {name: fsdp2, zero3_reshard_after_forward: false}"))
           .framework.zero3_reshard_after_forward);
+  const FrameworkRules pp = load(base().insert(2,
+                                               "framework: {name: fsdp2, "
+                                               "zero3_reshard_after_backward: false, "
+                                               "zero3_reduce_every_microbatch: false}"))
+                                .framework;
+  EXPECT_FALSE(pp.zero3_reshard_after_backward);
+  EXPECT_FALSE(pp.zero3_reduce_every_microbatch);
 }
 
 TEST(Framework, MappingOverridesOneRuleOfItsPreset) {
@@ -198,6 +205,10 @@ TEST(Framework, BadValuesAreLocated) {
                "framework.zero3_max_inflight_reduces", ""},
            Bad{"framework: {zero3_max_inflight_reduces: 1.5}",
                "framework.zero3_max_inflight_reduces", ""},
+           Bad{"framework: {zero3_reshard_after_backward: never}",
+               "framework.zero3_reshard_after_backward", ""},
+           Bad{"framework: {zero3_reduce_every_microbatch: [true]}",
+               "framework.zero3_reduce_every_microbatch", ""},
            Bad{"framework: {zero3_reshard_after_forward: 0.5}",
                "framework.zero3_reshard_after_forward", ""},
            Bad{"framework: {zero3_sync_reduces_each_backward: yes please}",
