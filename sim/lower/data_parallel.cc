@@ -259,12 +259,13 @@ void Lowerer::sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, i
       std::vector<int> deps;
       if (e.last_compute >= 0) deps.push_back(e.last_compute);
       if (zero3 && par_.overlap_grad_reduce) {
-        // The host blocks on the oldest reduce event when more than the limit are
-        // outstanding: it launches this reduce-scatter, and all after it, once the one
-        // `limit + 1` back is done.
-        const size_t limit = static_cast<size_t>(sc_.framework.zero3_max_inflight_reduces);
+        // At most `limit` reduce-scatters still running when this one is issued: the
+        // kernels from here on wait for the one `limit + 1` back (DeepSpeed's host blocks on
+        // it, FSDP2's compute stream waits for it before the chunk-cat).
+        const int limit = sc_.framework.zero3_max_inflight_reduces;
         const std::vector<int>& done = e.z3_reduces;
-        if (limit > 0 && done.size() > limit) e.host_waits.push_back(done[done.size() - 1 - limit]);
+        if (limit >= 0 && done.size() > static_cast<size_t>(limit))
+          e.host_waits.push_back(done[done.size() - 1 - static_cast<size_t>(limit)]);
       }
       if (zero3) deps = zero3_reduce_copy(e, u, rs_bytes, expert, mb, c, std::move(deps));
       if (zero3 && sc_.framework.list_collectives) {

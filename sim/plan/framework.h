@@ -78,12 +78,15 @@ struct FrameworkRules {
   //    compute stream before the reduce-scatter. The copy-in before the all-gather moves 1/dp
   //    of the bytes and is left out.
   Zero3Copies zero3_copies = Zero3Copies::kNone;
-  // The host blocks on the oldest reduce-scatter when more than this many are outstanding
-  // (DeepSpeed stage3.py __reduce_and_partition_ipg_grads: more than 2 reduce events): the
-  // host launches reduce-scatter j, and everything after it, once j - limit - 1 is done.
-  // 0: never. With overlap.grad_reduce (DeepSpeed overlap_comm); without it every
-  // reduce-scatter is waited for anyway.
-  int zero3_max_inflight_reduces = 0;
+  // How many gradient reduce-scatters may still be running when the next is issued: the
+  // kernels after reduce-scatter j wait for j - limit - 1. DeepSpeed 2: its host blocks on
+  // the oldest reduce event when more than 2 are outstanding (stage3.py
+  // __reduce_and_partition_ipg_grads). FSDP2 0: before a group's reduce the compute stream
+  // waits for the previous group's reduce-scatter (_fsdp_param_group.py post_backward,
+  // foreach_reduce's wait on the reduce-scatter state's event), so the chunk-cat of j
+  // follows j - 1. -1: no limit. With overlap.grad_reduce (DeepSpeed overlap_comm);
+  // without it every reduce-scatter is waited for anyway.
+  int zero3_max_inflight_reduces = -1;
   // A block gathered for its forward is resharded (freed) after it, and gathered again for
   // its backward (FSDP2 reshard_after_forward True, the default for every module but the
   // root, torch/distributed/fsdp/_fully_shard/_fully_shard.py; Megatron-FSDP likewise).

@@ -96,7 +96,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
     out.zero3_copies = *v == "deepspeed" ? Zero3Copies::kDeepSpeed
                        : *v == "fsdp2"   ? Zero3Copies::kFsdp2
                                          : Zero3Copies::kNone;
-  if (auto v = r_.get_int(f, p, "zero3_max_inflight_reduces", 0, 1 << 20))
+  if (auto v = r_.get_int(f, p, "zero3_max_inflight_reduces", -1, 1 << 20))
     out.zero3_max_inflight_reduces = static_cast<int>(*v);
   if (auto v = r_.get_bool(f, p, "zero3_sync_reduces_each_backward"))
     out.zero3_sync_reduces_each_backward = *v;

@@ -180,3 +180,38 @@ TEST(LowerReshard, EveryPresetReshardsByDefault) {
 
 }  // namespace
 }  // namespace stepcast
+
+namespace stepcast {
+namespace {
+
+TEST(LowerFsdp2Reduce, EachChunkCatWaitsForThePreviousReduceScatter) {
+  // FSDP2's post-backward makes the compute stream wait for the previous group's
+  // reduce-scatter before the next group's chunk-cat: the chunk-cat before reduce-scatter j
+  // depends on j - 1 (for every j > 0 of the step); with no limit (-1) on none.
+  Plan p;
+  p.dp = 4;
+  p.zero = 3;
+  p.microbatches = 2;
+  p.bucket_bytes = 0;
+  Scenario sc = make_scenario(testing::tiny_gpt(4), p);
+  sc.framework = framework_preset(Framework::kFsdp2);
+  auto chained = [](const Program& prog) {
+    const TaskList& tasks = prog.ranks[0].tasks;
+    std::vector<int> rs;
+    int waits = 0;
+    for (const Task& t : tasks) {
+      if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter) rs.push_back(t.id);
+      if (t.what != "z3_chunk_cat" || rs.empty()) continue;
+      for (int d : t.deps) waits += d == rs.back();
+    }
+    return std::pair{waits, static_cast<int>(rs.size())};
+  };
+  const auto [with, n] = chained(lower(sc));
+  EXPECT_EQ(n, 12);  // 6 units x 2 microbatches
+  EXPECT_EQ(with, n - 1);
+  sc.framework.zero3_max_inflight_reduces = -1;
+  EXPECT_EQ(chained(lower(sc)).first, 0);
+}
+
+}  // namespace
+}  // namespace stepcast

@@ -189,7 +189,7 @@ TEST(LowerZero3Reduce, HostBlocksOnTheThirdOutstandingReduce) {
   for (size_t j = 3; j + 1 < r.ids.size(); ++j)
     EXPECT_NE(std::find(waited.begin(), waited.end(), r.ids[j - 3]), waited.end()) << j;
   Scenario off = sc;
-  off.framework.zero3_max_inflight_reduces = 0;
+  off.framework.zero3_max_inflight_reduces = -1;
   const Reduces r_off = reduces_of(lower(off));
   // Only the epilogue's wait remains between the two microbatches (the second backward's
   // is the optimizer's, which waits for every reduction anyway).
@@ -209,7 +209,7 @@ TEST(LowerZero3Reduce, EachBackwardEndsWithTheReducesDone) {
   p.bucket_bytes = 0;  // one reduce-scatter a unit
   Scenario sc = make_scenario(tiny_gpt(), p);
   sc.framework = framework_preset(Framework::kDeepSpeed);
-  sc.framework.zero3_max_inflight_reduces = 0;
+  sc.framework.zero3_max_inflight_reduces = -1;
   auto first_fwd_of_mb1_waits = [](const Program& prog) {
     const TaskList& tasks = prog.ranks[0].tasks;
     int last_rs_mb0 = -1;

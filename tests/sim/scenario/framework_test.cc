@@ -123,18 +123,22 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
       load(base().insert(2, "framework: {name: fsdp2, zero3_copies: none}")).framework.zero3_copies,
       Zero3Copies::kNone);
   // DeepSpeed's host waits on its reduce-scatters: at most 2 outstanding, all done at the end
-  // of every backward; no other preset waits.
+  // of every backward; FSDP2's compute stream on the previous group's; no other preset
+  // waits.
   for (const std::string& name : framework_names()) {
     const FrameworkRules r = load(base().insert(2, "framework: " + name)).framework;
-    EXPECT_EQ(r.zero3_max_inflight_reduces, name == "deepspeed" ? 2 : 0) << name;
+    EXPECT_EQ(r.zero3_max_inflight_reduces, name == "deepspeed" ? 2
+                                            : name == "fsdp2"   ? 0
+                                                                : -1)
+        << name;
     EXPECT_EQ(r.zero3_sync_reduces_each_backward, name == "deepspeed") << name;
   }
   const FrameworkRules w = load(base().insert(2,
                                               "framework: {name: deepspeed, "
-                                              "zero3_max_inflight_reduces: 0, "
+                                              "zero3_max_inflight_reduces: -1, "
                                               "zero3_sync_reduces_each_backward: false}"))
                                .framework;
-  EXPECT_EQ(w.zero3_max_inflight_reduces, 0);
+  EXPECT_EQ(w.zero3_max_inflight_reduces, -1);
   EXPECT_FALSE(w.zero3_sync_reduces_each_backward);
   // Every preset reshards after the forward; a run may keep its blocks unsharded.
   EXPECT_FALSE(
@@ -201,7 +205,7 @@ TEST(Framework, BadValuesAreLocated) {
            Bad{"framework: {zero3_copies: torch}", "framework.zero3_copies",
                "none, deepspeed, fsdp2"},
            Bad{"framework: {zero3_copies: [none]}", "framework.zero3_copies", ""},
-           Bad{"framework: {zero3_max_inflight_reduces: -1}",
+           Bad{"framework: {zero3_max_inflight_reduces: -2}",
                "framework.zero3_max_inflight_reduces", ""},
            Bad{"framework: {zero3_max_inflight_reduces: 1.5}",
                "framework.zero3_max_inflight_reduces", ""},
