@@ -54,9 +54,14 @@ double Lowerer::zero3_gathered_bytes(const Unit& u) const {
          act_elem_bytes_;
 }
 
-void Lowerer::zero3_free(Emit& e, const Unit& u, int mb, int chunk, Phase phase, const char* tag) {
+void Lowerer::zero3_free(Emit& e, const Unit& u, std::string what, int mb, int chunk, Phase phase) {
   emit_mem(e, TaskKind::kFree, (u.dense_params + u.expert_params) * act_elem_bytes_,
-           make_label("zp", u.name, tag, mb), phase, u.layer, mb, chunk);
+           std::move(what), phase, u.layer, mb, chunk);
+}
+
+std::vector<std::string>* Lowerer::zero3_unsharded(RankState& rs, int chunk) const {
+  if (par_.zero != 3 || z3_submodule() || rs.z3_unsharded.empty()) return nullptr;
+  return &rs.z3_unsharded[static_cast<size_t>(chunk)];
 }
 
 // ZeRO-3 gathers around unit k of a pass (units run forward for F, reverse for B). With
@@ -204,6 +209,8 @@ void Lowerer::finish_unit_grads(Emit& e, Bucketer& b, const Unit& u, int mb, int
     if (mb == 0 && !last_mb)
       emit_mem(e, TaskKind::kAlloc, grads, acc, Phase::kBwdWeight, u.layer, mb, c);
     if (last_mb) {
+      // Handed on as the reduce-scatter's input: freed here and allocated again, dense and
+      // expert apart, by sharded_grads_ready, the same bytes at the same point of the step.
       if (mb > 0) emit_mem(e, TaskKind::kFree, grads, acc, Phase::kBwdWeight, u.layer, mb, c);
       sharded_grads_ready(e, b, u, mb, c, first);
     }

@@ -55,11 +55,17 @@ Task Lowerer::base_task(TaskKind kind, StreamKind stream, Phase phase, Category 
 
 int Lowerer::emit_compute(Emit& e, const Op& op, Phase phase, Category cat, const char* prefix,
                           const Unit& u, int mb, int chunk, std::vector<int> extra_deps) {
+  return emit_compute_as(e, op, phase, cat, label_of(prefix, u.name, op.name, mb), u, mb, chunk,
+                         std::move(extra_deps));
+}
+
+int Lowerer::emit_compute_as(Emit& e, const Op& op, Phase phase, Category cat, std::string label,
+                             const Unit& u, int mb, int chunk, std::vector<int> extra_deps) {
   Task t = base_task(op.kind == OpKind::kGemm        ? TaskKind::kGemm
                      : op.kind == OpKind::kAttention ? TaskKind::kAttention
                                                      : TaskKind::kMemoryBound,
                      StreamKind::kCompute, phase, cat, u.layer, mb, chunk);
-  t.label = label_of(prefix, u.name, op.name, mb);
+  t.label = std::move(label);
   if (op.kind == OpKind::kGemm) t.gemm = op.gemm;
   if (op.kind == OpKind::kAttention) t.attn = op.attn;
   // What a memory-bound kernel does ("ln1", "act", "softmax_ce", ...): the executor and

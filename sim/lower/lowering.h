@@ -206,6 +206,9 @@ class Lowerer {
                  int chunk) const;
   int emit_compute(Emit& e, const Op& op, Phase phase, Category cat, const char* prefix,
                    const Unit& u, int mb, int chunk, std::vector<int> extra_deps = {});
+  // emit_compute under a label of the caller's (prefix_unit_op_mb by default).
+  int emit_compute_as(Emit& e, const Op& op, Phase phase, Category cat, std::string label,
+                      const Unit& u, int mb, int chunk, std::vector<int> extra_deps = {});
   int emit_collective(Emit& e, CollOp op, GroupKind gk, StreamKind stream, Category cat,
                       double bytes, DType dtype, Phase phase, std::string label, int layer, int mb,
                       int chunk, std::vector<int> deps, bool ep_kernels = false);
@@ -250,7 +253,11 @@ class Lowerer {
   double grad_bucket_bytes() const;
   std::vector<int> zero3_gather(Emit& e, const Unit& u, int mb, int chunk, Phase phase,
                                 const char* tag, std::vector<int> deps);
-  void zero3_free(Emit& e, const Unit& u, int mb, int chunk, Phase phase, const char* tag);
+  // Frees the gathered parameters of u allocated as `what` (zp_<unit>_<f|b>_<mb>).
+  void zero3_free(Emit& e, const Unit& u, std::string what, int mb, int chunk, Phase phase);
+  // The chunk's per-unit record of gathered parameters kept unsharded (RankState::
+  // z3_unsharded), or null where ZeRO-3 gathers per block are not in use.
+  std::vector<std::string>* zero3_unsharded(RankState& rs, int chunk) const;
   // `unsharded` (may be null): per unit of the chunk, the allocation of parameters still
   // unsharded from a forward; such a unit is not gathered again.
   void zero3_issue(Emit& e, const std::vector<Unit>& units, std::vector<std::vector<int>>& z3,

@@ -171,9 +171,7 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
   Z3Pass zp;
   if (z3_sub) zp = z3_plan(units, false);
   std::vector<std::vector<int>> z3(static_cast<size_t>(n));
-  std::vector<std::string>* unsharded = zero3 && !z3_sub && !rs.z3_unsharded.empty()
-                                            ? &rs.z3_unsharded[static_cast<size_t>(c)]
-                                            : nullptr;
+  std::vector<std::string>* unsharded = zero3_unsharded(rs, c);
   for (int k = 0; k < n; ++k) {
     const Unit& u = units[static_cast<size_t>(k)];
     if (u.act_bytes > 0)
@@ -199,12 +197,12 @@ void Lowerer::forward_pass(Emit& e, RankState& rs, const PassOp& op) {
         std::string& kept = (*unsharded)[static_cast<size_t>(k)];
         if (kept.empty()) {
           if (sc_.framework.zero3_reshard_after_forward)
-            zero3_free(e, u, mb, c, Phase::kFwd, "f");
+            zero3_free(e, u, make_label("zp", u.name, "f", mb), mb, c, Phase::kFwd);
           else
             kept = make_label("zp", u.name, "f", mb);
         }
       } else if (zero3) {
-        zero3_free(e, u, mb, c, Phase::kFwd, "f");
+        zero3_free(e, u, make_label("zp", u.name, "f", mb), mb, c, Phase::kFwd);
       }
     }
   }
@@ -232,9 +230,7 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
   Z3Pass zp;
   if (z3_sub) zp = z3_plan(units, true);
   std::vector<std::vector<int>> z3(static_cast<size_t>(n));
-  std::vector<std::string>* unsharded = zero3 && !z3_sub && !rs.z3_unsharded.empty()
-                                            ? &rs.z3_unsharded[static_cast<size_t>(c)]
-                                            : nullptr;
+  std::vector<std::string>* unsharded = zero3_unsharded(rs, c);
   std::vector<int> grad_out_deps;
   auto free_params = [&](const Unit& u, int k) {
     if (z3_sub) {
@@ -245,12 +241,11 @@ void Lowerer::backward_pass(Emit& e, RankState& rs, const PassOp& op) {
       std::string& kept = (*unsharded)[static_cast<size_t>(k)];
       if (kept.empty()) kept = make_label("zp", u.name, "b", mb);  // gathered for this pass
       if (sc_.framework.zero3_reshard_after_backward || last_mb) {
-        emit_mem(e, TaskKind::kFree, (u.dense_params + u.expert_params) * act_elem_bytes_,
-                 std::move(kept), Phase::kBwdInput, u.layer, mb, c);
+        zero3_free(e, u, std::move(kept), mb, c, Phase::kBwdInput);
         kept.clear();
       }
     } else if (zero3) {
-      zero3_free(e, u, mb, c, Phase::kBwdInput, "b");
+      zero3_free(e, u, make_label("zp", u.name, "b", mb), mb, c, Phase::kBwdInput);
     }
   };
   for (int k = n - 1; k >= 0; --k) {

@@ -161,8 +161,12 @@ void Lowerer::zero3_gather_copy(Emit& e, const Unit& u, double bytes, const std:
   } else {
     copy.name = "z3_copy_out";  // split_with_sizes_copy: one kernel
   }
-  const int id = emit_compute(e, copy, phase, Category::kDpComm, "z3copy", u, mb, c);
-  e.rp.tasks.mut(static_cast<size_t>(id)).label = label_of("z3copy", u.name, op, mb);
+  // A compute task that waits for the fetch (e.pending); what waits for the module's kernel
+  // after next (Emit::after_next) still does, the copy not counting as one of its kernels.
+  std::vector<int> after_next;
+  after_next.swap(e.after_next);
+  emit_compute_as(e, copy, phase, Category::kDpComm, label_of("z3copy", u.name, op, mb), u, mb, c);
+  e.after_next.swap(after_next);
 }
 
 std::vector<int> Lowerer::zero3_reduce_copy(Emit& e, const Unit& u, double bytes, bool expert,
@@ -177,9 +181,7 @@ std::vector<int> Lowerer::zero3_reduce_copy(Emit& e, const Unit& u, double bytes
     copy.name = "z3_chunk_cat";
     copy.bytes_read = bytes;
     copy.bytes_written = bytes;
-    const int id = emit_compute(e, copy, Phase::kBwdWeight, Category::kDpComm, "rsprep", u, mb, c);
-    e.rp.tasks.mut(static_cast<size_t>(id)).label = label;
-    return {id};
+    return {emit_compute_as(e, copy, Phase::kBwdWeight, Category::kDpComm, label, u, mb, c)};
   }
   // DeepSpeed: the gradients copied into the flat reduce bucket, interleaved per rank by a
   // torch.cat and divided by dp in place, each a full read and write, on the reduce stream.

@@ -88,7 +88,7 @@ TEST(Lower, Zero3ReduceScattersPerUnitOrInBucketsAndSyncWithoutOverlap) {
   const auto grad_rs = [](const Program& prog) {
     std::vector<const Task*> out;
     for (const Task& t : prog.ranks[0].tasks)
-      if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter) out.push_back(&t);
+      if (testing::is_coll(t, CollOp::kReduceScatter)) out.push_back(&t);
     return out;
   };
   p.bucket_bytes = 0;
@@ -152,7 +152,7 @@ TEST(Lower, Zero2ReduceScattersEveryMicrobatchZero1Once) {
     double b = 0;
     *count = 0;
     for (const Task& t : prog.ranks[0].tasks)
-      if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter) {
+      if (testing::is_coll(t, CollOp::kReduceScatter)) {
         b += t.bytes;
         ++*count;
       }
@@ -167,9 +167,7 @@ TEST(Lower, Zero2ReduceScattersEveryMicrobatchZero1Once) {
   ASSERT_GT(z1, 0);
   EXPECT_DOUBLE_EQ(z2, 3 * z1);
   EXPECT_EQ(n2, 3 * n1);
-  int gathers = 0;
-  for (const Task& t : prog2.ranks[0].tasks)
-    gathers += t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather;
+  const int gathers = testing::count_colls(prog2, CollOp::kAllGather);
   EXPECT_EQ(gathers, static_cast<int>(std::ceil(z1 / 4e6)));  // one per bucket, once
   run(prog2);
 }
@@ -211,8 +209,7 @@ TEST(Lower, ShardedGradientsAreHeldWholeUntilTheirReduceScatter) {
           ASSERT_EQ(need.count(t.what), 0u) << "allocated twice: " << t.what;
           need[t.what] = alloc_cum[{t.microbatch, t.chunk, x}] += t.bytes;
           if (zg) dense_total += t.bytes;
-        } else if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter &&
-                   t.category == Category::kDpComm) {
+        } else if (testing::is_coll(t, CollOp::kReduceScatter) && t.category == Category::kDpComm) {
           const std::tuple<int, int, int> key{t.microbatch, t.chunk,
                                               t.label.rfind("rsx.", 0) == 0 ? 1 : 0};
           prev_rs[key] = rs_cum[key];
@@ -311,8 +308,7 @@ TEST(Lower, Zero2BackwardWaitsForItsTwoBucketBuffers) {
       bool open[2] = {false, false};
       for (size_t i = 0; i < tasks.size(); ++i) {
         const Task& t = tasks[i];
-        if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter &&
-            t.category == Category::kDpComm) {
+        if (testing::is_coll(t, CollOp::kReduceScatter) && t.category == Category::kDpComm) {
           const int x = t.label.rfind("rsx.", 0) == 0 ? 1 : 0;
           current[x] = std::max(current[x], timing[i].end);
           open[x] = true;

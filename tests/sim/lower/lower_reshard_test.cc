@@ -17,12 +17,7 @@ using testing::make_scenario;
 using testing::Plan;
 using testing::tiny_gpt;
 
-int gathers(const Program& prog) {
-  int n = 0;
-  for (const Task& t : prog.ranks[0].tasks)
-    n += t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather;
-  return n;
-}
+int gathers(const Program& prog) { return testing::count_colls(prog, CollOp::kAllGather); }
 
 TEST(LowerReshard, KeptUnshardedABlockIsGatheredOncePerForwardAndBackward) {
   // One microbatch, no pipeline, tiny_gpt(4): 6 units (embedding, 4 layers, head). Resharded
@@ -60,14 +55,10 @@ TEST(LowerReshard, RandomPipelinedPlansBalanceAndOnlyGetFaster) {
   std::mt19937 rng(77);
   int fewer = 0;
   for (int trial = 0; trial < 24; ++trial) {
-    Plan p = testing::random_plan(rng);
-    testing::set_sharded_zero(p, 3);
-    if (p.dp < 2) p.dp = 2 * p.ep;
-    Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(8) : tiny_gpt(8), p);
-    sc.framework = framework_preset(trial % 2 ? Framework::kFsdp2 : Framework::kMegatronCore);
-    SCOPED_TRACE(::testing::Message()
-                 << "trial " << trial << ": pp" << p.pp << " dp" << p.dp << " mb" << p.microbatches
-                 << " " << schedule_name(p.schedule));
+    std::string what;
+    Scenario sc = testing::random_zero3_scenario(
+        rng, trial % 2 ? Framework::kFsdp2 : Framework::kMegatronCore, &what);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": " << what);
     const Program resharded = lower(sc, LowerOptions{false, {}});
     sc.framework.zero3_reshard_after_forward = false;
     const Program full = lower(sc, LowerOptions{false, {}});
@@ -83,12 +74,7 @@ TEST(LowerReshard, RandomPipelinedPlansBalanceAndOnlyGetFaster) {
   EXPECT_EQ(fewer, 24);
 }
 
-int reduces(const Program& prog) {
-  int n = 0;
-  for (const Task& t : prog.ranks[0].tasks)
-    n += t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter;
-  return n;
-}
+int reduces(const Program& prog) { return testing::count_colls(prog, CollOp::kReduceScatter); }
 
 // FSDP2 as torch.distributed.pipelining runs it: no reshard after the forward nor after
 // each microbatch's backward, gradients reduce-scattered once.
@@ -146,14 +132,9 @@ TEST(LowerReshard, RandomPlansAsPipeliningBalanceAndOnlyGetFaster) {
   // longer, folded like full fidelity.
   std::mt19937 rng(5);
   for (int trial = 0; trial < 24; ++trial) {
-    Plan p = testing::random_plan(rng);
-    testing::set_sharded_zero(p, 3);
-    if (p.dp < 2) p.dp = 2 * p.ep;
-    Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(8) : tiny_gpt(8), p);
-    sc.framework = framework_preset(Framework::kFsdp2);
-    SCOPED_TRACE(::testing::Message()
-                 << "trial " << trial << ": pp" << p.pp << " dp" << p.dp << " mb" << p.microbatches
-                 << " " << schedule_name(p.schedule));
+    std::string what;
+    Scenario sc = testing::random_zero3_scenario(rng, Framework::kFsdp2, &what);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": " << what);
     const Program each = lower(sc, LowerOptions{false, {}});
     as_pipelining(sc);
     const Program full = lower(sc, LowerOptions{false, {}});

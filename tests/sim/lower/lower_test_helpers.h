@@ -2,9 +2,12 @@
 // durations, and sum a rank's allocations.
 #pragma once
 
+#include <random>
+#include <sstream>
 #include <string>
 
 #include "sim/engine/engine.h"
+#include "sim/plan/framework.h"
 #include "sim/program/program.h"
 #include "tests/sim/lower/lower_test_util.h"
 
@@ -20,6 +23,32 @@ inline double alloc_bytes(const RankProgram& rp, const std::string& what) {
   for (const Task& t : rp.tasks)
     if (t.kind == TaskKind::kAlloc && t.what == what) b += t.bytes;
   return b;
+}
+
+// A collective of `op` (kAllGather, kReduceScatter, ...), and how many a rank issues.
+inline bool is_coll(const Task& t, CollOp op) {
+  return t.kind == TaskKind::kCollective && t.coll == op;
+}
+
+inline int count_colls(const Program& prog, CollOp op, int rank = 0) {
+  int n = 0;
+  for (const Task& t : prog.ranks[static_cast<size_t>(rank)].tasks) n += is_coll(t, op);
+  return n;
+}
+
+// A random plan under ZeRO-3 (dp >= 2, ep dividing it) on tiny_gpt(8), or tiny_moe(8) where
+// it has expert parallelism, under `f`'s rules; `what` says which plan it is, for traces.
+inline Scenario random_zero3_scenario(std::mt19937& rng, Framework f, std::string* what) {
+  Plan p = random_plan(rng);
+  set_sharded_zero(p, 3);
+  if (p.dp < 2) p.dp = 2 * p.ep;
+  Scenario sc = make_scenario(p.ep > 1 ? tiny_moe(8) : tiny_gpt(8), p);
+  sc.framework = framework_preset(f);
+  std::ostringstream os;
+  os << "pp" << p.pp << " dp" << p.dp << " ep" << p.ep << " mb" << p.microbatches << " "
+     << schedule_name(p.schedule) << " " << framework_name(f);
+  *what = os.str();
+  return sc;
 }
 
 inline double state_bytes(const RankProgram& rp) {

@@ -27,12 +27,8 @@ Scenario zero3(Framework f, int dp) {
   return sc;
 }
 
-bool is_ag(const Task& t) {
-  return t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather;
-}
-bool is_rs(const Task& t) {
-  return t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter;
-}
+bool is_ag(const Task& t) { return testing::is_coll(t, CollOp::kAllGather); }
+bool is_rs(const Task& t) { return testing::is_coll(t, CollOp::kReduceScatter); }
 
 // The copies a task waits for directly, by `what`.
 int waits_for(const TaskList& tasks, const Task& t, const std::string& what) {
@@ -176,14 +172,10 @@ TEST(LowerZero3Copies, RandomPlansOnlyGetSlower) {
   std::mt19937 rng(3);
   int longer = 0;
   for (int trial = 0; trial < 24; ++trial) {
-    Plan p = testing::random_plan(rng);
-    testing::set_sharded_zero(p, 3);
-    if (p.dp < 2) p.dp = 2 * p.ep;
-    Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(8) : tiny_gpt(8), p);
-    sc.framework = framework_preset(trial % 2 ? Framework::kDeepSpeed : Framework::kFsdp2);
-    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": pp" << p.pp << " dp" << p.dp
-                                      << " ep" << p.ep << " " << schedule_name(p.schedule) << " "
-                                      << zero3_copies_name(sc.framework.zero3_copies));
+    std::string what;
+    Scenario sc = testing::random_zero3_scenario(
+        rng, trial % 2 ? Framework::kDeepSpeed : Framework::kFsdp2, &what);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": " << what);
     const testing::Synth synth{.aux_free = false, .comm_ns_per_byte = 1.0};
     const Program with = lower(sc);
     Scenario none = sc;

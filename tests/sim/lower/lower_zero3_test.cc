@@ -29,8 +29,7 @@ constexpr double kQkv = 196608, kProj = 65536, kFc = 262144;
 std::vector<std::pair<std::string, double>> layer_gathers(const Program& prog) {
   std::vector<std::pair<std::string, double>> out;
   for (const Task& t : prog.ranks[0].tasks)
-    if (t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather && t.layer == 3 &&
-        t.microbatch == 0)
+    if (testing::is_coll(t, CollOp::kAllGather) && t.layer == 3 && t.microbatch == 0)
       out.emplace_back(t.label, t.bytes / 2);
   return out;
 }
@@ -156,7 +155,7 @@ Reduces reduces_of(const Program& prog) {
   Reduces r;
   const TaskList& tasks = prog.ranks[0].tasks;
   for (const Task& t : tasks) {
-    if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter) r.ids.push_back(t.id);
+    if (testing::is_coll(t, CollOp::kReduceScatter)) r.ids.push_back(t.id);
     // The optimizer waits for every gradient reduction anyway.
     if (t.stream != StreamKind::kCompute || t.category == Category::kOptimizer) continue;
     for (int d : t.deps)
@@ -214,8 +213,7 @@ TEST(LowerZero3Reduce, EachBackwardEndsWithTheReducesDone) {
     const TaskList& tasks = prog.ranks[0].tasks;
     int last_rs_mb0 = -1;
     for (const Task& t : tasks)
-      if (t.kind == TaskKind::kCollective && t.coll == CollOp::kReduceScatter && t.microbatch == 0)
-        last_rs_mb0 = t.id;
+      if (testing::is_coll(t, CollOp::kReduceScatter) && t.microbatch == 0) last_rs_mb0 = t.id;
     for (const Task& t : tasks)
       if (t.stream == StreamKind::kCompute && t.microbatch == 1 && t.phase == Phase::kFwd)
         return std::find(t.deps.begin(), t.deps.end(), last_rs_mb0) != t.deps.end();
