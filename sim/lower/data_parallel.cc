@@ -20,9 +20,13 @@ namespace stepcast::lowering {
 // max(40,000,000, 1,000,000 x data-parallel size) parameters ("larger DP sizes need larger
 // buckets to ensure collectives do not become latency-bound"), and no bucketing at all
 // (one bucket, bucket_size None) when overlap_grad_reduce is off — also what Megatron-LM
-// 2021 did: one allreduce over the contiguous gradient buffer after the backward.
+// 2021 did: one allreduce over the contiguous gradient buffer after the backward. A stack
+// with its own default (FrameworkRules::grad_bucket_elements: DeepSpeed's 5e8) uses it at
+// any overlap.
 double Lowerer::grad_bucket_bytes() const {
   if (par_.bucket_bytes > 0) return par_.bucket_bytes;
+  if (sc_.framework.grad_bucket_elements > 0)
+    return grad_bytes_per_param_ * sc_.framework.grad_bucket_elements;
   if (!par_.overlap_grad_reduce) return std::numeric_limits<double>::infinity();
   return grad_bytes_per_param_ * std::max(40e6, 1e6 * static_cast<double>(par_.dp));
 }
@@ -110,7 +114,9 @@ void Lowerer::grads_ready(Emit& e, Bucketer& b, const Unit& u, int chunk, bool f
   auto issue = [&](double bytes, bool expert) {
     if ((expert ? expert_dp_size() : dense_dp_size()) <= 1) return;
     DeferredBucket d{bytes, expert, chunk, u.layer, e.last_compute};
-    if (par_.overlap_grad_reduce) {
+    // DeepSpeed's engine reduces after the backward whatever the overlap
+    // (FrameworkRules::dp_reduce_after_backward).
+    if (par_.overlap_grad_reduce && !sc_.framework.dp_reduce_after_backward) {
       emit_bucket(e, d);
     } else {
       deferred_.push_back(d);
@@ -139,20 +145,23 @@ void Lowerer::emit_bucket(Emit& e, const DeferredBucket& d) {
   label += ".b";
   append_int(label, bucket_count_++);
   grad_sync_.push_back(emit_collective(
-      e, par_.zero >= 1 ? CollOp::kReduceScatter : CollOp::kAllReduce,
+      e, par_.zero >= 1 ? sharded_grad_op() : CollOp::kAllReduce,
       d.expert ? GroupKind::kEdp : dense_dp_kind(), StreamKind::kDp, Category::kDpComm, d.bytes,
       grad_dtype_, Phase::kOther, std::move(label), d.layer, -1, d.chunk, std::move(deps)));
 }
 
 // ZeRO-1/2 parameter allgather buckets (Megatron distributed optimizer), in forward order,
-// sized like the gradient buckets in elements (bucket_bytes / 4 fp32 grads -> bf16
-// params). With FP8 primary weights (fp8_param_gather) the fp8 linears' weights are
-// gathered in fp8, 1 byte a parameter (Megatron distrib_optimizer with fp8_param_gather).
+// sized like the gradient buckets in elements (DeepSpeed: one per flat group) (bucket_bytes / 4
+// fp32 grads -> bf16 params). With FP8 primary weights (fp8_param_gather) the fp8 linears' weights
+// are gathered in fp8, 1 byte a parameter (Megatron distrib_optimizer with fp8_param_gather).
 // Returns per chunk and unit the collective its parameters arrive with.
 std::vector<std::vector<std::vector<int>>> Lowerer::emit_param_gathers(Emit& e,
                                                                        std::vector<int> deps) {
   std::vector<std::vector<std::vector<int>>> ready(static_cast<size_t>(v_));
-  const double cap = grad_bucket_bytes() / grad_bytes_per_param_ * act_elem_bytes_;
+  // DeepSpeed gathers each whole flat group at once (zero12_gather_after_step).
+  const double cap = sc_.framework.zero12_gather_after_step
+                         ? std::numeric_limits<double>::infinity()
+                         : grad_bucket_bytes() / grad_bytes_per_param_ * act_elem_bytes_;
   for (int c = 0; c < v_; ++c) {
     const auto& units = chunks_[static_cast<size_t>(vstage(c, e.coord.pp))];
     ready[static_cast<size_t>(c)].resize(units.size());
@@ -270,7 +279,7 @@ void Lowerer::sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, i
         // kernels from here on wait for the one `limit + 1` back (DeepSpeed's host blocks on
         // it, FSDP2's compute stream waits for it before the chunk-cat).
         const int limit = sc_.framework.zero3_max_inflight_reduces;
-        const std::vector<int>& done = e.z3_reduces;
+        const std::vector<int>& done = e.dp_reduces;
         if (limit >= 0 && done.size() > static_cast<size_t>(limit))
           e.host_waits.push_back(done[done.size() - 1 - static_cast<size_t>(limit)]);
       }
@@ -282,12 +291,13 @@ void Lowerer::sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, i
                                         u.layer, mb, c, std::move(deps));
         deps = {copy};
       }
-      const int id = emit_collective(
-          e, CollOp::kReduceScatter, expert ? GroupKind::kEdp : dense_dp_kind(), StreamKind::kDp,
-          Category::kDpComm, rs_bytes, grad_dtype_, Phase::kBwdWeight,
-          label_of(expert ? "rsx" : "rs", u.name, "g", mb), u.layer, mb, c, std::move(deps));
+      const int id = emit_collective(e, zero3 ? CollOp::kReduceScatter : sharded_grad_op(),
+                                     expert ? GroupKind::kEdp : dense_dp_kind(), StreamKind::kDp,
+                                     Category::kDpComm, rs_bytes, grad_dtype_, Phase::kBwdWeight,
+                                     label_of(expert ? "rsx" : "rs", u.name, "g", mb), u.layer, mb,
+                                     c, std::move(deps));
       grad_sync_.push_back(id);
-      if (zero3) e.z3_reduces.push_back(id);
+      e.dp_reduces.push_back(id);
       if (!par_.overlap_grad_reduce) {
         e.pending.push_back(id);
       } else if (!zero3) {
@@ -318,12 +328,13 @@ void Lowerer::sharded_grads_ready(Emit& e, Bucketer& b, const Unit& u, int mb, i
       before = issued_here;
     }
   }
-  // DeepSpeed's epilogue after every backward (stage3.py independent_gradient_partition_
-  // epilogue) synchronizes the reduce stream: the host launches nothing more (the next
-  // microbatch's forward, the optimizer) until the reduce-scatters issued are done.
-  if (zero3 && flush && par_.overlap_grad_reduce &&
-      sc_.framework.zero3_sync_reduces_each_backward && !e.z3_reduces.empty())
-    e.host_waits.push_back(e.z3_reduces.back());
+  // DeepSpeed's epilogue after every backward (stage_1_and_2.py and stage3.py
+  // independent_gradient_partition_epilogue) synchronizes the device: the host launches
+  // nothing more (the next microbatch's forward, the optimizer) until the reductions issued
+  // are done. They run in order on the DP stream, so waiting for the last is waiting for all.
+  if (flush && par_.overlap_grad_reduce && sc_.framework.sync_reduces_each_backward &&
+      !e.dp_reduces.empty())
+    e.host_waits.push_back(e.dp_reduces.back());
 }
 
 // DeepSpeed ZeRO-2 (stage_1_and_2.py, contiguous_gradients and overlap_comm): each

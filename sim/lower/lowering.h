@@ -105,9 +105,9 @@ class Lowerer {
     // expert [1]), which the backward waits for after the next unit that issues a bucket
     // (the two-buffer wait, sharded_grads_ready).
     int z2_last_bucket[2] = {-1, -1};
-    // ZeRO-3 with overlap: the reduce-scatters issued so far, in order (the host's reduce
-    // events, FrameworkRules::zero3_max_inflight_reduces).
-    std::vector<int> z3_reduces;
+    // ZeRO-2/3: the gradient reductions issued so far, in order (the host's reduce events,
+    // FrameworkRules::zero3_max_inflight_reduces and sync_reduces_each_backward).
+    std::vector<int> dp_reduces;
   };
 
   // Gradient buckets (Megatron DDP, ddp.py / param_and_grad_buffer.py): parameters are
@@ -251,6 +251,16 @@ class Lowerer {
   int dense_dp_size() const { return par_.dp * par_.cp; }
   int expert_dp_size() const { return layout_.edp(); }
   double grad_bucket_bytes() const;
+  // The collective of a ZeRO-1/2 gradient bucket: a reduce-scatter, or DeepSpeed's
+  // all-reduce (FrameworkRules::zero12_all_reduce).
+  CollOp sharded_grad_op() const {
+    return sc_.framework.zero12_all_reduce ? CollOp::kAllReduce : CollOp::kReduceScatter;
+  }
+  // ZeRO-1/2's parameter gathers overlap the next forward (overlap.param_gather, unless the
+  // stack gathers right after the step: FrameworkRules::zero12_gather_after_step).
+  bool overlap_z12_param_gather() const {
+    return par_.overlap_param_gather && !sc_.framework.zero12_gather_after_step;
+  }
   std::vector<int> zero3_gather(Emit& e, const Unit& u, int mb, int chunk, Phase phase,
                                 const char* tag, std::vector<int> deps);
   // Frees the gathered parameters of u allocated as `what` (zp_<unit>_<f|b>_<mb>).

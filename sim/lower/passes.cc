@@ -121,7 +121,7 @@ void Lowerer::emit_step_start(Emit& e, RankState& rs) {
   // waits for its bucket (the steady-state equivalent of Megatron's overlap_param_gather,
   // which hides the gather behind the next forward).
   rs.sharded_opt = par_.zero == 1 || par_.zero == 2;
-  if (rs.sharded_opt && par_.overlap_param_gather) rs.pg_ready = emit_param_gathers(e, {});
+  if (rs.sharded_opt && overlap_z12_param_gather()) rs.pg_ready = emit_param_gathers(e, {});
 }
 
 // Pipeline recvs, in the order their consumers run (see the top of this file).
@@ -402,7 +402,7 @@ void Lowerer::emit_step_end(Emit& e, RankState& rs) {
   }
   std::vector<int> end_deps{e.last_compute};
   // ZeRO-1/2 without overlap: the updated parameters are gathered after the step, exposed.
-  if (rs.sharded_opt && !par_.overlap_param_gather) {
+  if (rs.sharded_opt && !overlap_z12_param_gather()) {
     emit_param_gathers(e, {e.last_compute});
     end_deps.insert(end_deps.end(), param_gathers_.begin(), param_gathers_.end());
   }

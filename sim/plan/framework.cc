@@ -7,6 +7,23 @@
 
 namespace stepcast {
 
+namespace {
+
+// How DeepSpeed's engine reduces data-parallel gradients (deepspeed/runtime/engine.py
+// allreduce_gradients, zero/stage_1_and_2.py, zero/stage3.py): after the backward without
+// ZeRO and with ZeRO-1, in buckets of 5e8 elements, ZeRO-1/2 by bucket all-reduces and
+// their parameters gathered whole after the step, and the epilogue of every ZeRO-2/3
+// backward synchronizing the device.
+void set_deepspeed_engine(FrameworkRules& r) {
+  r.sync_reduces_each_backward = true;
+  r.dp_reduce_after_backward = true;
+  r.zero12_all_reduce = true;
+  r.zero12_gather_after_step = true;
+  r.grad_bucket_elements = 5e8;
+}
+
+}  // namespace
+
 FrameworkRules framework_preset(Framework f) {
   FrameworkRules r;
   r.name = f;
@@ -40,8 +57,9 @@ FrameworkRules framework_preset(Framework f) {
     case Framework::kMegatronDeepSpeed:
       // Megatron-DeepSpeed: Megatron-LM's 2021 model code (synchronous input-gradient
       // all-reduce, no Transformer Engine) on DeepSpeed's engine, whose pipeline sends are
-      // blocking dist.send/recv (deepspeed/runtime/pipe/p2p.py). Its ZeRO-3 rules are the
-      // deepspeed preset's when named.
+      // blocking dist.send/recv (deepspeed/runtime/pipe/p2p.py) and which reduces the
+      // gradients as DeepSpeed does. Its ZeRO-3 rules are the deepspeed preset's when named.
+      set_deepspeed_engine(r);
       r.async_tp_dgrad_reduce = false;
       r.te_fp8_storage = false;
       r.loss_nan_check = false;
@@ -62,7 +80,7 @@ FrameworkRules framework_preset(Framework f) {
       r.zero3_max_inflight_fetches = 2;
       r.zero3_copies = Zero3Copies::kDeepSpeed;
       r.zero3_max_inflight_reduces = 2;  // stage3.py __reduce_and_partition_ipg_grads
-      r.zero3_sync_reduces_each_backward = true;
+      set_deepspeed_engine(r);
       r.async_tp_dgrad_reduce = false;
       r.te_fp8_storage = false;
       r.loss_nan_check = false;

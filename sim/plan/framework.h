@@ -107,10 +107,36 @@ struct FrameworkRules {
   // set_requires_gradient_sync(False) but for the last, as torch.distributed.pipelining
   // does). ZeRO-3 only.
   bool zero3_reduce_every_microbatch = true;
-  // The host synchronizes the reduce stream at the end of every backward (DeepSpeed
-  // stage3.py independent_gradient_partition_epilogue): the next microbatch's forward and
-  // the optimizer are launched once every reduce-scatter issued is done.
-  bool zero3_sync_reduces_each_backward = false;
+  // ---- data-parallel gradient reduction (every zero level) ------------------------------
+  // The host synchronizes the device at the end of every backward of ZeRO-2 (with
+  // overlap.grad_reduce, DeepSpeed's overlap_comm) and ZeRO-3: the next microbatch's
+  // forward and the optimizer are launched once every gradient reduction issued is done
+  // (DeepSpeed stage_1_and_2.py and stage3.py independent_gradient_partition_epilogue).
+  bool sync_reduces_each_backward = false;
+  // The gradients of zero 0 and 1 are reduced after the step's last backward, bucket by
+  // bucket, never beside it (DeepSpeed engine.py allreduce_gradients after the backward at
+  // the accumulation boundary: buffered_allreduce_fallback without ZeRO, stage_1_and_2.py
+  // reduce_gradients walking every parameter for ZeRO-1; the pipeline engine's ReduceGrads
+  // after the last backward), whatever overlap.grad_reduce says. False: a bucket goes as
+  // soon as its last gradient is ready (Megatron-Core's DDP with overlap_grad_reduce).
+  bool dp_reduce_after_backward = false;
+  // ZeRO-1 and ZeRO-2 reduce each gradient bucket by an all-reduce, each rank keeping its
+  // slice (DeepSpeed stage_1_and_2.py average_tensor -> allreduce_and_scatter, with
+  // use_multi_rank_bucket_allreduce, the default since 0.12.4): all-reduce traffic, twice a
+  // reduce-scatter's. False: a reduce-scatter (Megatron's distributed optimizer,
+  // Megatron-FSDP).
+  bool zero12_all_reduce = false;
+  // ZeRO-1/2's updated parameters are all-gathered right after the optimizer step, one
+  // collective over each whole flat group, whatever overlap.param_gather says (DeepSpeed
+  // runtime/utils.py all_gather_dp_groups at the end of stage_1_and_2.py step). False:
+  // in buckets, overlapped with the next forward under overlap.param_gather (Megatron's
+  // distributed optimizer).
+  bool zero12_gather_after_step = false;
+  // Gradient bucket size in elements when parallel.bucket_mb is not given, for zero 0-2:
+  // DeepSpeed 5e8 (reduce_bucket_size, zero/config.py; MEMORY_OPT_ALLREDUCE_SIZE, engine.py,
+  // without ZeRO), at any overlap. 0: Megatron-Core's rule (grad_bucket_bytes in
+  // sim/lower/data_parallel.cc: max(4e7, 1e6 x dp), one bucket without overlap).
+  double grad_bucket_elements = 0;
 
   // ---- lowering rules where stacks differ (read by sim/lower) ----------------------------
   // Each linear's backward computes its weight gradient right after its input gradient,

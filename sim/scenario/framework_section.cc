@@ -22,10 +22,14 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "list_collectives",
                                                  "zero3_copies",
                                                  "zero3_max_inflight_reduces",
-                                                 "zero3_sync_reduces_each_backward",
                                                  "zero3_reshard_after_forward",
                                                  "zero3_reshard_after_backward",
                                                  "zero3_reduce_every_microbatch",
+                                                 "sync_reduces_each_backward",
+                                                 "dp_reduce_after_backward",
+                                                 "zero12_all_reduce",
+                                                 "zero12_gather_after_step",
+                                                 "grad_bucket_elements",
                                                  "async_tp_dgrad_reduce",
                                                  "blocking_p2p_1f1b",
                                                  "blocking_p2p_interleaved",
@@ -98,14 +102,27 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
                                          : Zero3Copies::kNone;
   if (auto v = r_.get_int(f, p, "zero3_max_inflight_reduces", -1, 1 << 20))
     out.zero3_max_inflight_reduces = static_cast<int>(*v);
-  if (auto v = r_.get_bool(f, p, "zero3_sync_reduces_each_backward"))
-    out.zero3_sync_reduces_each_backward = *v;
   if (auto v = r_.get_bool(f, p, "zero3_reshard_after_forward"))
     out.zero3_reshard_after_forward = *v;
   if (auto v = r_.get_bool(f, p, "zero3_reshard_after_backward"))
     out.zero3_reshard_after_backward = *v;
   if (auto v = r_.get_bool(f, p, "zero3_reduce_every_microbatch"))
     out.zero3_reduce_every_microbatch = *v;
+  if (auto v = r_.get_bool(f, p, "sync_reduces_each_backward")) out.sync_reduces_each_backward = *v;
+  if (auto v = r_.get_bool(f, p, "dp_reduce_after_backward")) out.dp_reduce_after_backward = *v;
+  if (auto v = r_.get_bool(f, p, "zero12_all_reduce")) out.zero12_all_reduce = *v;
+  if (auto v = r_.get_bool(f, p, "zero12_gather_after_step")) out.zero12_gather_after_step = *v;
+  // A bucket of at least 1e5 elements: smaller ones would be thousands of collectives a
+  // stage (kMaxBucketsPerStage bounds them anyway).
+  if (auto v = r_.get_double(f, p, "grad_bucket_elements", 0, kMaxElements)) {
+    if (*v > 0 && *v < 1e5)
+      r_.error(f["grad_bucket_elements"], "framework.grad_bucket_elements",
+               fmt::format("expected 0 (Megatron-Core's bucket rule) or at least 1e5 elements, "
+                           "got {}",
+                           *v));
+    else
+      out.grad_bucket_elements = *v;
+  }
   if (auto v = r_.get_bool(f, p, "async_tp_dgrad_reduce")) out.async_tp_dgrad_reduce = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_1f1b")) out.blocking_p2p_1f1b = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_interleaved")) out.blocking_p2p_interleaved = *v;

@@ -220,7 +220,7 @@ TEST(LowerZero3Reduce, EachBackwardEndsWithTheReducesDone) {
     return false;
   };
   EXPECT_TRUE(first_fwd_of_mb1_waits(lower(sc)));
-  sc.framework.zero3_sync_reduces_each_backward = false;
+  sc.framework.sync_reduces_each_backward = false;
   EXPECT_FALSE(first_fwd_of_mb1_waits(lower(sc)));
 }
 

@@ -131,15 +131,30 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
                                             : name == "fsdp2"   ? 0
                                                                 : -1)
         << name;
-    EXPECT_EQ(r.zero3_sync_reduces_each_backward, name == "deepspeed") << name;
+    // DeepSpeed's engine (also under Megatron-DeepSpeed) syncs each ZeRO-2/3 backward,
+    // reduces after the backward without ZeRO-2/3, all-reduces ZeRO-1/2 buckets of 5e8.
+    const bool ds_engine = name == "deepspeed" || name == "megatron-deepspeed";
+    EXPECT_EQ(r.sync_reduces_each_backward, ds_engine) << name;
+    EXPECT_EQ(r.dp_reduce_after_backward, ds_engine) << name;
+    EXPECT_EQ(r.zero12_all_reduce, ds_engine) << name;
+    EXPECT_EQ(r.zero12_gather_after_step, ds_engine) << name;
+    EXPECT_EQ(r.grad_bucket_elements, ds_engine ? 5e8 : 0.0) << name;
   }
   const FrameworkRules w = load(base().insert(2,
                                               "framework: {name: deepspeed, "
                                               "zero3_max_inflight_reduces: -1, "
-                                              "zero3_sync_reduces_each_backward: false}"))
+                                              "sync_reduces_each_backward: false, "
+                                              "dp_reduce_after_backward: false, "
+                                              "zero12_all_reduce: false, "
+                                              "zero12_gather_after_step: false, "
+                                              "grad_bucket_elements: 2e8}"))
                                .framework;
   EXPECT_EQ(w.zero3_max_inflight_reduces, -1);
-  EXPECT_FALSE(w.zero3_sync_reduces_each_backward);
+  EXPECT_FALSE(w.sync_reduces_each_backward);
+  EXPECT_FALSE(w.dp_reduce_after_backward);
+  EXPECT_FALSE(w.zero12_all_reduce);
+  EXPECT_FALSE(w.zero12_gather_after_step);
+  EXPECT_EQ(w.grad_bucket_elements, 2e8);
   // Every preset reshards after the forward; a run may keep its blocks unsharded.
   EXPECT_FALSE(
       load(base().insert(2, "framework: {name: fsdp2, zero3_reshard_after_forward: false}"))
@@ -215,8 +230,20 @@ TEST(Framework, BadValuesAreLocated) {
                "framework.zero3_reduce_every_microbatch", ""},
            Bad{"framework: {zero3_reshard_after_forward: 0.5}",
                "framework.zero3_reshard_after_forward", ""},
-           Bad{"framework: {zero3_sync_reduces_each_backward: yes please}",
-               "framework.zero3_sync_reduces_each_backward", ""},
+           Bad{"framework: {sync_reduces_each_backward: yes please}",
+               "framework.sync_reduces_each_backward", ""},
+           Bad{"framework: {zero3_sync_reduces_each_backward: true}",
+               "framework.zero3_sync_reduces_each_backward",
+               "did you mean 'sync_reduces_each_backward'?"},
+           Bad{"framework: {dp_reduce_after_backward: later}", "framework.dp_reduce_after_backward",
+               ""},
+           Bad{"framework: {zero12_all_reduce: 3}", "framework.zero12_all_reduce", ""},
+           Bad{"framework: {zero12_gather_after_step: soon}", "framework.zero12_gather_after_step",
+               ""},
+           Bad{"framework: {grad_bucket_elements: 1000}", "framework.grad_bucket_elements",
+               "at least 1e5"},
+           Bad{"framework: {grad_bucket_elements: -5}", "framework.grad_bucket_elements", ""},
+           Bad{"framework: {grad_bucket_elements: big}", "framework.grad_bucket_elements", ""},
            Bad{"framework: {loss_nan_check: often}", "framework.loss_nan_check", ""},
            Bad{"framework: {name: megatron-lm, blocking_p2p_interleave: true}",
                "framework.blocking_p2p_interleave", "did you mean 'blocking_p2p_interleaved'?"},
