@@ -31,6 +31,12 @@ double Lowerer::grad_bucket_bytes() const {
   return grad_bytes_per_param_ * std::max(40e6, 1e6 * static_cast<double>(par_.dp));
 }
 
+double Lowerer::grad_bucket_bytes(int stage, int chunk) const {
+  if (sc_.framework.buckets_first_chunk_only && par_.zero <= 1 && (stage > 0 || chunk > 0))
+    return std::numeric_limits<double>::infinity();
+  return grad_bucket_bytes();
+}
+
 // ZeRO-3 / FSDP: gather one unit's parameters (dense over dp(xcp), experts over edp) and
 // allocate the gathered copy. Returns the collective ids.
 std::vector<int> Lowerer::zero3_gather(Emit& e, const Unit& u, int mb, int chunk, Phase phase,
@@ -110,7 +116,7 @@ void Lowerer::check_bucket_count(double params) const {
 void Lowerer::grads_ready(Emit& e, Bucketer& b, const Unit& u, int chunk, bool flush) {
   b.dense += u.dense_grad_bytes;
   b.expert += u.expert_grad_bytes;
-  const double cap = grad_bucket_bytes();
+  const double cap = grad_bucket_bytes(e.coord.pp, chunk);
   auto issue = [&](double bytes, bool expert) {
     if ((expert ? expert_dp_size() : dense_dp_size()) <= 1) return;
     DeferredBucket d{bytes, expert, chunk, u.layer, e.last_compute};
@@ -159,10 +165,11 @@ std::vector<std::vector<std::vector<int>>> Lowerer::emit_param_gathers(Emit& e,
                                                                        std::vector<int> deps) {
   std::vector<std::vector<std::vector<int>>> ready(static_cast<size_t>(v_));
   // DeepSpeed gathers each whole flat group at once (zero12_gather_after_step).
-  const double cap = sc_.framework.zero12_gather_after_step
-                         ? std::numeric_limits<double>::infinity()
-                         : grad_bucket_bytes() / grad_bytes_per_param_ * act_elem_bytes_;
   for (int c = 0; c < v_; ++c) {
+    const double cap =
+        sc_.framework.zero12_gather_after_step
+            ? std::numeric_limits<double>::infinity()
+            : grad_bucket_bytes(e.coord.pp, c) / grad_bytes_per_param_ * act_elem_bytes_;
     const auto& units = chunks_[static_cast<size_t>(vstage(c, e.coord.pp))];
     ready[static_cast<size_t>(c)].resize(units.size());
     double acc[2] = {0, 0};

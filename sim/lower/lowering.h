@@ -251,6 +251,9 @@ class Lowerer {
   int dense_dp_size() const { return par_.dp * par_.cp; }
   int expert_dp_size() const { return layout_.edp(); }
   double grad_bucket_bytes() const;
+  // The bucket size of a zero 0/1 chunk on pipeline stage `stage`: grad_bucket_bytes, or one
+  // bucket for the chunk (FrameworkRules::buckets_first_chunk_only).
+  double grad_bucket_bytes(int stage, int chunk) const;
   // The collective of a ZeRO-1/2 gradient bucket: a reduce-scatter, or DeepSpeed's
   // all-reduce (FrameworkRules::zero12_all_reduce).
   CollOp sharded_grad_op() const {

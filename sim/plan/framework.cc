@@ -15,6 +15,7 @@ namespace {
 // their parameters gathered whole after the step, and the epilogue of every ZeRO-2/3
 // backward synchronizing the device.
 void set_deepspeed_engine(FrameworkRules& r) {
+  r.buckets_first_chunk_only = false;
   r.sync_reduces_each_backward = true;
   r.dp_reduce_after_backward = true;
   r.zero12_all_reduce = true;
@@ -36,7 +37,9 @@ FrameworkRules framework_preset(Framework f) {
       // reduction (tensor_parallel/layers.py), blocking batched 1F1B p2p
       // (p2p_communication.py, batch_p2p_sync), TE's fp8 storage (module/base.py), the loss
       // checked for NaN on the host every microbatch (--check-for-nan-in-loss-and-grad,
-      // default on: rerun_state_machine.py validate_result).
+      // default on: rerun_state_machine.py validate_result), DistributedDataParallel's
+      // buckets on pipeline rank 0's first model chunk only (distributed_data_parallel.py;
+      // training.py get_model, disable_bucketing).
       break;
     case Framework::kMegatronLm:
       // Megatron-LM v1.0-v2.6 (2020-21): the input-gradient all-reduce is synchronous in the
@@ -53,6 +56,7 @@ FrameworkRules framework_preset(Framework f) {
       r.p2p_scatter_gather = true;
       r.te_fp8_storage = false;
       r.loss_nan_check = false;
+      r.buckets_first_chunk_only = false;  // no bucketing before 2022 (overlap off)
       break;
     case Framework::kMegatronDeepSpeed:
       // Megatron-DeepSpeed: Megatron-LM's 2021 model code (synchronous input-gradient
@@ -101,6 +105,7 @@ FrameworkRules framework_preset(Framework f) {
       r.blocking_p2p_1f1b = false;
       r.te_fp8_storage = false;
       r.loss_nan_check = false;
+      r.buckets_first_chunk_only = false;  // torch DDP buckets every stage
       break;
   }
   return r;

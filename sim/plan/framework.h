@@ -132,6 +132,16 @@ struct FrameworkRules {
   // in buckets, overlapped with the next forward under overlap.param_gather (Megatron's
   // distributed optimizer).
   bool zero12_gather_after_step = false;
+  // Only the first pipeline stage's first model chunk cuts its gradients (and, under the
+  // distributed optimizer, its parameter gathers) into buckets; every other stage and
+  // virtual chunk reduces and gathers each chunk as one bucket, its communication being
+  // off the critical path (Megatron-Core distributed/distributed_data_parallel.py
+  // DistributedDataParallel.__init__: bucket_size None on pipeline ranks > 0 and with
+  // disable_bucketing, which training.py get_model sets for model chunks after the first).
+  // Zero 0 and 1 (Megatron's DDP and distributed optimizer). False: every chunk cut
+  // alike (torch DDP, DeepSpeed's own buckets; Megatron-LM 2020-22 did not bucket at all,
+  // its validation files state overlap.grad_reduce false).
+  bool buckets_first_chunk_only = true;
   // Gradient bucket size in elements when parallel.bucket_mb is not given, for zero 0-2:
   // DeepSpeed 5e8 (reduce_bucket_size, zero/config.py; MEMORY_OPT_ALLREDUCE_SIZE, engine.py,
   // without ZeRO), at any overlap. 0: Megatron-Core's rule (grad_bucket_bytes in

@@ -30,6 +30,7 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "zero12_all_reduce",
                                                  "zero12_gather_after_step",
                                                  "grad_bucket_elements",
+                                                 "buckets_first_chunk_only",
                                                  "async_tp_dgrad_reduce",
                                                  "blocking_p2p_1f1b",
                                                  "blocking_p2p_interleaved",
@@ -112,6 +113,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_bool(f, p, "dp_reduce_after_backward")) out.dp_reduce_after_backward = *v;
   if (auto v = r_.get_bool(f, p, "zero12_all_reduce")) out.zero12_all_reduce = *v;
   if (auto v = r_.get_bool(f, p, "zero12_gather_after_step")) out.zero12_gather_after_step = *v;
+  if (auto v = r_.get_bool(f, p, "buckets_first_chunk_only")) out.buckets_first_chunk_only = *v;
   // A bucket of at least 1e5 elements: smaller ones would be thousands of collectives a
   // stage (kMaxBucketsPerStage bounds them anyway).
   if (auto v = r_.get_double(f, p, "grad_bucket_elements", 0, kMaxElements)) {

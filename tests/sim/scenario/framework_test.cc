@@ -139,6 +139,8 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
     EXPECT_EQ(r.zero12_all_reduce, ds_engine) << name;
     EXPECT_EQ(r.zero12_gather_after_step, ds_engine) << name;
     EXPECT_EQ(r.grad_bucket_elements, ds_engine ? 5e8 : 0.0) << name;
+    // Megatron-Core's DDP buckets pipeline rank 0's first chunk only.
+    EXPECT_EQ(r.buckets_first_chunk_only, name == "megatron-core") << name;
   }
   const FrameworkRules w = load(base().insert(2,
                                               "framework: {name: deepspeed, "
@@ -238,6 +240,8 @@ TEST(Framework, BadValuesAreLocated) {
            Bad{"framework: {dp_reduce_after_backward: later}", "framework.dp_reduce_after_backward",
                ""},
            Bad{"framework: {zero12_all_reduce: 3}", "framework.zero12_all_reduce", ""},
+           Bad{"framework: {buckets_first_chunk_only: first}", "framework.buckets_first_chunk_only",
+               ""},
            Bad{"framework: {zero12_gather_after_step: soon}", "framework.zero12_gather_after_step",
                ""},
            Bad{"framework: {grad_bucket_elements: 1000}", "framework.grad_bucket_elements",

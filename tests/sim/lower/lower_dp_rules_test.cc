@@ -1,6 +1,7 @@
-// Lowering tests: data-parallel gradients and ZeRO-1/2 parameters as DeepSpeed's engine
-// reduces and gathers them (framework rules dp_reduce_after_backward, zero12_all_reduce,
-// zero12_gather_after_step, sync_reduces_each_backward, grad_bucket_elements;
+// Lowering tests: data-parallel gradients and ZeRO-1/2 parameters as the stacks reduce and
+// gather them: DeepSpeed's engine (framework rules dp_reduce_after_backward,
+// zero12_all_reduce, zero12_gather_after_step, sync_reduces_each_backward,
+// grad_bucket_elements) and Megatron-Core's buckets (buckets_first_chunk_only;
 // sim/plan/framework.h).
 #include <algorithm>
 #include <cmath>
@@ -42,7 +43,7 @@ bool is_backward(const Task& t) {
          (t.phase == Phase::kBwdInput || t.phase == Phase::kBwdWeight);
 }
 
-TEST(LowerDeepSpeedDp, Zero0And1ReduceOnlyAfterTheLastBackward) {
+TEST(LowerDpRules, DeepSpeedZero0And1ReduceOnlyAfterTheLastBackward) {
   // DeepSpeed's engine.allreduce_gradients runs after the backward of the accumulation
   // boundary: no gradient bucket starts before the last backward kernel ends. Megatron-Core's
   // DDP with overlap_grad_reduce starts the first buckets during it.
@@ -71,7 +72,7 @@ TEST(LowerDeepSpeedDp, Zero0And1ReduceOnlyAfterTheLastBackward) {
   }
 }
 
-TEST(LowerDeepSpeedDp, Zero1And2AllReduceEachBucket) {
+TEST(LowerDpRules, DeepSpeedZero1And2AllReduceEachBucket) {
   // DeepSpeed's average_tensor all-reduces each bucket (allreduce_and_scatter) where the
   // distributed optimizer reduce-scatters it: the same buckets, the same bytes, the other
   // collective. Without ZeRO both all-reduce.
@@ -95,7 +96,7 @@ TEST(LowerDeepSpeedDp, Zero1And2AllReduceEachBucket) {
   }
 }
 
-TEST(LowerDeepSpeedDp, Zero2SynchronizesAtTheEndOfEveryBackward) {
+TEST(LowerDpRules, DeepSpeedZero2SynchronizesAtTheEndOfEveryBackward) {
   // ZeRO-2 with overlap_comm: the epilogue synchronizes the device, so the first kernel of
   // microbatch 1's forward waits for the last reduction microbatch 0's backward issued.
   auto first_fwd_of_mb1_waits = [](const Scenario& sc) {
@@ -116,7 +117,7 @@ TEST(LowerDeepSpeedDp, Zero2SynchronizesAtTheEndOfEveryBackward) {
   EXPECT_FALSE(first_fwd_of_mb1_waits(sc));
 }
 
-TEST(LowerDeepSpeedDp, Zero1GathersTheWholeGroupAfterTheStep) {
+TEST(LowerDpRules, DeepSpeedZero1GathersTheWholeGroupAfterTheStep) {
   // DeepSpeed's all_gather_dp_groups: one all-gather of the whole flat group, after the
   // optimizer step, even with overlap.param_gather. Megatron's distributed optimizer gathers
   // bucket by bucket, beside the forward (before the step's first microbatch here).
@@ -139,7 +140,7 @@ TEST(LowerDeepSpeedDp, Zero1GathersTheWholeGroupAfterTheStep) {
   EXPECT_EQ(after, 1);
 }
 
-TEST(LowerDeepSpeedDp, BucketsHoldGradBucketElements) {
+TEST(LowerDpRules, DeepSpeedBucketsHoldGradBucketElements) {
   // Without parallel.bucket_mb a DeepSpeed bucket holds grad_bucket_elements (5e8: more than
   // tiny_gpt's ~7e6 parameters, so one bucket); set to 2e5, every bucket but the last holds
   // exactly 2e5 elements (fp32 gradients: 8e5 bytes) and the last at most that, so the count
@@ -163,7 +164,7 @@ TEST(LowerDeepSpeedDp, BucketsHoldGradBucketElements) {
   EXPECT_LE(cut.back(), 2e5 * 4);
 }
 
-TEST(LowerDeepSpeedDp, RandomPlansOnlyGetSlowerUnderTheEngineRules) {
+TEST(LowerDpRules, DeepSpeedRandomPlansOnlyGetSlowerUnderTheEngineRules) {
   // Over random plans (zero 0-2, pipelines, MoE) under the deepspeed preset: its engine's
   // orderings (reduce after the backward, sync at each ZeRO-2 backward's end, parameters
   // gathered after the step) only delay work, so the step (synthetic durations,
@@ -196,6 +197,46 @@ TEST(LowerDeepSpeedDp, RandomPlansOnlyGetSlowerUnderTheEngineRules) {
     EXPECT_EQ(testing::run(folded, s).step_ns, with_ns);
   }
   EXPECT_GT(longer, 12);
+}
+
+TEST(LowerDpRules, MegatronBucketsOnlyTheFirstStagesFirstChunk) {
+  // Megatron-Core's DistributedDataParallel drops bucketing on pipeline ranks > 0 and for
+  // model chunks after the first: with pp 2 and two virtual chunks, zero 1 and 1 MB buckets,
+  // only stage 0's chunk 0 reduces (and gathers) in several buckets; each other chunk in
+  // one gradient reduce-scatter and one parameter all-gather. Without the rule every chunk
+  // is cut.
+  Plan p;
+  p.pp = 2;
+  p.vpp = 2;
+  p.dp = 2;
+  p.zero = 1;
+  p.schedule = Schedule::kInterleaved;
+  p.microbatches = 4;
+  p.bucket_bytes = 1e6;
+  Scenario sc = make_scenario(tiny_gpt(8), p);
+  auto per_chunk = [](const Program& prog, int stage, CollOp op) {
+    std::vector<int> n(2, 0);
+    for (const RankProgram& rp : prog.ranks)
+      if (rp.pp_stage == stage) {
+        for (const Task& t : rp.tasks)
+          if (t.kind == TaskKind::kCollective && t.category == Category::kDpComm && t.coll == op &&
+              t.chunk >= 0)
+            ++n[static_cast<size_t>(t.chunk)];
+        break;
+      }
+    return n;
+  };
+  const Program prog = lower(sc);
+  for (const CollOp op : {CollOp::kReduceScatter, CollOp::kAllGather}) {
+    SCOPED_TRACE(op == CollOp::kAllGather ? "all-gather" : "reduce-scatter");
+    EXPECT_GT(per_chunk(prog, 0, op)[0], 1);
+    EXPECT_EQ(per_chunk(prog, 0, op)[1], 1);
+    EXPECT_EQ(per_chunk(prog, 1, op), (std::vector<int>{1, 1}));
+  }
+  sc.framework.buckets_first_chunk_only = false;
+  const Program cut = lower(sc);
+  for (const int stage : {0, 1})
+    for (const int n : per_chunk(cut, stage, CollOp::kReduceScatter)) EXPECT_GT(n, 1);
 }
 
 }  // namespace
