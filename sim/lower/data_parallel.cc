@@ -150,6 +150,20 @@ void Lowerer::emit_bucket(Emit& e, const DeferredBucket& d) {
   append_int(label, d.chunk);
   label += ".b";
   append_int(label, bucket_count_++);
+  if (sc_.framework.grad_nan_check && par_.zero <= 1) {
+    // Megatron-Core's check_grads (FrameworkRules::grad_nan_check): the bucket's norm on the
+    // compute stream where the bucket became ready, read on the host (Task::host_sync)
+    // before the collective is launched.
+    Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, Phase::kOther,
+                       Category::kDpComm, d.layer, -1, d.chunk);
+    t.what = "grad_norm_check";
+    t.label = label + ".check";
+    t.flops = 2 * d.bytes / dtype_bytes(grad_dtype_);
+    t.bytes_read = d.bytes;
+    t.host_sync = true;
+    t.deps = std::move(deps);
+    deps = {add(e, std::move(t))};
+  }
   grad_sync_.push_back(emit_collective(
       e, par_.zero >= 1 ? sharded_grad_op() : CollOp::kAllReduce,
       d.expert ? GroupKind::kEdp : dense_dp_kind(), StreamKind::kDp, Category::kDpComm, d.bytes,

@@ -13,8 +13,9 @@ namespace {
 // allreduce_gradients, zero/stage_1_and_2.py, zero/stage3.py): after the backward without
 // ZeRO and with ZeRO-1, in buckets of 5e8 elements, ZeRO-1/2 by bucket all-reduces and
 // their parameters gathered whole after the step, and the epilogue of every ZeRO-2/3
-// backward synchronizing the device.
+// backward synchronizing the device; its pipeline engine takes zero 0 and 1 only.
 void set_deepspeed_engine(FrameworkRules& r) {
+  r.pipeline_max_zero = 1;  // pipe/engine.py: ZeRO-2/3 are incompatible with pipelining
   r.buckets_first_chunk_only = false;
   r.sync_reduces_each_backward = true;
   r.dp_reduce_after_backward = true;
@@ -37,7 +38,8 @@ FrameworkRules framework_preset(Framework f) {
       // reduction (tensor_parallel/layers.py), blocking batched 1F1B p2p
       // (p2p_communication.py, batch_p2p_sync), TE's fp8 storage (module/base.py), the loss
       // checked for NaN on the host every microbatch (--check-for-nan-in-loss-and-grad,
-      // default on: rerun_state_machine.py validate_result), DistributedDataParallel's
+      // default on: rerun_state_machine.py validate_result) and each gradient bucket too
+      // (check_for_nan_in_grad, param_and_grad_buffer.py check_grads), DistributedDataParallel's
       // buckets on pipeline rank 0's first model chunk only (distributed_data_parallel.py;
       // training.py get_model, disable_bucketing).
       break;
@@ -56,6 +58,7 @@ FrameworkRules framework_preset(Framework f) {
       r.p2p_scatter_gather = true;
       r.te_fp8_storage = false;
       r.loss_nan_check = false;
+      r.grad_nan_check = false;
       r.buckets_first_chunk_only = false;  // no bucketing before 2022 (overlap off)
       break;
     case Framework::kMegatronDeepSpeed:
@@ -67,6 +70,7 @@ FrameworkRules framework_preset(Framework f) {
       r.async_tp_dgrad_reduce = false;
       r.te_fp8_storage = false;
       r.loss_nan_check = false;
+      r.grad_nan_check = false;
       break;
     case Framework::kDeepSpeed:
       // deepspeed/runtime/zero/partitioned_param_coordinator.py (fetch_sub_module): hooks on
@@ -88,6 +92,7 @@ FrameworkRules framework_preset(Framework f) {
       r.async_tp_dgrad_reduce = false;
       r.te_fp8_storage = false;
       r.loss_nan_check = false;
+      r.grad_nan_check = false;
       break;
     case Framework::kFsdp2:
       // torch/distributed/fsdp/_fully_shard: one FSDPParamGroup per fully_shard call
@@ -105,6 +110,7 @@ FrameworkRules framework_preset(Framework f) {
       r.blocking_p2p_1f1b = false;
       r.te_fp8_storage = false;
       r.loss_nan_check = false;
+      r.grad_nan_check = false;
       r.buckets_first_chunk_only = false;  // torch DDP buckets every stage
       break;
   }
@@ -193,6 +199,15 @@ std::string moe_ep_overlap_problem(const ModelArch& m, const ParallelSpec& pl,
     return "runs with Megatron-Core's asynchronous interleaved p2p, not the framework rule "
            "blocking_p2p_interleaved (Megatron-LM before Megatron-Core has no such overlap)";
   return "";
+}
+
+std::string pipeline_zero_problem(const ParallelSpec& pl, const FrameworkRules& fw) {
+  if (pl.pp <= 1 || pl.zero <= fw.pipeline_max_zero) return "";
+  return fmt::format(
+      "runs zero {} at most with pipeline parallelism (got zero {} with pp {}; DeepSpeed's "
+      "pipeline engine refuses ZeRO-2 and ZeRO-3, deepspeed/runtime/pipe/engine.py; framework "
+      "rule pipeline_max_zero)",
+      fw.pipeline_max_zero, pl.zero, pl.pp);
 }
 
 }  // namespace stepcast

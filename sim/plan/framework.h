@@ -142,6 +142,11 @@ struct FrameworkRules {
   // alike (torch DDP, DeepSpeed's own buckets; Megatron-LM 2020-22 did not bucket at all,
   // its validation files state overlap.grad_reduce false).
   bool buckets_first_chunk_only = true;
+  // The highest zero level the stack runs under pipeline parallelism (pp > 1): DeepSpeed's
+  // pipeline engine refuses ZeRO-2 and ZeRO-3 (deepspeed/runtime/pipe/engine.py,
+  // PipelineEngine.__init__ asserts zero_optimization_stage() < ZeroStageEnum.gradients).
+  // 3: any. A scenario asking for more is an error; the search leaves such plans out.
+  int pipeline_max_zero = 3;
   // Gradient bucket size in elements when parallel.bucket_mb is not given, for zero 0-2:
   // DeepSpeed 5e8 (reduce_bucket_size, zero/config.py; MEMORY_OPT_ALLREDUCE_SIZE, engine.py,
   // without ZeRO), at any overlap. 0: Megatron-Core's rule (grad_bucket_bytes in
@@ -217,6 +222,14 @@ struct FrameworkRules {
   // host waits for the loss before it launches that microbatch's backward. The other
   // stacks read the loss on the host only on logging steps.
   bool loss_nan_check = true;
+  // Each data-parallel gradient bucket is tested for NaN/Inf before its collective:
+  // Megatron-Core's DistributedDataParallelConfig check_for_nan_in_grad (set by
+  // --check-for-nan-in-loss-and-grad, default on) makes start_grad_sync call check_grads
+  // (distributed/param_and_grad_buffer.py): the bucket's grad_data.norm(p=2) on the compute
+  // stream, its NaN and Inf tested as Python bools (rerun_state_machine.py validate_result),
+  // so the host waits for the norm before it launches the collective and what follows.
+  // Zero 0 and 1. The other stacks check on the host only on logging steps, or on device.
+  bool grad_nan_check = true;
 };
 
 // The preset of a stack; `name_of` / `framework_names` spell them as the scenario does.
@@ -234,5 +247,9 @@ const char* zero3_copies_name(Zero3Copies z);  // "none", "deepspeed", "fsdp2"
 // key, the search gives the overlap only to plans where it is empty.
 std::string moe_ep_overlap_problem(const ModelArch& m, const ParallelSpec& pl,
                                    const FrameworkRules& fw);
+
+// Why the stack cannot run this zero level with this pipeline (FrameworkRules::
+// pipeline_max_zero), completing "<framework> ..."; empty when it can.
+std::string pipeline_zero_problem(const ParallelSpec& pl, const FrameworkRules& fw);
 
 }  // namespace stepcast

@@ -13,10 +13,10 @@
 //    splits it (sim/lower/context_parallel.cc). The lowering emits each of these ops as one
 //    compute task of exactly this cost (emit_compute, task_ns(compute_time_s)), on the one
 //    compute stream of the rank, which runs one kernel at a time; the engine only ever
-//    lengthens a kernel (SM and HBM interference); zeroing the gradients, ZeRO-2's copies
-//    and the optimizer are left out (they only add). So stage s's compute stream is busy
-//    C(s) at least after its first forward starts, whatever the schedule, ZeRO stage,
-//    overlap or bucket size.
+//    lengthens a kernel (SM and HBM interference); zeroing the gradients, ZeRO-2's copies,
+//    the gradient buckets' NaN checks and the optimizer are left out (they only add). So stage s's
+//    compute stream is busy C(s) at least after its first forward starts, whatever the schedule,
+//    ZeRO stage, overlap or bucket size.
 //  - head(s) is the sum over the stages j < s of their first forward (microbatch 0, chunk 0):
 //    every schedule starts with it, and stage j + 1's first forward waits for the activation
 //    stage j sends after its own (the pipeline's fill, the forward part of the bubble

@@ -31,6 +31,7 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "zero12_gather_after_step",
                                                  "grad_bucket_elements",
                                                  "buckets_first_chunk_only",
+                                                 "pipeline_max_zero",
                                                  "async_tp_dgrad_reduce",
                                                  "blocking_p2p_1f1b",
                                                  "blocking_p2p_interleaved",
@@ -39,7 +40,8 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "fp8_param_gather",
                                                  "fused_cross_entropy",
                                                  "host_launch_us",
-                                                 "loss_nan_check"};
+                                                 "loss_nan_check",
+                                                 "grad_nan_check"};
 
 // A count of elements: up to 1e15 (far past any model), -1 only where `negative_ok`.
 constexpr double kMaxElements = 1e15;
@@ -114,6 +116,8 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_bool(f, p, "zero12_all_reduce")) out.zero12_all_reduce = *v;
   if (auto v = r_.get_bool(f, p, "zero12_gather_after_step")) out.zero12_gather_after_step = *v;
   if (auto v = r_.get_bool(f, p, "buckets_first_chunk_only")) out.buckets_first_chunk_only = *v;
+  if (auto v = r_.get_int(f, p, "pipeline_max_zero", 0, 3))
+    out.pipeline_max_zero = static_cast<int>(*v);
   // A bucket of at least 1e5 elements: smaller ones would be thousands of collectives a
   // stage (kMaxBucketsPerStage bounds them anyway).
   if (auto v = r_.get_double(f, p, "grad_bucket_elements", 0, kMaxElements)) {
@@ -135,6 +139,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   // Up to 1 ms a launch: far beyond any measured host (5-20 us).
   if (auto v = r_.get_double(f, p, "host_launch_us", 0, 1000)) out.host_launch_us = *v;
   if (auto v = r_.get_bool(f, p, "loss_nan_check")) out.loss_nan_check = *v;
+  if (auto v = r_.get_bool(f, p, "grad_nan_check")) out.grad_nan_check = *v;
 }
 
 }  // namespace stepcast::detail

@@ -55,7 +55,8 @@ done
 expect 0 "tasks      2356: gemm 1164 attention 192 memory_bound 794 alloc 103 free 103" \
   "$exec_bin" "$out/low/exec/mcore_1.7B_1gpu.program.json" --dry-run
 expect 0 "rendezvous 368 collectives, 32 send/recv pairs" "$exec_bin" "$out/full.json" --dry-run
-expect 0 "issue order 2176 steps, no deadlock" "$exec_bin" "$out/full.json" --dry-run --gpus 8
+# 2184 steps: 2176 before the NaN check of each rank's gradient bucket (grad_nan_check, +8).
+expect 0 "issue order 2184 steps, no deadlock" "$exec_bin" "$out/full.json" --dry-run --gpus 8
 expect 2 "the Program has 8 ranks but this process sees 4 GPU(s)" "$exec_bin" "$out/full.json" --dry-run --gpus 4
 expect 2 "no dp group contains it; lower with --fidelity full" "$exec_bin" "$out/folded.json" --dry-run
 sed 's/"kind":"gemm"/"kind":"gemmm"/' "$out/one.json" >"$out/bad.json"

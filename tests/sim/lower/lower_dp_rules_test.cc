@@ -239,5 +239,60 @@ TEST(LowerDpRules, MegatronBucketsOnlyTheFirstStagesFirstChunk) {
     for (const int n : per_chunk(cut, stage, CollOp::kReduceScatter)) EXPECT_GT(n, 1);
 }
 
+TEST(LowerDpRules, MegatronChecksEachBucketOnTheHostBeforeItsCollective) {
+  // Megatron-Core's check_for_nan_in_grad: every gradient bucket's collective waits for a
+  // norm of exactly that bucket (its bytes read once) on the compute stream, which the host
+  // waits for (host_sync); zero 0 and 1, with and without overlap.grad_reduce. Off: none.
+  for (const int zero : {0, 1})
+    for (const bool overlap : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "zero " << zero << " overlap " << overlap);
+      Scenario sc = dp_scenario(zero, Framework::kMegatronCore);
+      sc.parallel.overlap_grad_reduce = overlap;
+      const Program prog = lower(sc);
+      const TaskList& tasks = prog.ranks[0].tasks;
+      int buckets = 0, checks = 0;
+      for (const Task& t : tasks) {
+        checks += t.what == "grad_norm_check";
+        if (!is_grad_reduction(t)) continue;
+        ++buckets;
+        ASSERT_EQ(t.deps.size(), 1u) << t.label;
+        const Task& c = tasks[static_cast<size_t>(t.deps[0])];
+        EXPECT_EQ(c.what, "grad_norm_check") << t.label;
+        EXPECT_TRUE(c.host_sync);
+        EXPECT_EQ(c.stream, StreamKind::kCompute);
+        EXPECT_DOUBLE_EQ(c.bytes_read, t.bytes);
+      }
+      EXPECT_GT(buckets, overlap ? 1 : 0);
+      EXPECT_EQ(checks, buckets);
+      sc.framework.grad_nan_check = false;
+      const Program off = lower(sc);
+      for (const Task& t : off.ranks[0].tasks) EXPECT_NE(t.what, "grad_norm_check");
+    }
+}
+
+TEST(LowerDpRules, MegatronGradChecksOnlyAddTime) {
+  // Over random plans (zero 0-1): the checks add kernels and host waits, never remove work,
+  // so the step (synthetic durations) is never shorter with them; valid, folded = full.
+  std::mt19937 rng(23);
+  int longer = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    Plan p = testing::random_plan(rng);
+    p.zero = std::min(p.zero, 1);
+    if (p.dp < 2) p.dp = 2 * p.ep;
+    Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(8) : tiny_gpt(8), p);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": pp" << p.pp << " dp" << p.dp
+                                      << " zero" << p.zero << " " << schedule_name(p.schedule));
+    const testing::Synth s{.aux_free = false, .comm_ns_per_byte = 1.0};
+    const Program full = lower(sc, LowerOptions{false, {}});
+    const TimeNs with_ns = testing::run(full, s).step_ns;
+    EXPECT_EQ(testing::run(lower(sc, LowerOptions{true, {}}), s).step_ns, with_ns);
+    sc.framework.grad_nan_check = false;
+    const TimeNs without_ns = testing::run(lower(sc, LowerOptions{false, {}}), s).step_ns;
+    EXPECT_GE(with_ns, without_ns);
+    longer += with_ns > without_ns;
+  }
+  EXPECT_GT(longer, 12);
+}
+
 }  // namespace
 }  // namespace stepcast

@@ -28,10 +28,10 @@ using test_plans::scenarios;
 using test_plans::shipped;
 
 bool left_out_of_the_bound(const Task& t) {
-  // Zeroing the gradients, ZeRO-2's copies into its buckets and the optimizer step
-  // (search_bound.h: left out, they only add).
+  // Zeroing the gradients, ZeRO-2's copies into its buckets, Megatron-Core's NaN check of
+  // each gradient bucket and the optimizer step (search_bound.h: left out, they only add).
   return t.what == "zero_grad" || t.what == "optimizer_step" || t.what == "grad_copy" ||
-         t.what == "grad_copy_x";
+         t.what == "grad_copy_x" || t.what == "grad_norm_check";
 }
 
 // C(s) is the sum of the lowered stage's compute-stream kernels (the three left out aside),

@@ -8,6 +8,7 @@ namespace stepcast {
 namespace {
 
 using scenario_test::base;
+using scenario_test::Doc;
 using scenario_test::expect_issue;
 using scenario_test::load;
 
@@ -141,6 +142,8 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
     EXPECT_EQ(r.grad_bucket_elements, ds_engine ? 5e8 : 0.0) << name;
     // Megatron-Core's DDP buckets pipeline rank 0's first chunk only.
     EXPECT_EQ(r.buckets_first_chunk_only, name == "megatron-core") << name;
+    EXPECT_EQ(r.grad_nan_check, name == "megatron-core") << name;
+    EXPECT_EQ(r.pipeline_max_zero, ds_engine ? 1 : 3) << name;
   }
   const FrameworkRules w = load(base().insert(2,
                                               "framework: {name: deepspeed, "
@@ -249,10 +252,32 @@ TEST(Framework, BadValuesAreLocated) {
            Bad{"framework: {grad_bucket_elements: -5}", "framework.grad_bucket_elements", ""},
            Bad{"framework: {grad_bucket_elements: big}", "framework.grad_bucket_elements", ""},
            Bad{"framework: {loss_nan_check: often}", "framework.loss_nan_check", ""},
+           Bad{"framework: {grad_nan_check: always}", "framework.grad_nan_check", ""},
+           Bad{"framework: {pipeline_max_zero: 4}", "framework.pipeline_max_zero", ""},
+           Bad{"framework: {pipeline_max_zero: one}", "framework.pipeline_max_zero", ""},
            Bad{"framework: {name: megatron-lm, blocking_p2p_interleave: true}",
                "framework.blocking_p2p_interleave", "did you mean 'blocking_p2p_interleaved'?"},
        })
     expect_issue(base().insert(2, b.line), b.key, 2, b.text);
+}
+
+TEST(Framework, DeepSpeedPipelinesTakeZero1AtMost) {
+  // DeepSpeed's pipeline engine asserts ZeRO-2/3 are incompatible with pipelining
+  // (pipe/engine.py): zero 2 with pp 2 under deepspeed is an error at parallel.zero (line
+  // 20 once the framework line is in) naming the rule; zero 1 with pp 2, zero 2 with pp 1,
+  // Megatron-Core and the rule lifted all load.
+  auto plan = [](const std::string& fw, int pp, int zero) {
+    Doc d = base().insert(2, "framework: " + fw);
+    d.set(18, "  pp: " + std::to_string(pp));
+    d.lines.push_back("  zero: " + std::to_string(zero));  // line 20
+    return d;
+  };
+  expect_issue(plan("deepspeed", 2, 2), "parallel.zero", 20, "pipeline_max_zero");
+  expect_issue(plan("megatron-deepspeed", 2, 3), "parallel.zero", 20, "refuses ZeRO-2 and ZeRO-3");
+  EXPECT_EQ(load(plan("deepspeed", 2, 1)).parallel.zero, 1);
+  EXPECT_EQ(load(plan("deepspeed", 1, 2)).parallel.zero, 2);
+  EXPECT_EQ(load(plan("megatron-core", 2, 2)).parallel.zero, 2);
+  EXPECT_EQ(load(plan("{name: deepspeed, pipeline_max_zero: 3}", 2, 2)).parallel.zero, 2);
 }
 
 }  // namespace
