@@ -171,10 +171,10 @@ void Lowerer::emit_bucket(Emit& e, const DeferredBucket& d) {
 }
 
 // ZeRO-1/2 parameter allgather buckets (Megatron distributed optimizer), in forward order,
-// sized like the gradient buckets in elements (DeepSpeed: one per flat group) (bucket_bytes / 4
-// fp32 grads -> bf16 params). With FP8 primary weights (fp8_param_gather) the fp8 linears' weights
-// are gathered in fp8, 1 byte a parameter (Megatron distrib_optimizer with fp8_param_gather).
-// Returns per chunk and unit the collective its parameters arrive with.
+// sized like the gradient buckets in elements (bucket_bytes / 4 fp32 grads -> bf16 params);
+// DeepSpeed gathers one per flat group. With FP8 primary weights (fp8_param_gather) the fp8
+// linears' weights are gathered in fp8, 1 byte a parameter (Megatron distrib_optimizer with
+// fp8_param_gather). Returns per chunk and unit the collective its parameters arrive with.
 std::vector<std::vector<std::vector<int>>> Lowerer::emit_param_gathers(Emit& e,
                                                                        std::vector<int> deps) {
   std::vector<std::vector<std::vector<int>>> ready(static_cast<size_t>(v_));

@@ -201,8 +201,12 @@ std::string moe_ep_overlap_problem(const ModelArch& m, const ParallelSpec& pl,
   return "";
 }
 
+bool pipeline_zero_allowed(int pp, int zero, const FrameworkRules& fw) {
+  return pp <= 1 || zero <= fw.pipeline_max_zero;
+}
+
 std::string pipeline_zero_problem(const ParallelSpec& pl, const FrameworkRules& fw) {
-  if (pl.pp <= 1 || pl.zero <= fw.pipeline_max_zero) return "";
+  if (pipeline_zero_allowed(pl.pp, pl.zero, fw)) return "";
   return fmt::format(
       "runs zero {} at most with pipeline parallelism (got zero {} with pp {}; DeepSpeed's "
       "pipeline engine refuses ZeRO-2 and ZeRO-3, deepspeed/runtime/pipe/engine.py; framework "

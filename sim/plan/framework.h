@@ -248,8 +248,10 @@ const char* zero3_copies_name(Zero3Copies z);  // "none", "deepspeed", "fsdp2"
 std::string moe_ep_overlap_problem(const ModelArch& m, const ParallelSpec& pl,
                                    const FrameworkRules& fw);
 
-// Why the stack cannot run this zero level with this pipeline (FrameworkRules::
-// pipeline_max_zero), completing "<framework> ..."; empty when it can.
+// Whether the stack runs this zero level with this pipeline (FrameworkRules::
+// pipeline_max_zero); pipeline_zero_problem says why not, completing "<framework> ...",
+// empty when it can (the search asks the first, the scenario rules the second).
+bool pipeline_zero_allowed(int pp, int zero, const FrameworkRules& fw);
 std::string pipeline_zero_problem(const ParallelSpec& pl, const FrameworkRules& fw);
 
 }  // namespace stepcast

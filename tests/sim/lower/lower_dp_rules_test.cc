@@ -173,15 +173,13 @@ TEST(LowerDpRules, DeepSpeedRandomPlansOnlyGetSlowerUnderTheEngineRules) {
   std::mt19937 rng(11);
   int longer = 0;
   for (int trial = 0; trial < 24; ++trial) {
-    Plan p = testing::random_plan(rng);
-    if (p.zero == 3) p.zero = 2;
-    if (p.dp < 2) p.dp = 2 * p.ep;
-    p.overlap_grad = p.overlap_param = true;
-    Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(8) : tiny_gpt(8), p);
-    sc.framework = framework_preset(Framework::kDeepSpeed);
+    std::string what;
+    Scenario sc = testing::random_dp_scenario(rng, Framework::kDeepSpeed, &what, [](Plan& p) {
+      if (p.zero == 3) p.zero = 2;
+      p.overlap_grad = p.overlap_param = true;
+    });
     sc.framework.grad_bucket_elements = 0;  // the plan's buckets
-    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": pp" << p.pp << " dp" << p.dp
-                                      << " zero" << p.zero << " " << schedule_name(p.schedule));
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": " << what);
     const Program full = lower(sc, LowerOptions{false, {}});
     const Program folded = lower(sc, LowerOptions{true, {}});
     Scenario off = sc;
@@ -276,12 +274,10 @@ TEST(LowerDpRules, MegatronGradChecksOnlyAddTime) {
   std::mt19937 rng(23);
   int longer = 0;
   for (int trial = 0; trial < 24; ++trial) {
-    Plan p = testing::random_plan(rng);
-    p.zero = std::min(p.zero, 1);
-    if (p.dp < 2) p.dp = 2 * p.ep;
-    Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(8) : tiny_gpt(8), p);
-    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": pp" << p.pp << " dp" << p.dp
-                                      << " zero" << p.zero << " " << schedule_name(p.schedule));
+    std::string what;
+    Scenario sc = testing::random_dp_scenario(rng, Framework::kMegatronCore, &what,
+                                              [](Plan& p) { p.zero = std::min(p.zero, 1); });
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": " << what);
     const testing::Synth s{.aux_free = false, .comm_ns_per_byte = 1.0};
     const Program full = lower(sc, LowerOptions{false, {}});
     const TimeNs with_ns = testing::run(full, s).step_ns;

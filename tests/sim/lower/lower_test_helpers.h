@@ -36,19 +36,26 @@ inline int count_colls(const Program& prog, CollOp op, int rank = 0) {
   return n;
 }
 
-// A random plan under ZeRO-3 (dp >= 2, ep dividing it) on tiny_gpt(8), or tiny_moe(8) where
-// it has expert parallelism, under `f`'s rules; `what` says which plan it is, for traces.
-inline Scenario random_zero3_scenario(std::mt19937& rng, Framework f, std::string* what) {
+// A random plan on tiny_gpt(8), or tiny_moe(8) where it has expert parallelism, changed by
+// `adjust`, then given dp >= 2 (ep dividing it), under `f`'s rules; `what` says which plan it
+// is, for traces.
+template <class Adjust>
+Scenario random_dp_scenario(std::mt19937& rng, Framework f, std::string* what, Adjust adjust) {
   Plan p = random_plan(rng);
-  set_sharded_zero(p, 3);
+  adjust(p);
   if (p.dp < 2) p.dp = 2 * p.ep;
   Scenario sc = make_scenario(p.ep > 1 ? tiny_moe(8) : tiny_gpt(8), p);
   sc.framework = framework_preset(f);
   std::ostringstream os;
-  os << "pp" << p.pp << " dp" << p.dp << " ep" << p.ep << " mb" << p.microbatches << " "
-     << schedule_name(p.schedule) << " " << framework_name(f);
+  os << "pp" << p.pp << " dp" << p.dp << " ep" << p.ep << " zero" << p.zero << " mb"
+     << p.microbatches << " " << schedule_name(p.schedule) << " " << framework_name(f);
   *what = os.str();
   return sc;
+}
+
+// The same under ZeRO-3 (set_sharded_zero).
+inline Scenario random_zero3_scenario(std::mt19937& rng, Framework f, std::string* what) {
+  return random_dp_scenario(rng, f, what, [](Plan& p) { set_sharded_zero(p, 3); });
 }
 
 inline double state_bytes(const RankProgram& rp) {
