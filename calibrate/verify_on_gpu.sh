@@ -3,10 +3,13 @@
 # in under 9 minutes): builds only the GPU programs (stepcast-bench, stepcast-exec;
 # standalone CMake builds, sm_90 unless CUDA_ARCH says otherwise, -j every core, both at
 # once), then runs, each step under its own timeout and whatever the others did:
-#   1. bench gemm    the GEMM grid (--quick: 512/2048/8192 x bf16/fp16/fp8)
+#   1. bench gemm    the GEMM grid (--quick: 512/2048/8192 x bf16/fp16/fp8), plus the exact
+#                    shapes of mcore_1.7B_1gpu's Program when it is lowered
 #   2. bench memory  HBM bandwidth, launch overhead
 #   3. bench nccl + overlap   with 2+ GPUs only
-#   4. the executor on the 1-GPU cases of tests/data/exec (tiny_1gpu, mcore_1.7B_1gpu):
+#   4. attention     fused attention by sequence length (bench/attention_sdpa.py: PyTorch's
+#                    cuDNN and flash SDPA), where python3 imports torch with CUDA
+#   5. the executor on the 1-GPU cases of tests/data/exec (tiny_1gpu, mcore_1.7B_1gpu):
 #      Programs and predictions from LOWERED=DIR (made elsewhere by
 #      `LOWER_ONLY=1 calibrate/run_on_gpu.sh DIR`) or lowered here by $STEPCAST /
 #      build/stepcast when one exists; `stepcast validate` when the CLI is here.
@@ -14,7 +17,9 @@
 # step: ok / failed (exit N) / timed out / skipped). Exit 0 when every step that ran passed.
 # Usage: calibrate/verify_on_gpu.sh OUT
 # Environment: CUDA_ARCH (default 90), BUILD_DIR (default OUT/build), LOWERED, STEPCAST,
-#              BUDGET_S (whole-script budget, default 530 s: 9 minutes with a margin).
+#              BUDGET_S (whole-script budget, default 530 s: 9 minutes with a margin),
+#              PREBUILT=DIR (stepcast-bench and stepcast-exec built elsewhere with the same
+#              CUDA toolkit: used when both load here, else the script builds them).
 set -uo pipefail
 if [[ $# -ne 1 ]]; then
   echo "usage: $0 OUT" >&2
@@ -71,18 +76,63 @@ build_one() {  # SRC DIR
 }
 export -f build_one
 export arch jobs
-# Both builds at once (each -j all cores: the link steps and the nvcc front ends overlap).
-step build-bench 240 bash -c "build_one '$here/bench' '$build/bench'" &
-bench_pid=$!
-step build-exec 240 bash -c "build_one '$here/exec' '$build/exec'"
-exec_built=$?
-wait $bench_pid
-bench_built=$?
-((bench_built == 0)) || failed=1
-
 bench=$build/bench/stepcast-bench
+exec_bin=$build/exec/stepcast-exec
+# Binaries built elsewhere: used when every library they need resolves here (ldd), so no
+# device time goes to compiling; the NCCL and cuDNN of Python wheels are added to the search
+# path first (GPU images that carry them only beside PyTorch).
+if [[ -n ${PREBUILT:-} ]]; then
+  wheel_libs=$(python3 -c "import glob, nvidia; print(':'.join(sorted({d for p in nvidia.__path__
+    for d in glob.glob(p + '/*/lib')})))" 2>/dev/null || true)
+  [[ -n $wheel_libs ]] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$wheel_libs
+  if [[ -x $PREBUILT/stepcast-bench && -x $PREBUILT/stepcast-exec ]] &&
+    ! ldd "$PREBUILT/stepcast-bench" "$PREBUILT/stepcast-exec" | grep -q 'not found'; then
+    bench=$PREBUILT/stepcast-bench
+    exec_bin=$PREBUILT/stepcast-exec
+    echo "build: skipped (PREBUILT=$PREBUILT loads here)" | tee -a "$summary"
+  else
+    echo "PREBUILT=$PREBUILT does not load here; building" | tee -a "$summary"
+    ldd "$PREBUILT"/stepcast-* 2>&1 | grep 'not found' | sed 's/^/    /' >>"$summary"
+  fi
+fi
+bench_built=0
+exec_built=0
+if [[ $bench == $build/* ]]; then
+  # Both builds at once (each -j all cores: the link steps and the nvcc front ends overlap).
+  step build-bench 240 bash -c "build_one '$here/bench' '$build/bench'" &
+  bench_pid=$!
+  step build-exec 240 bash -c "build_one '$here/exec' '$build/exec'"
+  exec_built=$?
+  wait $bench_pid
+  bench_built=$?
+  ((bench_built == 0)) || failed=1
+fi
+
+stepcast=${STEPCAST:-}
+if [[ -z $stepcast && -x $root/build/stepcast ]]; then stepcast=$root/build/stepcast; fi
+export STEPCAST_PROFILES=${STEPCAST_PROFILES:-$root/hw_profiles}
+mkdir -p "$out/exec"
+# The Programs and predictions first: the GEMM step also times the 1.7B Program's shapes.
+cases=()
+for c in tiny_1gpu mcore_1.7B_1gpu; do
+  o=$out/exec/$c
+  if [[ -n ${LOWERED:-} && -f ${LOWERED}/$c.program.json ]]; then
+    cp "$LOWERED/$c.program.json" "$LOWERED/$c.predicted.json" "$out/exec/" && cases+=("$c")
+  elif [[ -n $stepcast ]]; then
+    step "lower-$c" 60 bash -c "'$stepcast' lower '$root/tests/data/exec/$c.yaml' --fidelity full \
+      -o '$o.program.json' && '$stepcast' run '$root/tests/data/exec/$c.yaml' \
+      --json '$o.predicted.json'" && cases+=("$c")
+  else
+    echo "exec-$c: skipped (no LOWERED=DIR and no stepcast CLI here)" | tee -a "$summary"
+  fi
+done
+
 if ((bench_built == 0)); then
-  step bench-gemm 120 "$bench" gemm --quick --repeats 10 -o "$out/measurements-gemm.json"
+  shapes=()
+  [[ -f $out/exec/mcore_1.7B_1gpu.program.json ]] &&
+    shapes=(--program "$out/exec/mcore_1.7B_1gpu.program.json")
+  step bench-gemm 150 "$bench" gemm --quick --repeats 10 "${shapes[@]}" \
+    -o "$out/measurements-gemm.json"
   step bench-memory 60 "$bench" memory --quick -o "$out/measurements-memory.json"
   if ((ngpu >= 2)); then
     step bench-nccl 120 "$bench" nccl overlap --quick --max-bytes 1073741824 \
@@ -91,26 +141,18 @@ if ((bench_built == 0)); then
     echo "bench-nccl: skipped (one GPU)" | tee -a "$summary"
   fi
 fi
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null
+then
+  step attention 120 python3 "$here/bench/attention_sdpa.py" "$out/attention-sdpa.csv"
+else
+  echo "attention: skipped (no python3 with PyTorch and CUDA)" | tee -a "$summary"
+fi
 
-stepcast=${STEPCAST:-}
-if [[ -z $stepcast && -x $root/build/stepcast ]]; then stepcast=$root/build/stepcast; fi
-export STEPCAST_PROFILES=${STEPCAST_PROFILES:-$root/hw_profiles}
-mkdir -p "$out/exec"
 if ((exec_built == 0)); then
-  for c in tiny_1gpu mcore_1.7B_1gpu; do
+  for c in "${cases[@]}"; do
     o=$out/exec/$c
-    if [[ -n ${LOWERED:-} && -f ${LOWERED}/$c.program.json ]]; then
-      cp "$LOWERED/$c.program.json" "$LOWERED/$c.predicted.json" "$out/exec/"
-    elif [[ -n $stepcast ]]; then
-      step "lower-$c" 60 bash -c "'$stepcast' lower '$root/tests/data/exec/$c.yaml' --fidelity full \
-        -o '$o.program.json' && '$stepcast' run '$root/tests/data/exec/$c.yaml' \
-        --json '$o.predicted.json'" || continue
-    else
-      echo "exec-$c: skipped (no LOWERED=DIR and no stepcast CLI here)" | tee -a "$summary"
-      continue
-    fi
     # mcore_1.7B_1gpu needs ~53 GB of GPU memory: exit 3 where it does not fit.
-    step "exec-$c" 150 "$build/exec/stepcast-exec" "$o.program.json" --warmup 2 --timeline \
+    step "exec-$c" 150 "$exec_bin" "$o.program.json" --warmup 2 --timeline \
       -o "$o.measured.json" || continue
     if [[ -n $stepcast ]]; then
       "$stepcast" validate "$o.predicted.json" "$o.measured.json" >"$o.validate.txt" 2>&1 &&

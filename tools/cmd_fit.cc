@@ -1,7 +1,9 @@
 // `stepcast fit`: fits a hardware profile to calibration measurements (stepcast-bench's
-// measurements.json) and writes it as YAML.
+// measurements.json files, several of one GPU model at once) and writes it as YAML.
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "calibrate/fit/fit.h"
 #include "tools/commands.h"
@@ -11,7 +13,8 @@ namespace stepcast::cli {
 namespace {
 
 struct FitFlags {
-  std::string measurements, base_profile, fit_out;
+  std::vector<std::string> measurements;
+  std::string base_profile, fit_out;
 };
 
 int run_fit(const FitFlags& f) {
@@ -27,7 +30,9 @@ int run_fit(const FitFlags& f) {
 Command add_fit_command(CLI::App& app) {
   auto f = std::make_shared<FitFlags>();
   auto* fit = app.add_subcommand("fit", "fit a hardware profile to calibration measurements");
-  fit->add_option("MEASUREMENTS", f->measurements, "measurements.json from stepcast-bench")
+  fit->add_option("MEASUREMENTS", f->measurements,
+                  "measurements.json files from stepcast-bench (and attention_sdpa.py), of one "
+                  "GPU model")
       ->required();
   fit->add_option("--base", f->base_profile, "profile to start from (name or path)")->required();
   fit->add_option("-o,--output", f->fit_out, "profile YAML to write")->required();

@@ -1,6 +1,6 @@
 // stepcast fit: measurements.json + a base profile -> a fitted hardware profile (fit.h).
 // This file: fit_profile, which runs the fit of each model in turn (fit_gemm.cc,
-// fit_memory.cc, fit_resources.cc, fit_collectives.cc) and writes the profile
+// fit_memory.cc, fit_attention.cc, fit_resources.cc, fit_collectives.cc) and writes the profile
 // (fit_report.cc).
 #include "calibrate/fit/fit.h"
 
@@ -37,7 +37,12 @@ std::set<std::string> gpu_models(const std::string& name) {
 
 void fit_profile(const std::string& measurements_path, const std::string& base_profile,
                  const std::string& out_yaml, FitReport* report) {
-  const Measurements m = load_measurements(measurements_path);
+  fit_profile(std::vector<std::string>{measurements_path}, base_profile, out_yaml, report);
+}
+
+void fit_profile(const std::vector<std::string>& measurements_paths,
+                 const std::string& base_profile, const std::string& out_yaml, FitReport* report) {
+  const Measurements m = load_measurements(measurements_paths);
   HwProfile base;
   try {
     base = load_profile(base_profile, default_profiles_dir());
@@ -50,7 +55,7 @@ void fit_profile(const std::string& measurements_path, const std::string& base_p
   }
 
   FitReport rep;
-  rep.measurements_file = measurements_path;
+  rep.measurements_file = m.file;
   rep.base_profile = base.file;
   rep.out_yaml = out_yaml;
   rep.gpu_name = m.provenance.gpu_name;
@@ -69,6 +74,7 @@ void fit_profile(const std::string& measurements_path, const std::string& base_p
   fit_gemm(m, base, rep);
 
   fit_memory_bandwidth(m, base, rep);
+  fit_attention(m, base, rep);
   fit_comm_sms(m, base, rep);
   fit_memory_reserved(m, base, rep);
   fit_communicator_memory(m, base, rep);

@@ -10,6 +10,10 @@
 //    with the same half sizes and fixed time (all of them when only fp8 was measured).
 //    Measured shapes the curve misses by more than kTableTolerance go to
 //    compute.gemm_table, so the fitted profile reproduces them within that tolerance.
+//  - Fused attention (fit_attention.cc): sim/cost/compute.cc's curve,
+//      t = flops / (peak_bf16 * E_dir * s/(s+half_seq) * d/(d+half_head_dim)) + launch,
+//    over the cuDNN points when there are any (the kernel Transformer Engine runs), least
+//    squares on log time: E_fwd, E_bwd in closed form, the half sizes by a refined grid.
 //  - HBM: t = a + bytes/bw over the copy kernel (sizes above the launch-bound range);
 //    memory_bound_efficiency = bw / datasheet gpu.hbm_bandwidth. launch_overhead: measured.
 //  - Collectives, per (op, ranks, nodes): t = alpha + S*F/busbw (nccl-tests S and busbw
@@ -120,6 +124,10 @@ struct FitReport {
   int gemm_points = 0, gemm_fp8_points = 0;
   double gemm_rms_rel_err = 0, gemm_max_rel_err = 0;  // curve alone, over fitted points
   std::vector<GemmResidual> gemm_residuals;
+  // Attention (per direction: 0 forward, 1 backward; relative error of the time)
+  std::string attention_backend;  // "cudnn" or "all backends"
+  int attention_points[2] = {0, 0};
+  double attention_rms_rel_err[2] = {0, 0}, attention_max_rel_err[2] = {0, 0};
   // Memory
   double copy_bw_bytes_per_s = 0, adam_bw_bytes_per_s = 0;
   double copy_max_rel_err = 0, adam_max_rel_err = 0;
@@ -144,5 +152,8 @@ struct FitReport {
 // date, GPU and the fit residuals. Throws InputError on bad input (file + JSON pointer).
 void fit_profile(const std::string& measurements_path, const std::string& base_profile,
                  const std::string& out_yaml, FitReport* report);
+// The same over several measurement files of one GPU model (load_measurements of a list).
+void fit_profile(const std::vector<std::string>& measurements_paths,
+                 const std::string& base_profile, const std::string& out_yaml, FitReport* report);
 
 }  // namespace stepcast

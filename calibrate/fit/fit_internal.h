@@ -19,6 +19,10 @@ inline std::string pct(double f) { return fmt::format("{:.2f}%", 100 * f); }
 // fit_gemm.cc: the GEMM efficiency curve (and the gemm_table of shapes it misses).
 void fit_gemm(const Measurements& m, const HwProfile& base, FitReport& rep);
 
+// fit_attention.cc: the fused-attention efficiency curve (after fit_memory_bandwidth: it
+// uses the fitted launch overhead).
+void fit_attention(const Measurements& m, const HwProfile& base, FitReport& rep);
+
 // fit_memory.cc: the launch overhead; HBM bandwidth of the copy kernel (->
 // memory_bound_efficiency) and of the adam-like update (reported, not written).
 void fit_memory_bandwidth(const Measurements& m, const HwProfile& base, FitReport& rep);

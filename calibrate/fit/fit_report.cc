@@ -8,6 +8,7 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
@@ -64,18 +65,28 @@ void write_compute(YAML::Node& doc, const HwProfile& base, const FitReport& rep,
     compute = YAML::Node(YAML::NodeType::Map);
     doc["compute"] = compute;
   }
-  const std::pair<const char*, double> gemm_keys[] = {{"max_efficiency", c.gemm_max_eff},
-                                                      {"half_m", c.gemm_half_m},
-                                                      {"half_n", c.gemm_half_n},
-                                                      {"half_k", c.gemm_half_k},
-                                                      {"fp8_max_efficiency", c.fp8_max_eff}};
-  for (const auto& [key, value] : gemm_keys) {
-    if (!is_fitted(rep, std::string("compute.gemm.") + key)) continue;
-    if (!compute["gemm"].IsMap()) compute["gemm"] = YAML::Node(YAML::NodeType::Map);
-    compute["gemm"][key] = num(value, 5);
-  }
+  // The fitted numbers of one sub-mapping (compute.gemm, compute.attention).
+  auto write_keys = [&](const char* section, int digits,
+                        std::initializer_list<std::pair<const char*, double>> keys) {
+    for (const auto& [key, value] : keys) {
+      if (!is_fitted(rep, std::string("compute.") + section + "." + key)) continue;
+      if (!compute[section].IsMap()) compute[section] = YAML::Node(YAML::NodeType::Map);
+      compute[section][key] = num(value, digits);
+    }
+  };
+  write_keys("gemm", 5,
+             {{"max_efficiency", c.gemm_max_eff},
+              {"half_m", c.gemm_half_m},
+              {"half_n", c.gemm_half_n},
+              {"half_k", c.gemm_half_k},
+              {"fp8_max_efficiency", c.fp8_max_eff}});
   if (is_fitted(rep, "compute.gemm.fixed_time"))
     compute["gemm"]["fixed_time"] = num(c.gemm_fixed_time_s * 1e6, 5) + " us";
+  write_keys("attention", 4,
+             {{"fwd_efficiency", c.attn_fwd_eff},
+              {"bwd_efficiency", c.attn_bwd_eff},
+              {"half_seq", c.attn_half_seq},
+              {"half_head_dim", c.attn_half_head_dim}});
   if (is_fitted(rep, "compute.memory_bound_efficiency"))
     compute["memory_bound_efficiency"] = num(c.membound_eff, 4);
   if (is_fitted(rep, "compute.launch_overhead"))
@@ -174,15 +185,19 @@ void write_yaml(const HwProfile& base, const FitReport& rep, const Measurements&
   em.SetIndent(2);
   em << doc;
   STEPCAST_CHECK(em.good(), "YAML emitter: " + em.GetLastError());
-  std::ofstream f(out_yaml);
-  if (!f) throw InputError(InputIssue{out_yaml, 0, 0, "", "cannot write the output profile"});
   // The base's text with only the fitted keys rewritten, so its comments (the sources of the
-  // values not fitted) stay; the whole document when that cannot be done in place.
+  // values not fitted) stay; the whole document when that cannot be done in place. Read
+  // before the output is opened: the output may be the base itself (a profile refitted in
+  // place).
   std::ifstream in(base.file);
   std::stringstream base_text;
   base_text << in.rdbuf();
+  in.close();
+  const YAML::Node base_doc = load_yaml_file(base.file);
+  std::ofstream f(out_yaml);
+  if (!f) throw InputError(InputIssue{out_yaml, 0, 0, "", "cannot write the output profile"});
   const std::optional<std::string> patched =
-      patch_yaml_text(base_text.str(), load_yaml_file(base.file), doc, "fitted");
+      patch_yaml_text(base_text.str(), base_doc, doc, "fitted");
   std::istringstream header(rep.text());
   f << "# Written by `stepcast fit` on " << utc_now() << ".\n";
   if (patched)
@@ -223,6 +238,17 @@ std::string FitReport::text() const {
         gemm_points, gemm_fp8_points, pct(gemm_rms_rel_err), pct(gemm_max_rel_err), in_table,
         pct(kTableTolerance));
     o << "\n";
+  }
+  if (attention_points[0] + attention_points[1] > 0) {
+    o << fmt::format(
+        "  attention ({}): eff = E * s/(s+{:.1f}) * d/(d+{:.1f}), E fwd {:.4f}, bwd {:.4f}\n",
+        attention_backend, compute.attn_half_seq, compute.attn_half_head_dim, compute.attn_fwd_eff,
+        compute.attn_bwd_eff);
+    for (int d = 0; d < 2; ++d)
+      if (attention_points[d])
+        o << fmt::format("        {} {} points: rms error {}, max {}\n", attention_points[d],
+                         d ? "bwd" : "fwd", pct(attention_rms_rel_err[d]),
+                         pct(attention_max_rel_err[d]));
   }
   if (copy_bw_bytes_per_s > 0)
     o << fmt::format(

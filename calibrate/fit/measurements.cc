@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -268,6 +269,63 @@ void parse_gemm(Reader& r, const json& doc, Measurements& out) {
   }
 }
 
+// Fused attention timings: one shape, backend and direction each (MeasuredAttention).
+void parse_attention(Reader& r, const json& doc, Measurements& out) {
+  const json* a = array_at(r, doc, "", "attention");
+  if (!a) return;
+  for (std::size_t i = 0; i < a->size(); ++i) {
+    const json& e = (*a)[i];
+    const std::string ep = fmt::format("/attention/{}", i);
+    if (!r.expect_object(e, ep,
+                         {"backend", "causal", "direction", "batch", "heads", "kv_heads", "seq_q",
+                          "seq_kv", "head_dim", "dtype", "time_us", "flop_per_s", "repeats"}))
+      continue;
+    MeasuredAttention ma;
+    ma.pointer = ep;
+    auto backend = r.string(e, ep, "backend");
+    auto direction = r.string(e, ep, "direction", true, {"fwd", "bwd"});
+    r.string(e, ep, "dtype", false, {"bf16", "fp16"});
+    r.integer(e, ep, "repeats", 1, false);
+    bool causal_ok = true;
+    if (auto it = e.find("causal"); it == e.end() || !it->is_boolean()) {
+      r.error(ep + "/causal", it == e.end()
+                                  ? "missing required key"
+                                  : std::string("expected true or false, got ") + it->dump());
+      causal_ok = false;
+    } else {
+      ma.causal = it->get<bool>();
+    }
+    auto batch = r.integer(e, ep, "batch", 1), heads = r.integer(e, ep, "heads", 1),
+         kv_heads = r.integer(e, ep, "kv_heads", 1), seq_q = r.integer(e, ep, "seq_q", 1),
+         seq_kv = r.integer(e, ep, "seq_kv", 1), head_dim = r.integer(e, ep, "head_dim", 1);
+    auto t = r.positive(e, ep, "time_us");
+    if (!(backend && direction && causal_ok && batch && heads && kv_heads && seq_q && seq_kv &&
+          head_dim && t))
+      continue;
+    if (*heads % *kv_heads != 0) {
+      r.error(ep + "/kv_heads",
+              fmt::format("heads ({}) must be a multiple of kv_heads ({})", *heads, *kv_heads));
+      continue;
+    }
+    ma.backend = *backend;
+    ma.backward = *direction == "bwd";
+    ma.batch = *batch;
+    ma.heads = *heads;
+    ma.kv_heads = *kv_heads;
+    ma.seq_q = *seq_q;
+    ma.seq_kv = *seq_kv;
+    ma.head_dim = *head_dim;
+    ma.time_s = *t * 1e-6;
+    ma.flops = 4.0 * static_cast<double>(ma.batch) * static_cast<double>(ma.heads) *
+               static_cast<double>(ma.seq_q) * static_cast<double>(ma.seq_kv) *
+               static_cast<double>(ma.head_dim) * (ma.causal ? 0.5 : 1.0) *
+               (ma.backward ? 2.5 : 1.0);
+    r.consistent(e, ep, "flop_per_s", ma.flops / ma.time_s, 0,
+                 "4*batch*heads*seq_q*seq_kv*head_dim (x0.5 causal, x2.5 bwd)/time_us");
+    out.attention.push_back(ma);
+  }
+}
+
 // Memory: the launch overhead, the memory in use before the benchmark, the bandwidth kernels.
 void parse_memory(Reader& r, const json& doc, Measurements& out) {
   if (auto it = doc.find("memory"); it != doc.end()) {
@@ -394,7 +452,7 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
   out.file = file;
   if (!r.expect_object(doc, "",
                        {"schema", "source", "subcommands", "provenance", "gemm", "memory",
-                        "collectives", "communicators", "overlap", "notes"})) {
+                        "attention", "collectives", "communicators", "overlap", "notes"})) {
     issues.throw_if_any();
   }
   if (auto schema = r.string(doc, "", "schema"); schema && *schema != kMeasurementsSchema)
@@ -404,13 +462,14 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
   parse_provenance(r, doc, out);
   parse_gemm(r, doc, out);
   parse_memory(r, doc, out);
+  parse_attention(r, doc, out);
   parse_collectives(r, doc, out);
   parse_communicators(r, doc, out);
   parse_overlap(r, doc, out);
-  if (issues.empty() && out.gemm.empty() && out.memory.empty() && out.collectives.empty() &&
-      out.overlap.empty() && out.communicators.empty() && !out.launch_overhead_s &&
-      !out.context_memory_bytes)
-    r.error("", "no measurements: gemm, memory, collectives and overlap are all empty");
+  if (issues.empty() && out.gemm.empty() && out.memory.empty() && out.attention.empty() &&
+      out.collectives.empty() && out.overlap.empty() && out.communicators.empty() &&
+      !out.launch_overhead_s && !out.context_memory_bytes)
+    r.error("", "no measurements: gemm, memory, attention, collectives and overlap are all empty");
   issues.throw_if_any();
   return out;
 }
@@ -421,6 +480,36 @@ Measurements load_measurements(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return parse_measurements(ss.str(), path);
+}
+
+Measurements load_measurements(const std::vector<std::string>& paths) {
+  STEPCAST_CHECK(!paths.empty(), "load_measurements: no file");
+  Measurements out = load_measurements(paths[0]);
+  for (std::size_t i = 1; i < paths.size(); ++i) {
+    Measurements m = load_measurements(paths[i]);
+    if (m.provenance.gpu_name != out.provenance.gpu_name)
+      throw InputError(InputIssue{
+          m.file, 0, 0, "/provenance/gpu_name",
+          fmt::format("measured on \"{}\", but {} was measured on \"{}\": one fit takes one "
+                      "GPU model",
+                      m.provenance.gpu_name, out.file, out.provenance.gpu_name)});
+    auto append = [](auto& to, auto& from) {
+      to.insert(to.end(), std::make_move_iterator(from.begin()),
+                std::make_move_iterator(from.end()));
+    };
+    out.file += ", " + m.file;
+    if (m.source != out.source) out.source += ", " + m.source;
+    if (out.provenance.date_utc.empty()) out.provenance.date_utc = m.provenance.date_utc;
+    if (!out.launch_overhead_s) out.launch_overhead_s = m.launch_overhead_s;
+    if (!out.context_memory_bytes) out.context_memory_bytes = m.context_memory_bytes;
+    append(out.gemm, m.gemm);
+    append(out.memory, m.memory);
+    append(out.attention, m.attention);
+    append(out.collectives, m.collectives);
+    append(out.communicators, m.communicators);
+    append(out.overlap, m.overlap);
+  }
+  return out;
 }
 
 }  // namespace stepcast

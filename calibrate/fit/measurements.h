@@ -61,6 +61,21 @@ struct MeasuredOverlap {
   std::string pointer;
 };
 
+// One fused-attention kernel (calibrate/bench/attention_sdpa.py): its shape, the library
+// that ran it ("cudnn": the fused SDPA Transformer Engine runs on Hopper; "flash":
+// FlashAttention-2) and its time. FLOPs by the FlashAttention papers' convention, which the
+// lowering uses too (model/workload.cc): 4 * batch * heads * seq_q * seq_kv * head_dim,
+// halved when causal, 2.5 times that for the backward.
+struct MeasuredAttention {
+  std::string backend;
+  bool causal = false;
+  bool backward = false;
+  std::int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_kv = 1, head_dim = 1;
+  double time_s = 0;
+  double flops = 0;
+  std::string pointer;  // "/attention/3"
+};
+
 struct MeasurementProvenance {
   std::string gpu_name;
   int gpu_count = 0;
@@ -76,6 +91,7 @@ struct Measurements {
   MeasurementProvenance provenance;
   std::vector<MeasuredGemm> gemm;
   std::vector<MeasuredMemory> memory;
+  std::vector<MeasuredAttention> attention;
   std::optional<double> launch_overhead_s;
   // Device memory in use before the memory benchmark allocated anything (CUDA context,
   // loaded modules): memory.context_memory_bytes.
@@ -92,6 +108,11 @@ const std::vector<std::string>& collective_op_names();
 
 // Throws InputError listing every problem (file, JSON pointer, message).
 Measurements load_measurements(const std::string& path);
+// Several files of one GPU model (a GEMM sweep, a memory sweep, attention...) as one: the
+// lists concatenated, provenance, launch overhead and context memory from the first file
+// that has them; file and source joined with ", ". A file of another GPU model is an
+// InputError at its /provenance/gpu_name.
+Measurements load_measurements(const std::vector<std::string>& paths);
 Measurements parse_measurements(const std::string& text, const std::string& file);
 
 }  // namespace stepcast

@@ -22,31 +22,18 @@
 #include "model/error.h"
 #include "sim/cluster/profile.h"
 #include "sim/cost/cost.h"
+#include "tests/calibrate/fit_test_util.h"
 
 namespace stepcast {
 namespace {
-
-namespace fs = std::filesystem;
 
 std::string data(const std::string& name) {
   return std::string(STEPCAST_SOURCE_DIR) + "/tests/data/calibration/" + name;
 }
 
-std::string profiles_dir() { return std::string(STEPCAST_SOURCE_DIR) + "/hw_profiles"; }
-
-// A fresh output path per test (tests may run in parallel under ctest).
-std::string out_path(const std::string& stem) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::temp_directory_path() / "stepcast_calibrate_test";
-  fs::create_directories(dir);
-  return (dir / (std::string(info->test_suite_name()) + "." + info->name() + "." + stem)).string();
-}
-
-std::string write_file(const std::string& stem, const std::string& text) {
-  const std::string p = out_path(stem);
-  std::ofstream(p) << text;
-  return p;
-}
+using fit_test::out_path;
+using fit_test::profiles_dir;
+using fit_test::write_file;
 
 // ---------------------------------------------------------------- closed forms
 
