@@ -27,8 +27,9 @@ import datetime
 import json
 import platform
 import re
-import statistics
 import sys
+
+from torch_timing import cuda_torch, timed as torch_timing
 
 COLUMNS = "backend,causal,head_dim,heads,kv_heads,seqlen,batch,direction,ms,tflops"
 
@@ -98,32 +99,16 @@ def main():
         return from_csv(args.from_csv, args.json)
     if not args.out:
         ap.error("the CSV to write is required")
-    try:
-        import torch
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        import torch.nn.functional as F
-    except ImportError as e:
-        print(f"attention_sdpa: PyTorch not available ({e})", file=sys.stderr)
+    found = cuda_torch("attention_sdpa")
+    if not found:
         return 3
-    if not torch.cuda.is_available():
-        print("attention_sdpa: no CUDA device", file=sys.stderr)
-        return 3
-    dev = torch.device("cuda")
+    torch, dev = found
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
     props = torch.cuda.get_device_properties(dev)
 
     def timed(fn):
-        for _ in range(3):
-            fn()
-        times = []
-        for _ in range(args.repeats):
-            a = torch.cuda.Event(enable_timing=True)
-            b = torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1e-3)
-        return statistics.median(times)
+        return torch_timing(torch, fn, args.repeats)
 
     seqs = [1024, 4096, 16384] if args.quick else [512, 1024, 2048, 4096, 8192, 16384]
     # (heads, kv_heads, head_dim): FA benchmark MHA at hidden 2048, and Llama-style GQA.

@@ -6,7 +6,9 @@
 // reached it), each member's NCCL call in its own ncclGroupStart/End on its own thread, so
 // the host keeps ahead of the GPUs (one thread issuing all ranks in turn could not). Before
 // each run a hold kernel (kernels.h) keeps every GPU idle until its thread has queued the
-// whole Program, so start events time the GPU, not the launch.
+// whole Program, so start events time the GPU, not the launch; a Program longer than a
+// stream's launch queue outlasts the hold, and --graph (Runner::capture) instead captures
+// the same issue into one CUDA graph per GPU, replayed with no host work between tasks.
 //  - gemm: cuBLASLt (bench::GemmRunner: m, n, k, batch, dtype; NN for bf16/fp16, TN for
 //    fp8 as cuBLASLt requires — the layout key is not honoured, as in stepcast-bench);
 //  - attention: unfused — per (batch x head): S = Q K^T, a softmax pass over S (read and
@@ -44,6 +46,7 @@
 #include "bench.h"
 #include "check.h"
 #include "gemm_runner.h"
+#include "gpu_local.h"
 #include "kernels.h"
 #include "schedule.h"
 
@@ -52,10 +55,6 @@ namespace stepcast::exec {
 namespace {
 
 using bench::BenchError;
-using bench::GemmRunner;
-using bench::GemmShapeSpec;
-
-constexpr std::size_t kAttnChunkBytes = std::size_t{512} << 20;  // S per chunk of heads
 
 int dtype_bytes(const std::string& d) {
   if (d == "fp8" || d == "mxfp8" || d == "nvfp4") return 1;  // block formats run as fp8
@@ -69,124 +68,6 @@ ncclDataType_t nccl_type(const std::string& d) {
   if (d == "fp32") return ncclFloat;
   if (d == "fp16") return ncclHalf;
   return ncclBfloat16;
-}
-
-struct AttnPart {
-  GemmRunner* gemm = nullptr;  // or a memory pass of `bytes` read and written per launch
-  double read = 0, written = 0;
-  int launches = 1;
-  MemOp op = MemOp::kSoftmax;
-};
-
-// How long a hold kernel waits for its host thread at most: the host issues the Program in
-// milliseconds; should a stream's launch queue fill first (the host then blocks until the
-// GPU drains it), the hold gives up instead of deadlocking, and provenance says so.
-constexpr unsigned long long kHoldTimeoutNs = 2'000'000'000ull;
-
-struct Local {
-  int rank = 0;
-  int device = 0;
-  std::array<cudaStream_t, 9> streams{};  // one per kStreams entry (set_up checks the count)
-  cudaEvent_t zero = nullptr;
-  std::vector<cudaEvent_t> start, end;  // per task
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::string, int>,
-           std::unique_ptr<GemmRunner>>
-      gemms;
-  std::vector<std::vector<AttnPart>> attention;  // per task (attention tasks only)
-  void* mem_src = nullptr;
-  void* mem_dst = nullptr;
-  std::size_t mem_bytes = 0, mem_offset = 0;  // scratch size; where the next launch starts
-  int* hold = nullptr;                        // host-mapped: [0] release, [1] timed out
-  int* hold_dev = nullptr;
-  void* coll_send = nullptr;
-  void* coll_recv = nullptr;
-  void* p2p_send = nullptr;
-  void* p2p_recv = nullptr;
-  std::map<int, ncclComm_t> comms;                 // by group
-  std::map<int, ncclComm_t> pair_comms;            // by Plan::pairs index (pairs this rank is in)
-  std::map<std::string, std::vector<void*>> live;  // alloc/free by `what`
-  cudaMemPool_t pool = nullptr;
-};
-
-// A memory-bound task larger than the scratch buffers streams through them in pieces of at
-// most kMemScratchBytes read and written (mcore_1.7B's optimizer step reads 45 GB: full-size
-// scratch would take 2 x 45 GB beside the Program's own memory). Pieces of GiBs stay
-// HBM-bound (L2 is ~50 MB) and add a launch each.
-constexpr double kMemScratchBytes = 4.0 * (std::size_t{1} << 30);
-
-void launch_memory(Local& l, cudaStream_t s, double read, double written, MemOp op) {
-  do {
-    const double r = std::min(read, kMemScratchBytes), w = std::min(written, kMemScratchBytes);
-    const auto need = static_cast<std::size_t>(std::max(r, w) + 255) / 256 * 256;
-    if (l.mem_offset + need > l.mem_bytes) l.mem_offset = 0;
-    launch_memory_op(op, static_cast<const char*>(l.mem_src) + l.mem_offset,
-                     static_cast<char*>(l.mem_dst) + l.mem_offset, static_cast<std::size_t>(r),
-                     static_cast<std::size_t>(w), s);
-    l.mem_offset += need;
-    read -= r;
-    written -= w;
-  } while (read > 0 || written > 0);
-}
-
-GemmRunner* gemm_for(Local& l, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
-                     const std::string& dtype_in, int stream) {
-  // Blackwell's block-scaled formats run as fp8, the nearest the cuBLASLt runner has.
-  const std::string dtype = dtype_in == "mxfp8" || dtype_in == "nvfp4" ? "fp8" : dtype_in;
-  if (dtype == "fp32")
-    throw BenchError("fp32 GEMMs are not supported by the executor (bf16, fp16, fp8)");
-  if (!bench::dtype_supported(dtype, l.device))
-    throw BenchError(dtype + " GEMMs need compute capability 8.9+ (device " +
-                     std::to_string(l.device) + ")");
-  auto key = std::make_tuple(m, n, k, batch, dtype, stream);
-  auto& r = l.gemms[key];
-  if (!r) {
-    GemmShapeSpec s;
-    s.m = m;
-    s.n = n;
-    s.k = k;
-    s.batch = batch;
-    s.dtype = dtype;
-    s.origin = "program";
-    r = std::make_unique<GemmRunner>(s, l.streams[static_cast<size_t>(stream)]);
-  }
-  return r.get();
-}
-
-// The unfused attention of a task (header comment), GEMM runners created once.
-std::vector<AttnPart> attention_parts(Local& l, const Task& t, double& mem_need) {
-  const std::string dtype = t.dtype == "fp16" ? "fp16" : "bf16";
-  const std::int64_t bh = t.batch * t.heads;
-  const double s_bytes = static_cast<double>(t.seq_q) * static_cast<double>(t.seq_kv) * 2.0;
-  const std::int64_t chunk = std::max<std::int64_t>(
-      1, std::min<std::int64_t>(bh, static_cast<std::int64_t>(kAttnChunkBytes / s_bytes)));
-  const std::int64_t full = bh / chunk, rest = bh % chunk;
-  std::vector<AttnPart> parts;
-  auto gemm = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
-    parts.push_back({gemm_for(l, m, n, k, chunk, dtype, t.stream), 0, 0, static_cast<int>(full)});
-    if (rest > 0) parts.push_back({gemm_for(l, m, n, k, rest, dtype, t.stream), 0, 0, 1});
-  };
-  auto pass = [&](double reads, double writes) {  // in S-sized arrays
-    const MemOp op = reads > 1 ? MemOp::kElementwise : MemOp::kSoftmax;
-    parts.push_back({nullptr, reads * s_bytes * static_cast<double>(chunk),
-                     writes * s_bytes * static_cast<double>(chunk), static_cast<int>(full), op});
-    if (rest > 0)
-      parts.push_back({nullptr, reads * s_bytes * static_cast<double>(rest),
-                       writes * s_bytes * static_cast<double>(rest), 1, op});
-    mem_need = std::max(mem_need, std::max(reads, writes) * s_bytes * static_cast<double>(chunk));
-  };
-  const std::int64_t sq = t.seq_q, skv = t.seq_kv, d = t.head_dim;
-  if (!t.backward) {
-    gemm(sq, skv, d);  // S = Q K^T
-    pass(1, 1);        // P = softmax(S)
-    gemm(sq, d, skv);  // O = P V
-  } else {
-    gemm(sq, skv, d);  // dP = dO V^T
-    gemm(skv, d, sq);  // dV = P^T dO
-    pass(2, 1);        // dS = P * (dP - rowsum(dO * O))
-    gemm(sq, d, skv);  // dQ = dS K
-    gemm(skv, d, sq);  // dK = dS^T Q
-  }
-  return parts;
 }
 
 void launch_compute(Local& l, const Task& t) {
@@ -273,91 +154,9 @@ void enqueue_nccl(const Plan& plan, Local& l, const Task& t, int instance) {
   }
 }
 
-void* scratch(std::size_t bytes, cudaStream_t s, const std::string& dtype) {
-  void* p = nullptr;
-  const std::size_t size = std::max<std::size_t>(bytes, 16) + 16;
-  const cudaError_t err = cudaMalloc(&p, size);
-  if (err == cudaErrorMemoryAllocation) {  // exit 3, as an allocation of the Program's own
-    (void)cudaGetLastError();
-    throw OutOfMemory("the executor's scratch buffer of " +
-                      std::to_string(static_cast<double>(size) / (1024.0 * 1024 * 1024)) +
-                      " GiB does not fit in GPU memory (it is allocated before the Program's"
-                      " own memory: the plan would not fit beside it)");
-  }
-  STEPCAST_CUDA_CHECK(err);
-  if (dtype.empty())
-    STEPCAST_CUDA_CHECK(cudaMemsetAsync(p, 0, std::max<std::size_t>(bytes, 16) + 16, s));
-  else
-    bench::fill_values(p, (std::max<std::size_t>(bytes, 16) + 16) / 2, dtype, 7, s);
-  return p;
-}
-
-// Streams, events, GEMM runners and scratch buffers of one rank.
-void set_up(const Plan& plan, Local& l) {
-  if (l.streams.size() != kStreams.size())
-    throw BenchError("internal: " + std::to_string(kStreams.size()) + " Program streams, " +
-                     std::to_string(l.streams.size()) + " CUDA streams per rank");
-  STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));
-  for (auto& s : l.streams)
-    STEPCAST_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  STEPCAST_CUDA_CHECK(cudaEventCreate(&l.zero));
-  const auto& tasks = plan.tasks_of(l.rank);
-  l.start.resize(tasks.size());
-  l.end.resize(tasks.size());
-  for (auto& e : l.start) STEPCAST_CUDA_CHECK(cudaEventCreate(&e));
-  for (auto& e : l.end) STEPCAST_CUDA_CHECK(cudaEventCreate(&e));
-  double mem = 16, coll = 16, p2p = 16;
-  l.attention.resize(tasks.size());
-  for (const Task& t : tasks) {
-    if (t.kind == Kind::kGemm) gemm_for(l, t.m, t.n, t.k, t.batch, t.dtype, t.stream);
-    if (t.kind == Kind::kAttention)
-      l.attention[static_cast<size_t>(t.id)] = attention_parts(l, t, mem);
-    if (t.kind == Kind::kMemoryBound) mem = std::max({mem, t.bytes_read, t.bytes_written});
-    if (t.kind == Kind::kCollective) coll = std::max(coll, t.bytes);
-    if (t.kind == Kind::kSend || t.kind == Kind::kRecv) p2p = std::max(p2p, t.bytes);
-  }
-  cudaStream_t s0 = l.streams[0];
-  // launch_memory streams larger tasks in pieces; twice the L2 beyond the largest piece lets
-  // consecutive tasks move on to bytes that are not in L2.
-  int l2 = 0;
-  STEPCAST_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, l.device));
-  mem = std::min(mem, kMemScratchBytes) + 2.0 * l2;
-  l.mem_bytes = static_cast<std::size_t>(mem);
-  l.mem_src = scratch(l.mem_bytes, s0, "bf16");  // values, not zeros: the kernels compute
-  l.mem_dst = scratch(l.mem_bytes, s0, "");
-  STEPCAST_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&l.hold), 2 * sizeof(int),
-                                    cudaHostAllocMapped | cudaHostAllocPortable));
-  STEPCAST_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&l.hold_dev), l.hold, 0));
-  l.hold[0] = l.hold[1] = 0;
-  l.coll_send = scratch(static_cast<std::size_t>(coll), s0, "");
-  l.coll_recv = scratch(static_cast<std::size_t>(coll), s0, "");
-  l.p2p_send = scratch(static_cast<std::size_t>(p2p), s0, "");
-  l.p2p_recv = scratch(static_cast<std::size_t>(p2p), s0, "");
-  STEPCAST_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&l.pool, l.device));
-  std::uint64_t keep = UINT64_MAX;
-  STEPCAST_CUDA_CHECK(cudaMemPoolSetAttribute(l.pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  STEPCAST_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-void tear_down(Local& l) {
-  // Destructors and cleanup must not throw: errors are ignored (the run reported its own).
-  cudaSetDevice(l.device);
-  cudaDeviceSynchronize();
-  l.gemms.clear();
-  for (void* p : {l.mem_src, l.mem_dst, l.coll_send, l.coll_recv, l.p2p_send, l.p2p_recv})
-    cudaFree(p);
-  for (auto& e : l.start) cudaEventDestroy(e);
-  for (auto& e : l.end) cudaEventDestroy(e);
-  if (l.zero) cudaEventDestroy(l.zero);
-  for (auto& [g, c] : l.comms) ncclCommDestroy(c);
-  for (auto& [g, c] : l.pair_comms) ncclCommDestroy(c);
-  if (l.hold) cudaFreeHost(l.hold);
-  for (auto& s : l.streams)
-    if (s) cudaStreamDestroy(s);
-}
-
 struct Runner {
   const Plan& plan;
+  bool graph = false;  // --graph: capture once, replay (capture(), replay())
   std::vector<Local> locals;
   std::vector<int> local_of;      // global rank -> index in locals, -1 elsewhere
   std::function<void()> barrier;  // MPI: every process has queued its Program (else none)
@@ -392,18 +191,29 @@ struct Runner {
     }
 
    private:
+    // A task waits for its deps' end, then records its start. Captured (--graph), the
+    // timing events are external record nodes, which no capture dependency can follow, so
+    // deps wait on the task's own dependency event instead.
     Local& begin(int rank, const Task& t) {
       Local& l = *r_.local(rank);
       STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));  // per host thread; cheap when unchanged
       cudaStream_t s = l.streams[static_cast<size_t>(t.stream)];
+      const std::vector<cudaEvent_t>& wait = r_.graph ? l.dep : l.end;
       for (int d : t.deps)
-        STEPCAST_CUDA_CHECK(cudaStreamWaitEvent(s, l.end[static_cast<size_t>(d)], 0));
-      STEPCAST_CUDA_CHECK(cudaEventRecord(l.start[static_cast<size_t>(t.id)], s));
+        STEPCAST_CUDA_CHECK(cudaStreamWaitEvent(s, wait[static_cast<size_t>(d)], 0));
+      record(l.start[static_cast<size_t>(t.id)], s);
       return l;
     }
-    static void end(Local& l, const Task& t) {
-      STEPCAST_CUDA_CHECK(cudaEventRecord(l.end[static_cast<size_t>(t.id)],
-                                          l.streams[static_cast<size_t>(t.stream)]));
+    void end(Local& l, const Task& t) {
+      cudaStream_t s = l.streams[static_cast<size_t>(t.stream)];
+      record(l.end[static_cast<size_t>(t.id)], s);
+      if (r_.graph) STEPCAST_CUDA_CHECK(cudaEventRecord(l.dep[static_cast<size_t>(t.id)], s));
+    }
+    void record(cudaEvent_t e, cudaStream_t s) {
+      if (r_.graph)
+        STEPCAST_CUDA_CHECK(cudaEventRecordWithFlags(e, s, cudaEventRecordExternal));
+      else
+        STEPCAST_CUDA_CHECK(cudaEventRecord(e, s));
     }
     Runner& r_;
   };
@@ -443,6 +253,68 @@ struct Runner {
     int timed_out = 0;
     for (Local& l : locals) timed_out += __atomic_load_n(&l.hold[1], __ATOMIC_SEQ_CST) ? 1 : 0;
     return timed_out;
+  }
+
+  // --graph: the same issue loop, captured once per rank into a CUDA graph (stream 0's
+  // capture; every other stream forks from it and joins it at the end), then replayed: one
+  // launch per GPU and run, so no host work sits between tasks and no hold is needed. The
+  // allocations become the graph's memory nodes (freed before each relaunch when the
+  // Program leaves one allocated); the zero event is the graph's first node.
+  void capture() {
+    std::vector<int> ranks;
+    for (Local& l : locals) {
+      STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));
+      STEPCAST_CUDA_CHECK(cudaStreamBeginCapture(l.streams[0], cudaStreamCaptureModeRelaxed));
+      STEPCAST_CUDA_CHECK(cudaEventRecordWithFlags(l.zero, l.streams[0], cudaEventRecordExternal));
+      STEPCAST_CUDA_CHECK(cudaEventRecord(l.fork, l.streams[0]));
+      for (size_t s = 1; s < l.streams.size(); ++s)
+        STEPCAST_CUDA_CHECK(cudaStreamWaitEvent(l.streams[s], l.fork, 0));
+      ranks.push_back(l.rank);
+    }
+    auto end_capture = [&](bool keep) {
+      for (Local& l : locals) {
+        cudaSetDevice(l.device);
+        for (size_t s = 1; s < l.streams.size(); ++s) {
+          cudaEventRecord(l.join[s], l.streams[s]);
+          cudaStreamWaitEvent(l.streams[0], l.join[s], 0);
+        }
+        cudaGraph_t g = nullptr;
+        const cudaError_t err = cudaStreamEndCapture(l.streams[0], &g);
+        if (keep) STEPCAST_CUDA_CHECK(err);
+        if (!keep && g) cudaGraphDestroy(g);
+        if (keep) l.graph = g;
+      }
+    };
+    Issuer issuer(*this);
+    try {
+      run_ranks(plan, ranks, issuer);
+    } catch (...) {
+      end_capture(false);
+      throw;
+    }
+    end_capture(true);
+    for (Local& l : locals) {
+      STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));
+      const cudaError_t err = cudaGraphInstantiateWithFlags(
+          &l.graph_exec, l.graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
+      if (err == cudaErrorMemoryAllocation)
+        throw OutOfMemory("rank " + std::to_string(l.rank) +
+                          ": the captured Program's allocations do not fit in GPU memory");
+      STEPCAST_CUDA_CHECK(err);
+      l.live.clear();  // the graph's memory nodes, not this process's to free
+    }
+  }
+
+  void replay() {
+    for (Local& l : locals) {
+      STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));
+      const cudaError_t err = cudaGraphLaunch(l.graph_exec, l.streams[0]);
+      if (err == cudaErrorMemoryAllocation)
+        throw OutOfMemory("rank " + std::to_string(l.rank) +
+                          ": the captured Program's allocations do not fit in GPU memory");
+      STEPCAST_CUDA_CHECK(err);
+    }
+    sync_all();
   }
 };
 
@@ -497,7 +369,7 @@ static bool gather_on_first_process(Recorded& rec, MPI_Comm comm) {
 
 // Provenance of a run: this process's first GPU, the library versions, how it was run.
 static void record_provenance(std::map<std::string, std::string>& provenance, int first_device,
-                              size_t gpus, const std::string& processes, int warmup,
+                              size_t gpus, const std::string& processes, int warmup, bool graph,
                               int holds_timed_out) {
   cudaDeviceProp prop{};
   STEPCAST_CUDA_CHECK(cudaGetDeviceProperties(&prop, first_device));
@@ -516,11 +388,13 @@ static void record_provenance(std::map<std::string, std::string>& provenance, in
   // A hold that timed out let the GPU start before its queue was full: launch latency may
   // be in the first tasks' times (this process's GPUs only).
   provenance["holds_timed_out"] = std::to_string(holds_timed_out);
+  provenance["issue"] = graph ? "cuda graph per GPU, captured once and replayed"
+                              : "streams behind a hold kernel, issued each run";
 }
 
 Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
                      std::map<std::string, std::string>& provenance) {
-  Runner run{plan, {}, std::vector<int>(static_cast<size_t>(plan.world_size()), -1), {}};
+  Runner run{plan, opt.graph, {}, std::vector<int>(static_cast<size_t>(plan.world_size()), -1), {}};
   for (const ExecRank& er : plan.ranks) {
     if (er.device < 0) continue;
     run.local_of[static_cast<size_t>(er.rank)] = static_cast<int>(run.locals.size());
@@ -535,7 +409,7 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
       for (Local& l : r.locals) tear_down(l);
     }
   } cleanup{run};
-  for (Local& l : run.locals) set_up(plan, l);
+  for (Local& l : run.locals) set_up(plan, l, opt.graph);
 
   // Communicators: one per group with collectives, one per directed send/recv pair.
   const Program& p = *plan.program;
@@ -597,15 +471,27 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
 #endif
 
   int holds_timed_out = 0;
-  for (int i = 0; i < opt.warmup; ++i) run.run_once();
-  for (Local& l : run.locals) {  // the pool's high-water mark from here on
-    std::uint64_t zero = 0;
-    STEPCAST_CUDA_CHECK(cudaMemPoolSetAttribute(l.pool, cudaMemPoolAttrUsedMemHigh, &zero));
-  }
+  if (run.graph) {
+    if (mpi) throw BenchError("--graph runs in one process (not under mpirun)");
+    run.capture();
+    for (int i = 0; i < opt.warmup; ++i) run.replay();
+    for (Local& l : run.locals) {  // the graph memory's high-water mark from here on
+      std::uint64_t zero = 0;
+      STEPCAST_CUDA_CHECK(
+          cudaDeviceSetGraphMemAttribute(l.device, cudaGraphMemAttrUsedMemHigh, &zero));
+    }
+    run.replay();
+  } else {
+    for (int i = 0; i < opt.warmup; ++i) run.run_once();
+    for (Local& l : run.locals) {  // the pool's high-water mark from here on
+      std::uint64_t zero = 0;
+      STEPCAST_CUDA_CHECK(cudaMemPoolSetAttribute(l.pool, cudaMemPoolAttrUsedMemHigh, &zero));
+    }
 #ifdef STEPCAST_EXEC_WITH_MPI
-  if (mpi) MPI_Barrier(opt.mpi);
+    if (mpi) MPI_Barrier(opt.mpi);
 #endif
-  holds_timed_out = run.run_once();
+    holds_timed_out = run.run_once();
+  }
 
   // Times relative to each rank's zero event.
   Recorded rec;
@@ -623,7 +509,11 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
       tt[i].end_s = std::max(tt[i].start_s, b * 1e-3);
     }
     std::uint64_t high = 0;
-    STEPCAST_CUDA_CHECK(cudaMemPoolGetAttribute(l.pool, cudaMemPoolAttrUsedMemHigh, &high));
+    if (run.graph)
+      STEPCAST_CUDA_CHECK(
+          cudaDeviceGetGraphMemAttribute(l.device, cudaGraphMemAttrUsedMemHigh, &high));
+    else
+      STEPCAST_CUDA_CHECK(cudaMemPoolGetAttribute(l.pool, cudaMemPoolAttrUsedMemHigh, &high));
     rec.peak_bytes[static_cast<size_t>(l.rank)] = static_cast<double>(high);
   }
 #ifdef STEPCAST_EXEC_WITH_MPI
@@ -631,7 +521,8 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
 #endif
 
   record_provenance(provenance, run.locals.empty() ? 0 : run.locals[0].device, run.locals.size(),
-                    mpi ? std::to_string(plan.world_size()) : "1", opt.warmup, holds_timed_out);
+                    mpi ? std::to_string(plan.world_size()) : "1", opt.warmup, opt.graph,
+                    holds_timed_out);
   return rec;
 }
 

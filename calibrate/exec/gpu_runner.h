@@ -23,7 +23,8 @@ class OutOfMemory : public std::runtime_error {
 };
 
 struct GpuOptions {
-  int warmup = 1;  // whole-Program runs before the timed one (cuBLASLt / NCCL setup, clocks)
+  int warmup = 1;      // whole-Program runs before the timed one (cuBLASLt / NCCL setup, clocks)
+  bool graph = false;  // capture each GPU's Program into a CUDA graph once, replay it
 #ifdef STEPCAST_EXEC_WITH_MPI
   MPI_Comm mpi = MPI_COMM_NULL;  // one process per GPU; MPI_COMM_NULL: single process
 #endif

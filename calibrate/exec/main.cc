@@ -41,12 +41,14 @@ constexpr const char* kUsage =
     "  --task-ns N   with --host: virtual nanoseconds per task (alloc/free take none)\n"
     "  --warmup N    untimed runs of the whole Program before the timed one (default 1)\n"
     "  --timeline    also write every task's [start_s, end_s] per rank\n"
+    "  --graph       capture each GPU's Program into a CUDA graph once and replay it (no\n"
+    "                host work between tasks; one process only)\n"
     "One process drives all local GPUs (one per rank); built with -DSTEPCAST_BENCH_MPI=ON\n"
     "and started with mpirun -np WORLD_SIZE, one process per GPU across nodes.\n";
 
 struct Args {
   std::string program, out;
-  bool dry_run = false, timeline = false, host = false;
+  bool dry_run = false, timeline = false, host = false, graph = false;
   int gpus = -1, warmup = 1, task_ns = 1000;
 };
 
@@ -81,6 +83,8 @@ Args parse_args(int argc, char** argv) {
       a.task_ns = to_int(s, next(), 0);
     } else if (s == "--timeline") {
       a.timeline = true;
+    } else if (s == "--graph") {
+      a.graph = true;
     } else if (s == "--gpus") {
       a.gpus = to_int(s, next(), 1);
     } else if (s == "--warmup") {
@@ -100,6 +104,9 @@ Args parse_args(int argc, char** argv) {
     throw stepcast::exec::ProgramError("--gpus applies to --dry-run only");
   if (a.host && a.dry_run)
     throw stepcast::exec::ProgramError("--host and --dry-run exclude each other");
+  if (a.graph && (a.host || a.dry_run))
+    throw stepcast::exec::ProgramError(
+        "--graph applies to a run on GPUs (not --host or --dry-run)");
   return a;
 }
 
@@ -151,6 +158,7 @@ int run(int argc, char** argv) {
 #else
   GpuOptions opt;
   opt.warmup = args.warmup;
+  opt.graph = args.graph;
   int process = 0;
 #ifdef STEPCAST_EXEC_WITH_MPI
   int processes = 1;

@@ -69,4 +69,6 @@ expect 2 "/collective/group: expected an integer <= 2147483647" "$exec_bin" "$ou
 expect 2 "cannot open the Program file" "$exec_bin" "$out/missing.json" --dry-run
 expect 2 "unknown option \"--fast\"" "$exec_bin" "$out/one.json" --fast
 expect 2 "--gpus applies to --dry-run only" "$exec_bin" "$out/one.json" --gpus 2
+expect 2 "--graph applies to a run on GPUs" "$exec_bin" "$out/one.json" --graph --dry-run
+expect 2 "--graph applies to a run on GPUs" "$exec_bin" "$out/one.json" --graph --host
 exit $fail
