@@ -8,7 +8,9 @@
 #   2. bench memory  HBM bandwidth, launch overhead
 #   3. bench nccl + overlap   with 2+ GPUs only
 #   4. attention     fused attention by sequence length (bench/attention_sdpa.py: PyTorch's
-#                    cuDNN and flash SDPA), where python3 imports torch with CUDA
+#                    cuDNN and flash SDPA), where python3 imports torch with CUDA; also as
+#                    measurements-attention.json, so that `stepcast fit OUT/measurements-*.json`
+#                    fits GEMM, memory and attention at once
 #   5. the executor on the 1-GPU cases of tests/data/exec (tiny_1gpu, mcore_1.7B_1gpu):
 #      Programs and predictions from LOWERED=DIR (made elsewhere by
 #      `LOWER_ONLY=1 calibrate/run_on_gpu.sh DIR`) or lowered here by $STEPCAST /
@@ -143,7 +145,8 @@ if ((bench_built == 0)); then
 fi
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null
 then
-  step attention 120 python3 "$here/bench/attention_sdpa.py" "$out/attention-sdpa.csv"
+  step attention 120 python3 "$here/bench/attention_sdpa.py" "$out/attention-sdpa.csv" \
+    --json "$out/measurements-attention.json"
 else
   echo "attention: skipped (no python3 with PyTorch and CUDA)" | tee -a "$summary"
 fi
