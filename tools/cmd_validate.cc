@@ -13,6 +13,7 @@
 
 #include "model/error.h"
 #include "sim/report/validate.h"
+#include "sim/report/validate_tasks.h"
 #include "tools/commands.h"
 
 namespace stepcast::cli {
@@ -29,7 +30,28 @@ struct ValidateFlags {
   std::string scan_text;
   std::vector<std::string> family_filter;
   int threads = 1;
+  std::string tasks_scenario;  // --tasks SCENARIO: per task label against MEASURED.json
+  int top = 25;
 };
+
+// --tasks SCENARIO MEASURED.json: the measured timeline against each task's predicted cost.
+int validate_tasks(const ValidateFlags& f) {
+  if (f.compare_files.size() != 1)
+    throw InputError(InputIssue{"", 0, 0, "--tasks", "give one MEASURED.json (with a timeline)"});
+  const Scenario s = load_scenario(f.tasks_scenario);
+  TaskComparison c;
+  try {
+    c = compare_tasks(s, read_text_file(f.compare_files[0], "JSON"), f.compare_files[0]);
+  } catch (const InputError& e) {
+    if (!e.issues().empty() && e.issues()[0].file == f.compare_files[0]) throw;
+    throw locate_in_scenario(e, s);
+  }
+  if (f.json)
+    std::cout << task_comparison_to_json(c).dump(2) << "\n";
+  else
+    std::cout << render_task_comparison(c, f.top);
+  return kExitOk;
+}
 
 // The cases of the --families given (all when none); InputError when none is left.
 std::vector<ValidationCase> keep_families(std::vector<ValidationCase> all,
@@ -92,6 +114,13 @@ int validate_cases(const ValidateFlags& f) {
 }
 
 int run_validate(const ValidateFlags& f, const CLI::App& validate) {
+  if (validate.count("--top") > 0 && f.tasks_scenario.empty())
+    throw InputError(InputIssue{"", 0, 0, "--top", "applies to --tasks only"});
+  if (!f.tasks_scenario.empty()) {
+    if (!f.cases_file.empty())
+      throw InputError(InputIssue{"", 0, 0, "--tasks", "not with --cases"});
+    return validate_tasks(f);
+  }
   if (!f.cases_file.empty() == !f.compare_files.empty() ||
       (!f.compare_files.empty() && f.compare_files.size() != 2)) {
     throw InputError(InputIssue{"", 0, 0, "validate",
@@ -126,7 +155,8 @@ Command add_validate_command(CLI::App& app) {
   auto f = std::make_shared<ValidateFlags>();
   auto* validate = app.add_subcommand(
       "validate",
-      "compare predictions with measurements: --cases FILE, or PREDICTED.json MEASURED.json");
+      "compare predictions with measurements: --cases FILE, PREDICTED.json MEASURED.json, or "
+      "--tasks SCENARIO MEASURED.json");
   validate->add_option("--cases", f->cases_file, "cases file (measured training runs)");
   validate
       ->add_option("FILES", f->compare_files,
@@ -135,6 +165,11 @@ Command add_validate_command(CLI::App& app) {
                    "out (a measured timeline may lack kinds)")
       ->expected(0, 2);
   validate->add_flag("--json", f->json, "print JSON instead of the table");
+  validate->add_option("--tasks", f->tasks_scenario,
+                       "SCENARIO: compare MEASURED.json's timeline (stepcast-exec --timeline) "
+                       "task by task with the scenario's predicted kernel costs, by label");
+  validate->add_option("--top", f->top, "with --tasks: label groups shown (0: all; default 25)")
+      ->check(CLI::Range(0, 1000000));
   validate
       ->add_option("--threads", f->threads,
                    "worker threads for --cases (same report for any count)")

@@ -6,6 +6,7 @@ set(STAGE_SOURCES
   report/flow_mode.cc
   report/validate.cc
   report/validate_lofo.cc
+  report/validate_tasks.cc
   report/regress.cc
   report/explore.cc
   report/explore_output.cc

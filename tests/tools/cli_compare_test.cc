@@ -355,3 +355,35 @@ TEST(Cli, ValidateLimitsFailTheRunAndNameTheCases) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "stepcast: --max-error: applies to --cases only\n");
 }
+
+// validate --tasks: the H200 executor run of the 1.7B case (tests/data/measured/) against
+// the scenario's own task costs, by label; its flags are checked like the others.
+TEST(Cli, ValidateTasksComparesATimelineByLabel) {
+  const std::string meas =
+      kSrc + "/tests/data/measured/h200-2026-12-04/exec/mcore_1.7B_1gpu.measured.json";
+  const std::string scen = kSrc + "/tests/data/exec/mcore_1.7B_1gpu.yaml";
+  CliRun r = stepcast("validate --tasks " + scen + " " + meas + " --top 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // 1,164 GEMMs, 192 attention, 794 memory-bound tasks (the Program's, docs/calibration.md).
+  EXPECT_NE(r.out.find("gemm          (all)                                1164"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("more label groups (--top 0: all)"), std::string::npos) << r.out;
+  r = stepcast("validate --tasks " + scen + " " + meas + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["kinds"].size(), 3u);
+  // The tiny case's timeline against the 1.7B scenario: task counts differ, exit 2.
+  r = stepcast("validate --tasks " + scen + " " + kSrc +
+               "/tests/data/measured/h200-2026-12-04/exec/tiny_1gpu.measured.json");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/timeline/0/tasks_s: 126 tasks, but rank 0 of the scenario's Program has "
+                       "2356"),
+            std::string::npos)
+      << r.err;
+  r = stepcast("validate --tasks " + scen + " a.json b.json");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --tasks: give one MEASURED.json (with a timeline)\n");
+  r = stepcast("validate a.json b.json --top 3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "stepcast: --top: applies to --tasks only\n");
+}
