@@ -207,11 +207,15 @@ bool pipeline_zero_allowed(int pp, int zero, const FrameworkRules& fw) {
 
 std::string pipeline_zero_problem(const ParallelSpec& pl, const FrameworkRules& fw) {
   if (pipeline_zero_allowed(pl.pp, pl.zero, fw)) return "";
-  return fmt::format(
-      "runs zero {} at most with pipeline parallelism (got zero {} with pp {}; DeepSpeed's "
-      "pipeline engine refuses ZeRO-2 and ZeRO-3, deepspeed/runtime/pipe/engine.py; framework "
-      "rule pipeline_max_zero)",
-      fw.pipeline_max_zero, pl.zero, pl.pp);
+  // The DeepSpeed presets' limit has DeepSpeed's reason; a limit the scenario set is its own.
+  const bool deepspeed_limit =
+      fw.pipeline_max_zero == 1 && framework_preset(fw.name).pipeline_max_zero == 1;
+  return fmt::format("runs zero {} at most with pipeline parallelism (got zero {} with pp {}; {})",
+                     fw.pipeline_max_zero, pl.zero, pl.pp,
+                     deepspeed_limit
+                         ? "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3, "
+                           "deepspeed/runtime/pipe/engine.py; framework rule pipeline_max_zero"
+                         : "framework rule pipeline_max_zero, as the scenario sets it");
 }
 
 }  // namespace stepcast

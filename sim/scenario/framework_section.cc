@@ -3,6 +3,8 @@
 // names and rules are errors with the closest known one suggested.
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -87,15 +89,20 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
     out.zero3_prefetch_elements = *v;
   if (auto v = r_.get_double(f, p, "zero3_persistence_elements", 0, kMaxElements))
     out.zero3_persistence_elements = *v;
-  if (auto v = r_.get_double(f, p, "zero3_reuse_distance_elements", -1, kMaxElements)) {
-    if (*v < 0 && *v != -1)
-      r_.error(f["zero3_reuse_distance_elements"], "framework.zero3_reuse_distance_elements",
-               fmt::format("expected a number of elements >= 0, or -1 (never released "
-                           "between recompute and backward), got {}",
-                           *v));
-    else
-      out.zero3_reuse_distance_elements = *v;
-  }
+  // A number in [lo, hi] that `ok` also accepts; else `expected`, with the value, at its key.
+  auto number_if = [&](const char* key, double lo, double hi, bool (*ok)(double),
+                       const char* expected) -> std::optional<double> {
+    const auto v = r_.get_double(f, p, key, lo, hi);
+    if (!v || ok(*v)) return v;
+    r_.error(f[key], std::string("framework.") + key, fmt::format("{}, got {}", expected, *v));
+    return std::nullopt;
+  };
+  if (auto v = number_if(
+          "zero3_reuse_distance_elements", -1, kMaxElements,
+          [](double x) { return x >= 0 || x == -1; },
+          "expected a number of elements >= 0, or -1 (never released between recompute and "
+          "backward)"))
+    out.zero3_reuse_distance_elements = *v;
   if (auto v = r_.get_int(f, p, "zero3_max_inflight_fetches", 0, 1 << 20))
     out.zero3_max_inflight_fetches = static_cast<int>(*v);
   if (auto v = r_.get_bool(f, p, "list_collectives")) out.list_collectives = *v;
@@ -120,15 +127,10 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
     out.pipeline_max_zero = static_cast<int>(*v);
   // A bucket of at least 1e5 elements: smaller ones would be thousands of collectives a
   // stage (kMaxBucketsPerStage bounds them anyway).
-  if (auto v = r_.get_double(f, p, "grad_bucket_elements", 0, kMaxElements)) {
-    if (*v > 0 && *v < 1e5)
-      r_.error(f["grad_bucket_elements"], "framework.grad_bucket_elements",
-               fmt::format("expected 0 (Megatron-Core's bucket rule) or at least 1e5 elements, "
-                           "got {}",
-                           *v));
-    else
-      out.grad_bucket_elements = *v;
-  }
+  if (auto v = number_if(
+          "grad_bucket_elements", 0, kMaxElements, [](double x) { return x == 0 || x >= 1e5; },
+          "expected 0 (Megatron-Core's bucket rule) or at least 1e5 elements"))
+    out.grad_bucket_elements = *v;
   if (auto v = r_.get_bool(f, p, "async_tp_dgrad_reduce")) out.async_tp_dgrad_reduce = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_1f1b")) out.blocking_p2p_1f1b = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_interleaved")) out.blocking_p2p_interleaved = *v;

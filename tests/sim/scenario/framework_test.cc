@@ -278,6 +278,20 @@ TEST(Framework, DeepSpeedPipelinesTakeZero1AtMost) {
   EXPECT_EQ(load(plan("deepspeed", 1, 2)).parallel.zero, 2);
   EXPECT_EQ(load(plan("megatron-core", 2, 2)).parallel.zero, 2);
   EXPECT_EQ(load(plan("{name: deepspeed, pipeline_max_zero: 3}", 2, 2)).parallel.zero, 2);
+  // A limit the scenario sets is its own, not DeepSpeed's: the message says so.
+  const std::string mine = "framework rule pipeline_max_zero, as the scenario sets it";
+  expect_issue(plan("{name: megatron-core, pipeline_max_zero: 1}", 2, 2), "parallel.zero", 20,
+               mine);
+  expect_issue(plan("{name: deepspeed, pipeline_max_zero: 0}", 2, 1), "parallel.zero", 20, mine);
+  for (const char* fw :
+       {"{name: megatron-core, pipeline_max_zero: 1}", "{name: deepspeed, pipeline_max_zero: 0}"}) {
+    try {
+      load(plan(fw, 2, 2));
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()).find("DeepSpeed's pipeline engine"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace
