@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "calibrate/fit/fit_internal.h"
+#include "sim/cost/cost.h"
 
 namespace stepcast::fit_detail {
 
@@ -32,7 +33,7 @@ struct AttnPoint {
   double s = 0, d = 0;  // keys per query row, head size
   double y = 0;         // log(flops / (peak * (t - launch))): log of the measured efficiency
   int dir = 0;          // 0 forward, 1 backward
-  double flops = 0, time_s = 0;
+  const MeasuredAttention* m = nullptr;
 };
 
 struct AttnFit {
@@ -111,8 +112,7 @@ void fit_attention(const Measurements& m, const HwProfile& base, FitReport& rep)
     p.s = static_cast<double>(a.seq_kv) * (a.causal && a.seq_q == a.seq_kv ? 0.5 : 1.0);
     p.d = static_cast<double>(a.head_dim);
     p.dir = a.backward ? 1 : 0;
-    p.flops = a.flops;
-    p.time_s = a.time_s;
+    p.m = &a;
     p.y = std::log(a.flops / (peak * (a.time_s - launch)));
     pts.push_back(p);
   }
@@ -141,11 +141,19 @@ void fit_attention(const Measurements& m, const HwProfile& base, FitReport& rep)
     rep.fitted.push_back(d ? "compute.attention.bwd_efficiency"
                            : "compute.attention.fwd_efficiency");
   }
-  // Residuals on time, as the simulator will compute it.
+  // Residuals on time, by the simulator's own efficiency (sim/cost/compute.cc).
   for (const AttnPoint& p : pts) {
-    const double eff = (p.dir ? c.attn_bwd_eff : c.attn_fwd_eff) *
-                       std::exp(log_sat(p.s, c.attn_half_seq) + log_sat(p.d, c.attn_half_head_dim));
-    const double err = (p.flops / (peak * eff) + launch) / p.time_s - 1;
+    AttentionShape shape;
+    shape.batch = p.m->batch;
+    shape.heads = p.m->heads;
+    shape.kv_heads = p.m->kv_heads;
+    shape.seq_q = p.m->seq_q;
+    shape.seq_kv = p.m->seq_kv;
+    shape.head_dim = p.m->head_dim;
+    shape.causal = p.m->causal;
+    shape.backward = p.m->backward;
+    const double eff = attention_efficiency(shape, c);
+    const double err = (p.m->flops / (peak * eff) + launch) / p.m->time_s - 1;
     rep.attention_points[p.dir] += 1;
     rep.attention_rms_rel_err[p.dir] += err * err;
     rep.attention_max_rel_err[p.dir] = std::max(rep.attention_max_rel_err[p.dir], std::abs(err));

@@ -105,15 +105,6 @@ bool aligned(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype, GemmLa
   return n % elems == 0 && (!m_leads || m % elems == 0) && (!k_leads || k % elems == 0);
 }
 
-double attention_efficiency(const AttentionShape& a, const ComputeParams& c) {
-  double s = static_cast<double>(a.seq_kv > 0 ? a.seq_kv : a.seq_q);
-  if (a.causal && a.seq_q == a.seq_kv) s *= 0.5;
-  const double e = a.backward ? c.attn_bwd_eff : c.attn_fwd_eff;
-  return e * saturation(std::max(s, 1.0), c.attn_half_seq) *
-         saturation(static_cast<double>(std::max<std::int64_t>(a.head_dim, 1)),
-                    c.attn_half_head_dim);
-}
-
 double memory_time_s(double bytes, const HwProfile& hw) {
   if (bytes <= 0) return 0;
   STEPCAST_CHECK(hw.gpu.hbm_bytes_per_s > 0 && hw.compute.membound_eff > 0,
@@ -122,6 +113,15 @@ double memory_time_s(double bytes, const HwProfile& hw) {
 }
 
 }  // namespace
+
+double attention_efficiency(const AttentionShape& a, const ComputeParams& c) {
+  double s = static_cast<double>(a.seq_kv > 0 ? a.seq_kv : a.seq_q);
+  if (a.causal && a.seq_q == a.seq_kv) s *= 0.5;
+  const double e = a.backward ? c.attn_bwd_eff : c.attn_fwd_eff;
+  return e * saturation(std::max(s, 1.0), c.attn_half_seq) *
+         saturation(static_cast<double>(std::max<std::int64_t>(a.head_dim, 1)),
+                    c.attn_half_head_dim);
+}
 
 double gemm_efficiency(const GemmShape& g, const HwProfile& hw) {
   const ComputeParams& c = hw.compute;

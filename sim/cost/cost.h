@@ -32,6 +32,9 @@ struct CollectiveChoice {
 // Compute: roofline with shape-dependent efficiency + launch overhead (sim/cost/compute.cc).
 double compute_time_s(const Task& t, const HwProfile& hw);
 double gemm_efficiency(const GemmShape& g, const HwProfile& hw);
+// A flash-attention kernel's fraction of the bf16 peak (sim/cost/compute.cc's curve; the
+// sustained clock not applied). `stepcast fit` reports its attention residuals with it.
+double attention_efficiency(const AttentionShape& a, const ComputeParams& c);
 
 // Collectives: per algorithm and protocol, as NCCL composes them, cheapest chosen
 // (sim/cost/collective.cc). `bytes` is S as nccl-tests counts it (see docs/model.md "Collectives
