@@ -27,9 +27,27 @@ struct TaskGroupComparison {
   double flops = 0, bytes = 0;  // summed over the group's tasks
 };
 
+// What the measurement itself adds, from the timeline alone. A task is ready once the task
+// before it on its stream and its deps have ended; the executor records an event before
+// and after every task, and on an H200 each record holds its stream ~1.3 us
+// (docs/calibration.md), so a task starts that long after it is ready, and a task with no
+// kernel (alloc, free) spans that long (a stream-ordered free more): the floor inside every
+// measured duration. Neither happens in training, where no task is timed.
+struct TimingFloor {
+  int tasks = 0;                             // every task of the timeline
+  double wait_median_s = 0, wait_sum_s = 0;  // start - ready (0 where it started at once)
+  int kernelless = 0;                        // alloc and free tasks
+  double kernelless_median_s = 0;            // their span: the lower of the two kinds' medians
+  // waits + kernel tasks x the kernel-less median: the measured span's instrumentation
+  double instrumentation_s() const {
+    return wait_sum_s + static_cast<double>(tasks - kernelless) * kernelless_median_s;
+  }
+};
+
 struct TaskComparison {
   std::vector<TaskGroupComparison> groups;  // by measured time, largest first
   std::vector<TaskGroupComparison> kinds;   // one per kind, the same order of kinds
+  TimingFloor floor;
 };
 
 // `measured_text` is a stepcast.result/1 document with a "timeline" ([{rank, tasks_s:

@@ -371,7 +371,20 @@ TEST(Cli, ValidateTasksComparesATimelineByLabel) {
   EXPECT_NE(r.out.find("more label groups (--top 0: all)"), std::string::npos) << r.out;
   r = stepcast("validate --tasks " + scen + " " + meas + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["kinds"].size(), 3u);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kinds"].size(), 3u);
+  // The run's idle GPU time (the step, 449.79 ms, minus the tasks' busy spans: 3.64 ms) is
+  // the timing events': every task started 1.2-1.7 us after it was ready, 3.64 ms in all,
+  // and the 103 allocs, which launch nothing, spanned a median 1.2-1.4 us (the frees 2.0: a
+  // stream-ordered cudaFreeAsync).
+  const nlohmann::json& floor = j["floor"];
+  EXPECT_EQ(floor["tasks"].get<int>(), 2356);
+  EXPECT_EQ(floor["kernelless_tasks"].get<int>(), 206);
+  EXPECT_GT(floor["wait_median_s"].get<double>(), 1.2e-6);
+  EXPECT_LT(floor["wait_median_s"].get<double>(), 1.7e-6);
+  EXPECT_NEAR(floor["wait_sum_s"].get<double>(), 3.64e-3, 0.05e-3);
+  EXPECT_GT(floor["kernelless_median_s"].get<double>(), 1.2e-6);
+  EXPECT_LT(floor["kernelless_median_s"].get<double>(), 1.4e-6);
   // The tiny case's timeline against the 1.7B scenario: task counts differ, exit 2.
   r = stepcast("validate --tasks " + scen + " " + kSrc +
                "/tests/data/measured/h200-2026-12-04/exec/tiny_1gpu.measured.json");

@@ -2,8 +2,11 @@
 // prediction itself, with every GEMM stretched by a known factor, must come back with exactly
 // that error for GEMMs and none elsewhere; label groups add a layer's repeats; every bad
 // timeline is an InputError at its key and line.
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -21,9 +24,10 @@ Scenario tiny() {
   return load_scenario(std::string(STEPCAST_SOURCE_DIR) + "/tests/data/exec/tiny_1gpu.yaml");
 }
 
-// A stepcast.result/1 document whose timeline runs the tasks back to back, each for its
-// predicted duration times `gemm_factor` for GEMMs (1 otherwise).
-std::string measured_from_prediction(const Scenario& s, double gemm_factor) {
+// A stepcast.result/1 document of the scenario's full-fidelity Program whose task i of each
+// rank spans place(rank, i, predicted duration in s, ends of tasks 0..i-1) = {start, end}.
+template <class Place>
+std::string timeline_doc(const Scenario& s, Place place) {
   LowerOptions lo;
   lo.folded = false;
   const Program p = lower(s, lo);
@@ -31,17 +35,27 @@ std::string measured_from_prediction(const Scenario& s, double gemm_factor) {
   nlohmann::json tl = nlohmann::json::array();
   for (std::size_t r = 0; r < p.ranks.size(); ++r) {
     nlohmann::json tasks = nlohmann::json::array();
-    double t = 0;
-    for (std::size_t i = 0; i < p.ranks[r].tasks.size(); ++i) {
-      const double f = p.ranks[r].tasks[i].kind == TaskKind::kGemm ? gemm_factor : 1.0;
-      const double dur = static_cast<double>(d[r][i]) * 1e-9 * f;
-      tasks.push_back({t, t + dur});
-      t += dur;
+    std::vector<double> end(p.ranks[r].tasks.size());
+    for (std::size_t i = 0; i < end.size(); ++i) {
+      const auto [a, b] = place(p.ranks[r], i, static_cast<double>(d[r][i]) * 1e-9, end);
+      end[i] = b;
+      tasks.push_back({a, b});
     }
     tl.push_back({{"rank", static_cast<int>(r)}, {"tasks_s", tasks}});
   }
   return nlohmann::json{{"schema", "stepcast.result/1"}, {"step_time_s", 1.0}, {"timeline", tl}}
       .dump(1);
+}
+
+// The tasks back to back, each for its predicted duration times `gemm_factor` for GEMMs (1
+// otherwise).
+std::string measured_from_prediction(const Scenario& s, double gemm_factor) {
+  return timeline_doc(
+      s, [&](const RankProgram& rp, std::size_t i, double dur, const std::vector<double>& end) {
+        const double f = rp.tasks[i].kind == TaskKind::kGemm ? gemm_factor : 1.0;
+        const double start = i ? end[i - 1] : 0.0;
+        return std::pair{start, start + dur * f};
+      });
 }
 
 const TaskGroupComparison& kind(const TaskComparison& c, const std::string& k) {
@@ -86,6 +100,45 @@ TEST(ValidateTasks, LabelGroupsAddEveryLayerAndMicrobatch) {
       found = true;
     }
   EXPECT_TRUE(found);
+}
+
+// A timeline as the executor's events would leave it: each task starts `wait` after it is
+// ready (its stream's previous task and its deps ended) and lasts its predicted duration
+// plus `floor`, a task with no kernel (alloc, free) `floor` alone.
+std::string measured_with_events(const Scenario& s, double wait, double floor) {
+  return timeline_doc(
+      s, [&](const RankProgram& rp, std::size_t i, double dur, const std::vector<double>& end) {
+        const Task& t = rp.tasks[i];
+        double ready = 0;
+        for (std::size_t j = i; j-- > 0;)
+          if (rp.tasks[j].stream == t.stream) {
+            ready = end[j];
+            break;
+          }
+        for (int dep : t.deps) ready = std::max(ready, end[static_cast<std::size_t>(dep)]);
+        const bool kernel = t.kind != TaskKind::kAlloc && t.kind != TaskKind::kFree;
+        return std::pair{ready + wait, ready + wait + floor + (kernel ? dur : 0.0)};
+      });
+}
+
+// The floor comes back as built: every wait 1.3 us (median 1.3 us, sum tasks x 1.3 us), the
+// kernel-less spans 1.25 us, so the instrumentation is tasks x 1.3 + kernel tasks x 1.25 us.
+// Without events (both 0) it is zero.
+TEST(ValidateTasks, RecoversTheTimingEventsFloor) {
+  const Scenario s = tiny();
+  const TaskComparison c = compare_tasks(s, measured_with_events(s, 1.3e-6, 1.25e-6), "m.json");
+  const TimingFloor& f = c.floor;
+  ASSERT_GT(f.kernelless, 0);
+  ASSERT_GT(f.tasks, f.kernelless);
+  EXPECT_NEAR(f.wait_median_s, 1.3e-6, 1e-12);
+  EXPECT_NEAR(f.wait_sum_s, f.tasks * 1.3e-6, 1e-9);
+  EXPECT_NEAR(f.kernelless_median_s, 1.25e-6, 1e-12);
+  EXPECT_NEAR(f.instrumentation_s(), f.tasks * 1.3e-6 + (f.tasks - f.kernelless) * 1.25e-6, 1e-9);
+  EXPECT_NE(render_task_comparison(c, 5).find("measurement floor"), std::string::npos);
+  EXPECT_NEAR(task_comparison_to_json(c)["floor"]["wait_median_s"].get<double>(), 1.3e-6, 1e-12);
+  const TimingFloor none = compare_tasks(s, measured_with_events(s, 0, 0), "m.json").floor;
+  EXPECT_EQ(none.wait_sum_s, 0);
+  EXPECT_EQ(none.instrumentation_s(), 0);
 }
 
 InputIssue only_issue(const std::string& text) {
