@@ -335,6 +335,17 @@ void add_amax_ops(std::vector<Step>& steps, const Local& l) {
 
 using namespace workload_parts;
 
+double attention_keys_per_row(const AttentionShape& a) {
+  const double s = static_cast<double>(a.seq_kv > 0 ? a.seq_kv : a.seq_q);
+  return a.causal && a.seq_q == a.seq_kv ? 0.5 * s : s;
+}
+
+double flash_attention_flops(double batch, double heads, double seq_q, double seq_kv,
+                             double dqk_plus_dv, bool causal, bool backward) {
+  return 2.0 * batch * heads * seq_q * seq_kv * dqk_plus_dv * (causal ? 0.5 : 1.0) *
+         (backward ? 2.5 : 1.0);
+}
+
 Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_q,
                 std::int64_t seq_kv, bool causal, bool backward, std::int64_t window) {
   STEPCAST_CHECK(seq_q > 0 && seq_kv > 0, "attention_op: empty block");
@@ -367,9 +378,8 @@ Op attention_op(const ModelArch& arch, const ShardSpec& shard, std::int64_t seq_
     f = 2.0 * d(l.b) * d(l.heads) * (sq * w - w * (w - 1.0) / 2.0) * d(l.dqk + l.dv);
     if (backward) f *= 2.5;
   } else if (shard.flash_attention) {
-    if (causal) f *= 0.5;
-    // FlashAttention-2 backward: 5 matmuls (recomputed S, dV, dP, dQ, dK) vs 2 forward.
-    if (backward) f *= 2.5;
+    f = flash_attention_flops(d(l.b), d(l.heads), d(seq_q), d(seq_kv), d(l.dqk + l.dv), causal,
+                              backward);
   } else if (backward) {
     // Unfused: the full s x s block is computed (the mask is applied after the GEMM);
     // backward is 4 batched GEMMs (dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q).

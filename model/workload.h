@@ -79,6 +79,19 @@ struct AttentionShape {
   bool flash = true;
 };
 
+// Keys each query row attends to, the s of the attention efficiency curve
+// (sim/cost/compute.cc, fitted by calibrate/fit/fit_attention.cc): seq_kv, halved for a
+// causal square block (a row sees half the keys on average).
+double attention_keys_per_row(const AttentionShape& a);
+
+// FLOPs of one fused (flash) attention kernel with head sizes dqk (scores) and dv (values):
+// 2*b*h*sq*skv*(dqk + dv), i.e. 4*b*h*sq*skv*d for one head size (Korthikanti et al. 2022:
+// 2bs^2h for the scores and 2bs^2h for the weighted values); half of it for a causal block
+// (the kernel skips the masked half), 2.5x backward (FlashAttention-2: recomputed S, dV, dP,
+// dQ, dK: 5 matmuls against 2).
+double flash_attention_flops(double batch, double heads, double seq_q, double seq_kv,
+                             double dqk_plus_dv, bool causal, bool backward);
+
 struct Op {
   std::string name;  // "qkv", "attn", "proj", "fc1", "act", "fc2", "ln1", "router", ...
   OpKind kind = OpKind::kMemoryBound;

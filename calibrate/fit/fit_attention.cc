@@ -109,9 +109,9 @@ void fit_attention(const Measurements& m, const HwProfile& base, FitReport& rep)
       continue;
     }
     AttnPoint p;
-    p.s = static_cast<double>(a.seq_kv) * (a.causal && a.seq_q == a.seq_kv ? 0.5 : 1.0);
-    p.d = static_cast<double>(a.head_dim);
-    p.dir = a.backward ? 1 : 0;
+    p.s = attention_keys_per_row(a.shape);
+    p.d = static_cast<double>(a.shape.head_dim);
+    p.dir = a.shape.backward ? 1 : 0;
     p.m = &a;
     p.y = std::log(a.flops / (peak * (a.time_s - launch)));
     pts.push_back(p);
@@ -143,16 +143,7 @@ void fit_attention(const Measurements& m, const HwProfile& base, FitReport& rep)
   }
   // Residuals on time, by the simulator's own efficiency (sim/cost/compute.cc).
   for (const AttnPoint& p : pts) {
-    AttentionShape shape;
-    shape.batch = p.m->batch;
-    shape.heads = p.m->heads;
-    shape.kv_heads = p.m->kv_heads;
-    shape.seq_q = p.m->seq_q;
-    shape.seq_kv = p.m->seq_kv;
-    shape.head_dim = p.m->head_dim;
-    shape.causal = p.m->causal;
-    shape.backward = p.m->backward;
-    const double eff = attention_efficiency(shape, c);
+    const double eff = attention_efficiency(p.m->shape, c);
     const double err = (p.m->flops / (peak * eff) + launch) / p.m->time_s - 1;
     rep.attention_points[p.dir] += 1;
     rep.attention_rms_rel_err[p.dir] += err * err;

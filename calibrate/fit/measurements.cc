@@ -293,7 +293,7 @@ void parse_attention(Reader& r, const json& doc, Measurements& out) {
                                   : std::string("expected true or false, got ") + it->dump());
       causal_ok = false;
     } else {
-      ma.causal = it->get<bool>();
+      ma.shape.causal = it->get<bool>();
     }
     auto batch = r.integer(e, ep, "batch", 1), heads = r.integer(e, ep, "heads", 1),
          kv_heads = r.integer(e, ep, "kv_heads", 1), seq_q = r.integer(e, ep, "seq_q", 1),
@@ -308,18 +308,18 @@ void parse_attention(Reader& r, const json& doc, Measurements& out) {
       continue;
     }
     ma.backend = *backend;
-    ma.backward = *direction == "bwd";
-    ma.batch = *batch;
-    ma.heads = *heads;
-    ma.kv_heads = *kv_heads;
-    ma.seq_q = *seq_q;
-    ma.seq_kv = *seq_kv;
-    ma.head_dim = *head_dim;
+    AttentionShape& sh = ma.shape;
+    sh.backward = *direction == "bwd";
+    sh.batch = *batch;
+    sh.heads = *heads;
+    sh.kv_heads = *kv_heads;
+    sh.seq_q = *seq_q;
+    sh.seq_kv = *seq_kv;
+    sh.head_dim = *head_dim;
     ma.time_s = *t * 1e-6;
-    ma.flops = 4.0 * static_cast<double>(ma.batch) * static_cast<double>(ma.heads) *
-               static_cast<double>(ma.seq_q) * static_cast<double>(ma.seq_kv) *
-               static_cast<double>(ma.head_dim) * (ma.causal ? 0.5 : 1.0) *
-               (ma.backward ? 2.5 : 1.0);
+    auto d = [](std::int64_t x) { return static_cast<double>(x); };
+    ma.flops = flash_attention_flops(d(sh.batch), d(sh.heads), d(sh.seq_q), d(sh.seq_kv),
+                                     2 * d(sh.head_dim), sh.causal, sh.backward);
     r.consistent(e, ep, "flop_per_s", ma.flops / ma.time_s, 0,
                  "4*batch*heads*seq_q*seq_kv*head_dim (x0.5 causal, x2.5 bwd)/time_us");
     out.attention.push_back(ma);

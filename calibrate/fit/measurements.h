@@ -68,9 +68,7 @@ struct MeasuredOverlap {
 // halved when causal, 2.5 times that for the backward.
 struct MeasuredAttention {
   std::string backend;
-  bool causal = false;
-  bool backward = false;
-  std::int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_kv = 1, head_dim = 1;
+  AttentionShape shape;  // batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, backward
   double time_s = 0;
   double flops = 0;
   std::string pointer;  // "/attention/3"

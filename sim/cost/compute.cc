@@ -115,8 +115,7 @@ double memory_time_s(double bytes, const HwProfile& hw) {
 }  // namespace
 
 double attention_efficiency(const AttentionShape& a, const ComputeParams& c) {
-  double s = static_cast<double>(a.seq_kv > 0 ? a.seq_kv : a.seq_q);
-  if (a.causal && a.seq_q == a.seq_kv) s *= 0.5;
+  const double s = attention_keys_per_row(a);
   const double e = a.backward ? c.attn_bwd_eff : c.attn_fwd_eff;
   return e * saturation(std::max(s, 1.0), c.attn_half_seq) *
          saturation(static_cast<double>(std::max<std::int64_t>(a.head_dim, 1)),

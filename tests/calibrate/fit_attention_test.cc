@@ -209,8 +209,8 @@ TEST(MeasurementsBadAttention, GoodEntryLoads) {
   ASSERT_EQ(m.attention.size(), 1u);
   EXPECT_DOUBLE_EQ(m.attention[0].flops, 4.0 * 16 * 2048.0 * 2048 * 128 / 2);
   EXPECT_DOUBLE_EQ(m.attention[0].time_s, 35e-6);
-  EXPECT_TRUE(m.attention[0].causal);
-  EXPECT_FALSE(m.attention[0].backward);
+  EXPECT_TRUE(m.attention[0].shape.causal);
+  EXPECT_FALSE(m.attention[0].shape.backward);
 }
 
 TEST(MeasurementsBadAttention, EachRule) {
@@ -279,18 +279,11 @@ TEST(H200Profile, ReproducesMeasuredCudnnAttention) {
     if (a.backend != "cudnn") continue;
     Task t;
     t.kind = TaskKind::kAttention;
-    t.attn.batch = a.batch;
-    t.attn.heads = a.heads;
-    t.attn.kv_heads = a.kv_heads;
-    t.attn.seq_q = a.seq_q;
-    t.attn.seq_kv = a.seq_kv;
-    t.attn.head_dim = a.head_dim;
-    t.attn.causal = a.causal;
-    t.attn.backward = a.backward;
+    t.attn = a.shape;
     t.flops = a.flops;
     const double err = compute_time_s(t, hw) / a.time_s - 1;
-    sum_sq[a.backward] += err * err;
-    ++n[a.backward];
+    sum_sq[a.shape.backward] += err * err;
+    ++n[a.shape.backward];
     EXPECT_LE(std::abs(err), 0.34) << a.pointer;
   }
   ASSERT_EQ(n[0], 36);
