@@ -7,7 +7,9 @@
 //      t = flops / (peak * E * M/(M+hm) * n/(n+hn) * k/(k+hk)) + fixed_time
 //    by Levenberg-Marquardt on log residuals (relative error). bf16/fp16 points give E
 //    (gemm.max_efficiency), hm, hn, hk and fixed_time; fp8 points give fp8_max_efficiency
-//    with the same half sizes and fixed time (all of them when only fp8 was measured).
+//    and, with 8 or more of them beside a fitted 16-bit shape (or a profile that has them
+//    already), fp8's own half sizes (fp8_half_m/n/k; the fixed time shared); with too few,
+//    the ceiling alone; when only fp8 was measured, all five, shared.
 //    Measured shapes the curve misses by more than kTableTolerance go to
 //    compute.gemm_table, so the fitted profile reproduces them within that tolerance.
 //  - Fused attention (fit_attention.cc): sim/cost/compute.cc's curve,

@@ -192,7 +192,11 @@ void fit_gemm_table(const HwProfile& base, const std::vector<const MeasuredGemm*
   }
   rep.gemm_rms_rel_err = count ? std::sqrt(sq / count) : 0;
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, DType>, GemmPoint> table;
-  for (const GemmPoint& p : base.compute.gemm_table) table[{p.m, p.n, p.k, p.dtype}] = p;
+  // The base's points stay, except at the shapes measured here: those are this fit's (in the
+  // table only where the curve misses them), so a profile refitted in place keeps no stale
+  // point the new curve reproduces.
+  for (const GemmPoint& p : base.compute.gemm_table)
+    if (!rates_by_key.count(Key{p.m, p.n, p.k, p.dtype})) table[{p.m, p.n, p.k, p.dtype}] = p;
   for (GemmResidual& r : rep.gemm_residuals)
     r.in_table = miss.count(Key{r.batch * r.m, r.n, r.k, r.dtype}) > 0;
   for (const Key& key : miss) {
@@ -204,7 +208,7 @@ void fit_gemm_table(const HwProfile& base, const std::vector<const MeasuredGemm*
   }
   c.gemm_table.clear();
   for (const auto& [key, p] : table) c.gemm_table.push_back(p);
-  if (!miss.empty()) rep.fitted.push_back("compute.gemm_table");
+  if (c.gemm_table != base.compute.gemm_table) rep.fitted.push_back("compute.gemm_table");
 }
 
 }  // namespace
@@ -254,12 +258,29 @@ void fit_gemm(const Measurements& m, const HwProfile& base, FitReport& rep) {
     rep.fitted.push_back("compute.gemm.max_efficiency");
   }
   if (!fp8_s.empty()) {
+    // fp8 points fit fp8's own half sizes (fixed time shared) when the 16-bit shape was
+    // fitted here or the profile already has fp8 terms of its own; otherwise, with enough
+    // of them, they set the shared terms (the only shapes measured).
+    const bool has_own = c.fp8_half_m >= 0 || c.fp8_half_n >= 0 || c.fp8_half_k >= 0;
+    const bool enough = fp8_s.size() >= kFullFitMin;
+    const bool own = enough && (shape_fitted || has_own);
+    const bool fp8_shape = enough && !own;
     GemmCurve f = cur;
     f.max_eff = c.fp8_max_eff;
-    const bool fp8_shape = !shape_fitted && fp8_s.size() >= kFullFitMin;
-    f = fit_gemm_curve(fp8_s, f, fp8_shape ? all : ceiling_only);
+    if (c.fp8_half_m >= 0) f.half_m = c.fp8_half_m;
+    if (c.fp8_half_n >= 0) f.half_n = c.fp8_half_n;
+    if (c.fp8_half_k >= 0) f.half_k = c.fp8_half_k;
+    const std::array<bool, 5> own_shape{true, true, true, true, false};
+    f = fit_gemm_curve(fp8_s, f, own ? own_shape : fp8_shape ? all : ceiling_only);
     c.fp8_max_eff = f.max_eff;
     rep.fitted.push_back("compute.gemm.fp8_max_efficiency");
+    if (own) {
+      c.fp8_half_m = f.half_m;
+      c.fp8_half_n = f.half_n;
+      c.fp8_half_k = f.half_k;
+      rep.fitted.insert(rep.fitted.end(), {"compute.gemm.fp8_half_m", "compute.gemm.fp8_half_n",
+                                           "compute.gemm.fp8_half_k"});
+    }
     if (fp8_shape) {
       cur = f;
       shape_fitted = true;

@@ -79,7 +79,10 @@ void write_compute(YAML::Node& doc, const HwProfile& base, const FitReport& rep,
               {"half_m", c.gemm_half_m},
               {"half_n", c.gemm_half_n},
               {"half_k", c.gemm_half_k},
-              {"fp8_max_efficiency", c.fp8_max_eff}});
+              {"fp8_max_efficiency", c.fp8_max_eff},
+              {"fp8_half_m", c.fp8_half_m},
+              {"fp8_half_n", c.fp8_half_n},
+              {"fp8_half_k", c.fp8_half_k}});
   if (is_fitted(rep, "compute.gemm.fixed_time"))
     compute["gemm"]["fixed_time"] = num(c.gemm_fixed_time_s * 1e6, 5) + " us";
   write_keys("attention", 4,
@@ -230,6 +233,9 @@ std::string FitReport::text() const {
         "k/(k+{:.1f})) + {:.2f} us; fp8 ceiling {:.4f}\n",
         compute.gemm_max_eff, compute.gemm_half_m, compute.gemm_half_n, compute.gemm_half_k,
         compute.gemm_fixed_time_s * 1e6, compute.fp8_max_eff);
+    if (compute.fp8_half_m >= 0 || compute.fp8_half_n >= 0 || compute.fp8_half_k >= 0)
+      o << fmt::format("        fp8's own half sizes: M {:.1f}, n {:.1f}, k {:.1f}\n",
+                       compute.fp8_half_m, compute.fp8_half_n, compute.fp8_half_k);
     const auto in_table = std::count_if(gemm_residuals.begin(), gemm_residuals.end(),
                                         [](const GemmResidual& r) { return r.in_table; });
     o << fmt::format(

@@ -225,15 +225,19 @@ void parse_compute_params(YamlReader& r, const YAML::Node& node, const std::stri
     return;
   if (const YAML::Node g = node["gemm"]) {
     const std::string gp = join_path(path, "gemm");
-    if (r.expect_map(g, gp,
-                     {"max_efficiency", "half_m", "half_n", "half_k", "fp8_max_efficiency",
-                      "fixed_time", "unaligned_efficiency"})) {
+    if (r.expect_map(
+            g, gp,
+            {"max_efficiency", "half_m", "half_n", "half_k", "fp8_max_efficiency", "fp8_half_m",
+             "fp8_half_n", "fp8_half_k", "fixed_time", "unaligned_efficiency"})) {
       set_if(get_fraction(r, g, gp, "max_efficiency"), out.gemm_max_eff);
       // Half-saturation sizes: 0 means "no size penalty" on that dimension.
       set_if(r.get_double(g, gp, "half_m", 0.0, 1e9), out.gemm_half_m);
       set_if(r.get_double(g, gp, "half_n", 0.0, 1e9), out.gemm_half_n);
       set_if(r.get_double(g, gp, "half_k", 0.0, 1e9), out.gemm_half_k);
       set_if(get_fraction(r, g, gp, "fp8_max_efficiency"), out.fp8_max_eff);
+      set_if(r.get_double(g, gp, "fp8_half_m", 0.0, 1e9), out.fp8_half_m);
+      set_if(r.get_double(g, gp, "fp8_half_n", 0.0, 1e9), out.fp8_half_n);
+      set_if(r.get_double(g, gp, "fp8_half_k", 0.0, 1e9), out.fp8_half_k);
       set_if(r.get_quantity(g, gp, "fixed_time", Dimension::kTime), out.gemm_fixed_time_s);
       set_if(r.get_double(g, gp, "unaligned_efficiency", 0.01, 1.0), out.gemm_unaligned_eff);
     }

@@ -7,8 +7,10 @@
 //   t_kernel     = flops / (peak * shape) + gemm_fixed_time_s,
 //   eff          = flops / (peak * t_kernel),
 // E = gemm_max_eff (bf16/fp16/fp32) or fp8_max_eff (fp8, mxfp8, nvfp4: of that dtype's own
-// peak; no narrower format has a measured ceiling of its own here). The fixed time
-// is the few-microsecond floor every GEMM kernel has (ramp-up, tail wave); without it the
+// peak; no narrower format has a measured ceiling of its own here); the narrow dtypes take
+// fp8_half_m/n/k for hm, hn, hk where the profile has them (their kernels tile
+// differently: fitted on an H200's fp8 sweep, M 40, n 108, k 443 against 14, 70, 146). The fixed
+// time is the few-microsecond floor every GEMM kernel has (ramp-up, tail wave); without it the
 // product form cannot fit both 256^3 (0.7% of peak) and 4096^3 (79%) on H100.
 // Fit (tests/data/measured/fit_cost_params.py): Nelder-Mead on sum of squared log-errors
 // over XLA's sm_90 bf16 table (375 shapes, b in {1,2,4}, m,n,k in 256..4096) plus the MAMF
@@ -137,11 +139,14 @@ double gemm_efficiency(const GemmShape& g, const HwProfile& hw) {
   const double ceiling = narrow ? c.fp8_max_eff : c.gemm_max_eff;
   const double big_m = static_cast<double>(std::max<std::int64_t>(g.batch, 1)) *
                        static_cast<double>(std::max<std::int64_t>(g.m, 1));
-  const double shape =
-      ceiling * saturation(big_m, c.gemm_half_m) *
-      saturation(static_cast<double>(std::max<std::int64_t>(g.n, 1)), c.gemm_half_n) *
-      saturation(static_cast<double>(std::max<std::int64_t>(g.k, 1)), c.gemm_half_k) *
-      (shape_aligned ? 1.0 : c.gemm_unaligned_eff);
+  // fp8's own half sizes where the profile has them (negative: the 16-bit ones).
+  auto half = [narrow](double fp8, double main) { return narrow && fp8 >= 0 ? fp8 : main; };
+  const double shape = ceiling * saturation(big_m, half(c.fp8_half_m, c.gemm_half_m)) *
+                       saturation(static_cast<double>(std::max<std::int64_t>(g.n, 1)),
+                                  half(c.fp8_half_n, c.gemm_half_n)) *
+                       saturation(static_cast<double>(std::max<std::int64_t>(g.k, 1)),
+                                  half(c.fp8_half_k, c.gemm_half_k)) *
+                       (shape_aligned ? 1.0 : c.gemm_unaligned_eff);
   const double flops = gemm_flops(g);
   if (flops <= 0 || c.gemm_fixed_time_s <= 0) return shape;
   const double t_kernel = flops / (peak * shape) + c.gemm_fixed_time_s;

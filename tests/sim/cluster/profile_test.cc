@@ -220,6 +220,9 @@ TEST(Profiles, SectionsOfTheCostModelAreStrict) {
       "got 0");  // 0 would make unaligned GEMMs take forever
   one("compute: {gemm: {unaligned_efficiency: 1.2}}", "compute.gemm.unaligned_efficiency",
       "got 1.2");
+  // fp8's own half sizes: non-negative like the 16-bit ones (0: no size penalty).
+  one("compute: {gemm: {fp8_half_k: -3}}", "compute.gemm.fp8_half_k", "got -3");
+  one("compute: {gemm: {fp8_half_m: big}}", "compute.gemm.fp8_half_m", "big");
   one("compute: {gemm: {max_efficency: 0.8}}", "compute.gemm.max_efficency",
       "did you mean 'max_efficiency'?");
   one("collectives: {nic_busbw: 48 Gb}", "collectives.nic_busbw", "unknown unit \"Gb\"");

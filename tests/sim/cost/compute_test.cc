@@ -285,6 +285,37 @@ TEST(GemmEfficiency, MonotoneAndBoundedOverRandomShapes) {
   }
 }
 
+// fp8's own half sizes (compute.gemm.fp8_half_m/n/k) shape fp8 GEMMs only, over random
+// shapes: bf16 efficiency is untouched; fp8 set to the shared values is bit-identical to
+// leaving them unset; and a fixed-time-free fp8 efficiency is the closed form
+// E8 * M/(M+40) * n/(n+108) * k/(k+443) (the H200 sweep's fp8 fit).
+TEST(GemmEfficiency, Fp8HalfSizesShapeOnlyFp8) {
+  HwProfile hw = h100_profile();
+  hw.compute.gemm_table.clear();
+  HwProfile own = hw;
+  own.compute.fp8_half_m = 40;
+  own.compute.fp8_half_n = 108;
+  own.compute.fp8_half_k = 443;
+  HwProfile same = hw;
+  same.compute.fp8_half_m = hw.compute.gemm_half_m;
+  same.compute.fp8_half_n = hw.compute.gemm_half_n;
+  same.compute.fp8_half_k = hw.compute.gemm_half_k;
+  HwProfile no_fixed = own;
+  no_fixed.compute.gemm_fixed_time_s = 0;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> dim(1, 2048);
+  for (int i = 0; i < 1000; ++i) {
+    const std::int64_t m = 16 * dim(rng), n = 16 * dim(rng), k = 16 * dim(rng);
+    const GemmShape b{m, n, k, 1, DType::kBf16, GemmLayout::kNN};
+    const GemmShape f{m, n, k, 1, DType::kFp8, GemmLayout::kNN};
+    EXPECT_EQ(gemm_efficiency(b, own), gemm_efficiency(b, hw));
+    EXPECT_EQ(gemm_efficiency(f, same), gemm_efficiency(f, hw));
+    const double M = static_cast<double>(m), N = static_cast<double>(n), K = static_cast<double>(k);
+    EXPECT_NEAR(gemm_efficiency(f, no_fixed),
+                own.compute.fp8_max_eff * M / (M + 40) * N / (N + 108) * K / (K + 443), 1e-12);
+  }
+}
+
 }  // namespace
 }  // namespace stepcast
 
