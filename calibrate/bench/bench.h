@@ -33,11 +33,32 @@ struct GemmShapeSpec {
   std::int64_t m = 0, n = 0, k = 0, batch = 1;
   std::string dtype = "bf16";
   std::string origin = "grid";  // "grid" or "program"
+  // "": D[m,n] = A[m,k] B[k,n] as cuBLAS NN (column-major). A Program phase ("fwd",
+  // "bwd_input", "bwd_weight", ...): the task's C[m,n] = A[m,k] B[k,n] (row-major, the
+  // simulator's shape) called as Transformer Engine calls it in that phase (cublas_gemm).
+  std::string phase;
 };
+
+// The cuBLAS call of a shape: D[m,n] = op(A)[m,k] op(B)[k,n], column-major, `layout` the ops
+// of A and B. For a Program phase, as transformer_engine/pytorch/module/linear.py calls
+// general_gemm: forward and recompute (weight, input, "TN") and input gradient (weight,
+// grad_output, "NN") put the weight first, D[n,m]; weight gradient (input, grad_output,
+// "NT") gives D[m,n]. Other phases run as forward. fp8 runs TN whatever this says
+// (GemmRunner: cuBLASLt's fp8 kernels on Ada and Hopper take A transposed and B not, which
+// is why Transformer Engine keeps transposed fp8 copies).
+struct CublasGemm {
+  std::int64_t m = 0, n = 0;
+  std::string layout = "NN";
+};
+inline CublasGemm cublas_gemm(const GemmShapeSpec& s) {
+  if (s.phase.empty()) return {s.m, s.n, "NN"};
+  if (s.phase == "bwd_weight") return {s.m, s.n, "NT"};
+  return {s.n, s.m, s.phase == "bwd_input" ? "NN" : "TN"};
+}
 
 struct GemmResult {
   GemmShapeSpec shape;
-  std::string layout;  // cuBLAS op of A and B: "NN", "TN"
+  std::string layout;  // cuBLAS ops of A and B as run: "NN", "NT" or "TN"
   double time_us = 0;  // median over repeats (CUDA events)
   double flop_per_s = 0;
   int repeats = 0;

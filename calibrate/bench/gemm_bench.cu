@@ -22,9 +22,16 @@ void run_gemm(const Options& opt, Results& out) {
                      : std::vector<std::int64_t>{256, 1024, 2048, 4096, 8192, 16384};
   }
   std::vector<GemmShapeSpec> shapes;
-  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::string>> seen;
+  // One measurement per cuBLAS call: a Program's forward and input-gradient GEMMs of one shape
+  // are different calls (cublas_gemm), a grid shape the Program also has is not measured twice
+  // when the calls coincide.
+  std::set<
+      std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::string, std::string>>
+      seen;
   auto add = [&](GemmShapeSpec s) {
-    if (seen.insert({s.m, s.n, s.k, s.batch, s.dtype}).second) shapes.push_back(std::move(s));
+    const CublasGemm c = cublas_gemm(s);
+    if (seen.insert({c.m, c.n, s.k, s.batch, s.dtype, c.layout}).second)
+      shapes.push_back(std::move(s));
   };
   if (!opt.program_file.empty()) {
     for (GemmShapeSpec s : program_gemm_shapes(opt.program_file)) {
@@ -35,7 +42,7 @@ void run_gemm(const Options& opt, Results& out) {
   for (const std::string& dt : opt.dtypes) {
     for (auto m : dims)
       for (auto n : dims)
-        for (auto k : dims) add(GemmShapeSpec{m, n, k, 1, dt, "grid"});
+        for (auto k : dims) add(GemmShapeSpec{m, n, k, 1, dt, "grid", ""});
   }
 
   cudaStream_t stream;
@@ -65,10 +72,10 @@ void run_gemm(const Options& opt, Results& out) {
     r.time_us = median(t);
     r.flop_per_s = g->flops() / (r.time_us * 1e-6);
     r.repeats = opt.repeats;
-    std::fprintf(stderr, "gemm %-5s %6lld x %6lld x %6lld b%lld: %10.2f us %8.1f TFLOP/s\n",
+    std::fprintf(stderr, "gemm %-5s %6lld x %6lld x %6lld b%lld %s: %10.2f us %8.1f TFLOP/s\n",
                  s.dtype.c_str(), static_cast<long long>(s.m), static_cast<long long>(s.n),
-                 static_cast<long long>(s.k), static_cast<long long>(s.batch), r.time_us,
-                 r.flop_per_s / 1e12);
+                 static_cast<long long>(s.k), static_cast<long long>(s.batch), r.layout.c_str(),
+                 r.time_us, r.flop_per_s / 1e12);
     out.gemm.push_back(r);
   }
   for (const auto& d : unsupported)

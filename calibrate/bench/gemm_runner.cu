@@ -97,10 +97,13 @@ GemmRunner::GemmRunner(const GemmShapeSpec& s, cudaStream_t stream) : shape_(s),
 void GemmRunner::init() {
   const GemmShapeSpec& s = shape_;
   const DtypeInfo info = dtype_info(s.dtype);
-  layout_ = info.transpose_a ? "TN" : "NN";
-  const std::size_t a_elems = static_cast<std::size_t>(s.m) * s.k * s.batch;
-  const std::size_t b_elems = static_cast<std::size_t>(s.k) * s.n * s.batch;
-  const std::size_t d_elems = static_cast<std::size_t>(s.m) * s.n * s.batch;
+  const CublasGemm call = cublas_gemm(s);
+  layout_ = info.transpose_a ? "TN" : call.layout;
+  const bool trans_a = layout_[0] == 'T', trans_b = layout_[1] == 'T';
+  const std::int64_t m = call.m, n = call.n;
+  const std::size_t a_elems = static_cast<std::size_t>(m) * s.k * s.batch;
+  const std::size_t b_elems = static_cast<std::size_t>(s.k) * n * s.batch;
+  const std::size_t d_elems = static_cast<std::size_t>(m) * n * s.batch;
   STEPCAST_CUDA_CHECK(cudaMalloc(&a_, a_elems * info.ab_bytes));
   STEPCAST_CUDA_CHECK(cudaMalloc(&b_, b_elems * info.ab_bytes));
   STEPCAST_CUDA_CHECK(cudaMalloc(&d_, d_elems * info.cd_bytes));
@@ -110,22 +113,25 @@ void GemmRunner::init() {
 
   STEPCAST_CUBLAS_CHECK(cublasLtCreate(&lt_));
   STEPCAST_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t ta = info.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t tb = CUBLAS_OP_N;
+  const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   STEPCAST_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   STEPCAST_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
 
-  // Column-major cuBLAS view: D[m,n] = op(A)[m,k] * B[k,n]. A stored k x m when transposed.
-  const std::uint64_t a_rows = info.transpose_a ? s.k : s.m;
-  const std::uint64_t a_cols = info.transpose_a ? s.m : s.k;
+  // Column-major cuBLAS view: D[m,n] = op(A)[m,k] * op(B)[k,n]; A is stored k x m when
+  // transposed, B n x k (each with its rows as leading dimension).
+  const std::uint64_t a_rows = trans_a ? s.k : m;
+  const std::uint64_t a_cols = trans_a ? m : s.k;
+  const std::uint64_t b_rows = trans_b ? n : s.k;
+  const std::uint64_t b_cols = trans_b ? s.k : n;
   STEPCAST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la_, info.ab, a_rows, a_cols, a_rows));
-  STEPCAST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb_, info.ab, s.k, s.n, s.k));
-  STEPCAST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld_, info.cd, s.m, s.n, s.m));
+  STEPCAST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb_, info.ab, b_rows, b_cols, b_rows));
+  STEPCAST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld_, info.cd, m, n, m));
   if (s.batch > 1) {
     const int batch = static_cast<int>(s.batch);
-    const std::int64_t sa = s.m * s.k, sb = s.k * s.n, sd = s.m * s.n;
+    const std::int64_t sa = m * s.k, sb = s.k * n, sd = m * n;
     for (auto [layout, stride] : {std::pair{la_, sa}, std::pair{lb_, sb}, std::pair{ld_, sd}}) {
       STEPCAST_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
           layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
@@ -145,8 +151,8 @@ void GemmRunner::init() {
       cublasLtMatmulAlgoGetHeuristic(lt_, desc_, la_, lb_, ld_, ld_, pref, 1, &heur, &found));
   STEPCAST_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   if (found == 0) {
-    throw BenchError("cuBLASLt has no algorithm for " + s.dtype + " " + std::to_string(s.m) + "x" +
-                     std::to_string(s.n) + "x" + std::to_string(s.k));
+    throw BenchError("cuBLASLt has no algorithm for " + s.dtype + " " + layout_ + " " +
+                     std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(s.k));
   }
   algo_ = heur.algo;
 }

@@ -27,7 +27,7 @@ void run_overlap(const Options& opt, Results& out) {
 
   const std::int64_t dims[] = {4096, 8192};
   for (std::int64_t d : dims) {
-    const GemmShapeSpec shape{d, d, d, 1, "bf16", "overlap"};
+    const GemmShapeSpec shape{d, d, d, 1, "bf16", "overlap", ""};
     STEPCAST_CUDA_CHECK(cudaSetDevice(0));
     cudaStream_t s;
     STEPCAST_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

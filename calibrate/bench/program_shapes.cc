@@ -1,7 +1,8 @@
 // GEMM shapes of a Program (stepcast lower -o PROGRAM.json, schema "stepcast.program/1").
 // The reader does not depend on the Program's exact nesting: it walks the whole document
 // and takes every object with integer m, n, k that is either the value of a "gemm" key or
-// carries "kind": "gemm"; batch defaults to 1 and dtype to bf16.
+// carries "kind": "gemm"; batch defaults to 1 and dtype to bf16. Each carries its task's
+// phase, which sets the cuBLAS call as Transformer Engine makes it (cublas_gemm, bench.h).
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -24,14 +25,17 @@ bool positive_int(const Json* v, std::int64_t& out) {
   return true;
 }
 
-void collect(const Json& v, bool under_gemm_key, const std::string& where,
+// `phase`: the nearest enclosing object's "phase" (a task's), which sets the GEMM's layout
+// as Transformer Engine runs it (cublas_gemm).
+void collect(const Json& v, bool under_gemm_key, const std::string& where, std::string phase,
              std::vector<GemmShapeSpec>& out) {
   if (v.is_array()) {
     for (std::size_t i = 0; i < v.size(); ++i)
-      collect(v[i], false, where + "/" + std::to_string(i), out);
+      collect(v[i], false, where + "/" + std::to_string(i), phase, out);
     return;
   }
   if (!v.is_object()) return;
+  if (const Json* p = find(v, "phase"); p && p->is_string()) phase = p->get<std::string>();
   const Json* kind = find(v, "kind");
   const bool gemm_kind = kind && kind->is_string() && kind->get_ref<const std::string&>() == "gemm";
   GemmShapeSpec s;
@@ -45,10 +49,12 @@ void collect(const Json& v, bool under_gemm_key, const std::string& where,
         throw BenchError(where + "/dtype: expected \"bf16\", \"fp16\" or \"fp8\"");
       s.dtype = *dt;
     }
+    s.phase = phase;
     out.push_back(s);
     return;
   }
-  for (const auto& [key, child] : v.items()) collect(child, key == "gemm", where + "/" + key, out);
+  for (const auto& [key, child] : v.items())
+    collect(child, key == "gemm", where + "/" + key, phase, out);
 }
 
 }  // namespace
@@ -66,14 +72,17 @@ std::vector<GemmShapeSpec> program_gemm_shapes(const std::string& path) {
     throw BenchError(path + ": /schema: expected \"stepcast.program/1\"");
   std::vector<GemmShapeSpec> all;
   try {
-    collect(doc, false, "", all);
+    collect(doc, false, "", "fwd", all);
   } catch (const BenchError& e) {
     throw BenchError(path + ": " + e.what());
   }
   std::vector<GemmShapeSpec> unique;
-  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::string>> seen;
+  std::set<
+      std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::string, std::string>>
+      seen;
   for (const auto& s : all)
-    if (seen.insert({s.m, s.n, s.k, s.batch, s.dtype}).second) unique.push_back(s);
+    if (seen.insert({s.m, s.n, s.k, s.batch, s.dtype, cublas_gemm(s).layout}).second)
+      unique.push_back(s);
   if (unique.empty()) throw BenchError(path + ": no GEMM tasks found");
   return unique;
 }

@@ -76,9 +76,11 @@ constexpr double kMemScratchBytes = 4.0 * (std::size_t{1} << 30);
 // kMemScratchBytes, through the rank's scratch buffers).
 void launch_memory(Local& l, cudaStream_t s, double read, double written, MemOp op);
 
-// The cuBLASLt runner of a GEMM shape on a stream, created on first use.
+// The cuBLASLt runner of a GEMM task's shape on a stream, created on first use: called as
+// Transformer Engine calls it in `phase` (bench::cublas_gemm), or as given (NN) for "".
 bench::GemmRunner* gemm_for(Local& l, std::int64_t m, std::int64_t n, std::int64_t k,
-                            std::int64_t batch, const std::string& dtype, int stream);
+                            std::int64_t batch, const std::string& dtype, int stream,
+                            const std::string& phase);
 
 // Streams, events, GEMM runners and scratch buffers of one rank (graph: the --graph events
 // too); tear_down frees them and never throws.

@@ -9,8 +9,10 @@
 // whole Program, so start events time the GPU, not the launch; a Program longer than a
 // stream's launch queue outlasts the hold, and --graph (Runner::capture) instead captures
 // the same issue into one CUDA graph per GPU, replayed with no host work between tasks.
-//  - gemm: cuBLASLt (bench::GemmRunner: m, n, k, batch, dtype; NN for bf16/fp16, TN for
-//    fp8 as cuBLASLt requires — the layout key is not honoured, as in stepcast-bench);
+//  - gemm: cuBLASLt (bench::GemmRunner: m, n, k, batch, dtype), called as Transformer Engine
+//    calls it in the task's phase (bench::cublas_gemm: forward TN, input gradient NN, weight
+//    gradient NT; fp8 TN always, as cuBLASLt requires); the task's layout key, the
+//    simulator's alignment convention, is not what cuBLAS is given;
 //  - attention: unfused — per (batch x head): S = Q K^T, a softmax pass over S (read and
 //    write, 2 bytes per element), O = P V; backward: dP = dO V^T, dV = P^T dO, a softmax
 //    backward pass (read P and dP, write dS), dQ = dS K, dK = dS^T Q. Causal masking is not
@@ -73,7 +75,10 @@ ncclDataType_t nccl_type(const std::string& d) {
 void launch_compute(Local& l, const Task& t) {
   cudaStream_t s = l.streams[static_cast<size_t>(t.stream)];
   switch (t.kind) {
-    case Kind::kGemm: gemm_for(l, t.m, t.n, t.k, t.batch, t.dtype, t.stream)->launch(); return;
+    case Kind::kGemm:
+      gemm_for(l, t.m, t.n, t.k, t.batch, t.dtype, t.stream, kPhases[static_cast<size_t>(t.phase)])
+          ->launch();
+      return;
     case Kind::kAttention:
       for (const AttnPart& part : l.attention[static_cast<size_t>(t.id)])
         for (int i = 0; i < part.launches; ++i) {

@@ -77,6 +77,7 @@ std::string write(const std::string& name, const std::string& text) {
 TEST(BenchProgram, GemmShapesFromAnyNesting) {
   // Two ranks with the same qkv GEMM (deduplicated), an expert GEMM with batch and fp8, and
   // a gemm-like object that is not a GEMM task (no "gemm" key, kind attention): ignored.
+  // No phase: forward, run as Transformer Engine does, D[n,m] = W^T X ("TN").
   const std::string p = write("program.json", R"({"schema": "stepcast.program/1",
     "ranks": [
       {"rank": 0, "tasks": [
@@ -93,9 +94,47 @@ TEST(BenchProgram, GemmShapesFromAnyNesting) {
   EXPECT_EQ(shapes[0].m, 8192);
   EXPECT_EQ(shapes[0].n, 3072);
   EXPECT_EQ(shapes[0].k, 4096);
+  EXPECT_EQ(shapes[0].phase, "fwd");
+  EXPECT_EQ(cublas_gemm(shapes[0]).layout, "TN");
+  EXPECT_EQ(cublas_gemm(shapes[0]).m, 3072);
   EXPECT_EQ(shapes[0].dtype, "bf16");
   EXPECT_EQ(shapes[1].batch, 8);
   EXPECT_EQ(shapes[1].dtype, "fp8");
+}
+
+// Each task's phase sets the cuBLAS call (cublas_gemm, as Transformer Engine's general_gemm):
+// one Program shape C[m,n] = A[m,k] B[k,n] = [4096, 8192] x [8192, 2048] becomes,
+// column-major, forward D[2048, 4096] "TN" and input gradient D[2048, 4096] "NN" (the
+// weight first), and weight gradient D[4096, 2048] "NT" (the task's own m, n); recompute
+// is the forward's call, and the FLOPs never change. Without a phase: D[m, n] "NN".
+TEST(BenchProgram, EachPhaseRunsTransformerEnginesLayout) {
+  const std::string p = write("phases.json", R"({"schema": "stepcast.program/1",
+    "ranks": [{"rank": 0, "tasks": [
+      {"id": 0, "kind": "gemm", "phase": "fwd",
+       "gemm": {"m": 4096, "n": 2048, "k": 8192, "dtype": "bf16"}},
+      {"id": 1, "kind": "gemm", "phase": "bwd_input",
+       "gemm": {"m": 4096, "n": 2048, "k": 8192, "dtype": "bf16"}},
+      {"id": 2, "kind": "gemm", "phase": "bwd_weight",
+       "gemm": {"m": 4096, "n": 2048, "k": 8192, "dtype": "bf16"}},
+      {"id": 3, "kind": "gemm", "phase": "recompute",
+       "gemm": {"m": 4096, "n": 2048, "k": 8192, "dtype": "bf16"}}]}]})");
+  const auto s = program_gemm_shapes(p);
+  ASSERT_EQ(s.size(), 3u);
+  const CublasGemm f = cublas_gemm(s[0]), i = cublas_gemm(s[1]), w = cublas_gemm(s[2]);
+  EXPECT_EQ(f.layout, "TN");
+  EXPECT_EQ(f.m, 2048);
+  EXPECT_EQ(f.n, 4096);
+  EXPECT_EQ(i.layout, "NN");
+  EXPECT_EQ(i.m, 2048);
+  EXPECT_EQ(i.n, 4096);
+  EXPECT_EQ(w.layout, "NT");
+  EXPECT_EQ(w.m, 4096);
+  EXPECT_EQ(w.n, 2048);
+  for (const CublasGemm& g : {f, i, w}) EXPECT_EQ(g.m * g.n, 4096 * 2048);
+  for (const auto& g : s) EXPECT_EQ(g.k, 8192);  // the Program's shape is kept as it is
+  GemmShapeSpec grid{512, 1024, 2048, 1, "bf16", "grid", ""};
+  EXPECT_EQ(cublas_gemm(grid).layout, "NN");
+  EXPECT_EQ(cublas_gemm(grid).m, 512);
 }
 
 TEST(BenchProgram, BadProgramsAreRejected) {
