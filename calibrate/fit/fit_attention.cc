@@ -68,13 +68,15 @@ AttnFit evaluate(const std::vector<AttnPoint>& pts, double hs, double hd) {
 }
 
 // The best (half_seq, half_head_dim) over a geometric grid of `n` values per axis between
-// [lo, hi] (log scale); half_head_dim also tries 0 (no head-size effect) on the first pass.
+// [lo, hi] (log scale); half_head_dim also tries 0 (no head-size effect) `with_zero`, and is
+// 0 alone when d_hi is 0 (refining a fit that found no head-size effect).
 AttnFit grid(const std::vector<AttnPoint>& pts, double s_lo, double s_hi, double d_lo, double d_hi,
              int n, bool with_zero) {
   AttnFit best;
+  const int nd = d_hi > 0 ? n : 0;
   for (int i = 0; i < n; ++i) {
     const double hs = s_lo * std::pow(s_hi / s_lo, i / double(n - 1));
-    for (int j = with_zero ? -1 : 0; j < n; ++j) {
+    for (int j = with_zero || nd == 0 ? -1 : 0; j < nd; ++j) {
       const double hd = j < 0 ? 0.0 : d_lo * std::pow(d_hi / d_lo, j / double(n - 1));
       const AttnFit f = evaluate(pts, hs, hd);
       if (f.sse < best.sse) best = f;
@@ -123,10 +125,9 @@ void fit_attention(const Measurements& m, const HwProfile& base, FitReport& rep)
   AttnFit f = grid(pts, 1, 65536, 1, 4096, 161, true);
   // Two refinements: +-1 cell of the previous grid (a factor 65536^(1/160) ~ 1.07 on seq).
   for (double step : {std::pow(65536.0, 1 / 160.0), std::pow(65536.0, 1 / 1600.0)}) {
-    const double hd = f.half_head_dim;
-    AttnFit g = grid(pts, f.half_seq / step, f.half_seq * step, hd > 0 ? hd / step : 1e-9,
-                     hd > 0 ? hd * step : 1e-9, 41, false);
-    if (hd == 0) g = evaluate(pts, g.half_seq, 0);  // keep "no head-size effect"
+    const double hd = f.half_head_dim;  // 0 stays 0: no head-size effect
+    const AttnFit g =
+        grid(pts, f.half_seq / step, f.half_seq * step, hd / step, hd * step, 41, false);
     if (g.sse <= f.sse) f = g;
   }
 

@@ -88,6 +88,20 @@ TEST(FitAttention, RecoversParametersOfTheModel) {
   EXPECT_NE(rep.text().find("attention (cudnn)"), std::string::npos);
 }
 
+// No head-size effect (half_head_dim 0 in the data): the first pass finds 0 and the
+// refinements keep it at exactly 0 while half_seq and E come back within 1%.
+TEST(FitAttention, NoHeadSizeEffectStaysZero) {
+  const std::string in = write_file("a.json", synthetic("cudnn", 0.80, 0.60, 500, 0, 4));
+  FitReport rep;
+  fit_profile(in, "h200-sxm", out_path("fitted.yaml"), &rep);
+  const HwProfile got = load_profile(out_path("fitted.yaml"), profiles_dir());
+  EXPECT_EQ(got.compute.attn_half_head_dim, 0);
+  EXPECT_NEAR(got.compute.attn_half_seq, 500, 500 * 0.01);
+  EXPECT_NEAR(got.compute.attn_fwd_eff, 0.80, 0.80 * 0.01);
+  EXPECT_NEAR(got.compute.attn_bwd_eff, 0.60, 0.60 * 0.01);
+  EXPECT_LT(rep.attention_max_rel_err[0], 0.01);
+}
+
 // A kernel cannot beat the peak: data made with E = 1.3 fits at E = 1 exactly, and the half
 // sizes move to make up what they can (the time residuals are then not zero).
 TEST(FitAttention, EfficiencyIsCappedAtThePeak) {
