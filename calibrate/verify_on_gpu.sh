@@ -4,7 +4,8 @@
 # standalone CMake builds, sm_90 unless CUDA_ARCH says otherwise, -j every core, both at
 # once), then runs, each step under its own timeout and whatever the others did:
 #   1. bench gemm    the GEMM grid (--quick: 512/2048/8192 x bf16/fp16/fp8), plus the exact
-#                    shapes of mcore_1.7B_1gpu's Program when it is lowered
+#                    GEMMs of mcore_1.7B_1gpu's Program when it is lowered (called as the
+#                    executor calls them), and those again after the grid
 #   2. bench memory  HBM bandwidth, launch overhead
 #   3. bench nccl + overlap   with 2+ GPUs only
 #   4. attention     fused attention by sequence length (bench/attention_sdpa.py: PyTorch's
@@ -135,6 +136,13 @@ if ((bench_built == 0)); then
     shapes=(--program "$out/exec/mcore_1.7B_1gpu.program.json")
   step bench-gemm 150 "$bench" gemm --quick --repeats 10 "${shapes[@]}" \
     -o "$out/measurements-gemm.json"
+  # The Program's GEMMs once more, after the grid: one point per call measured at two
+  # moments tells a slow moment (clocks, power) from a slow kernel (docs/calibration.md).
+  # gemm-program-again.json is not a measurements-*.json, so `stepcast fit` leaves it out.
+  if ((${#shapes[@]} > 0)); then
+    step bench-gemm-again 60 "$bench" gemm --dims 256 --dtypes bf16 --repeats 10 \
+      "${shapes[@]}" -o "$out/gemm-program-again.json"
+  fi
   step bench-memory 60 "$bench" memory --quick -o "$out/measurements-memory.json"
   if ((ngpu >= 2)); then
     step bench-nccl 120 "$bench" nccl overlap --quick --max-bytes 1073741824 \
