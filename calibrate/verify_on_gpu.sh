@@ -12,7 +12,8 @@
 #                    cuDNN and flash SDPA), where python3 imports torch with CUDA; also as
 #                    measurements-attention.json, so that `stepcast fit OUT/measurements-*.json`
 #                    fits GEMM, memory and attention at once
-#   5. the executor on the 1-GPU cases of tests/data/exec (tiny_1gpu, mcore_1.7B_1gpu):
+#   5. the executor on the 1-GPU cases of tests/data/exec (tiny_1gpu, mcore_1.7B_1gpu),
+#      issued on streams, then as a CUDA graph with and without the task events (--untimed):
 #      Programs and predictions from LOWERED=DIR (made elsewhere by
 #      `LOWER_ONLY=1 calibrate/run_on_gpu.sh DIR`) or lowered here by $STEPCAST /
 #      build/stepcast when one exists; `stepcast validate` when the CLI is here.
@@ -165,6 +166,10 @@ if ((exec_built == 0)); then
     # mcore_1.7B_1gpu needs ~53 GB of GPU memory: exit 3 where it does not fit.
     step "exec-$c" 150 "$exec_bin" "$o.program.json" --warmup 2 --timeline \
       -o "$o.measured.json" || continue
+    # Replayed as a CUDA graph, and again without the task events: the step training pays
+    # (step_time_untimed_s) beside the timed one, whose events hold the stream ~1.3 us each.
+    step "exec-$c-graph" 90 "$exec_bin" "$o.program.json" --graph --untimed --warmup 2 \
+      --timeline -o "$o.graph.measured.json"
     if [[ -n $stepcast ]]; then
       "$stepcast" validate "$o.predicted.json" "$o.measured.json" >"$o.validate.txt" 2>&1 &&
         echo "validate-$c: ok (exec/$c.validate.txt)" | tee -a "$summary"

@@ -125,6 +125,11 @@ void set_up(const Plan& plan, Local& l, bool graph) {
   if (graph) {
     l.dep.resize(tasks.size());
     for (auto& e : l.dep) STEPCAST_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    l.cross.assign(tasks.size(), 0);
+    for (const Task& t : tasks)
+      for (int d : t.deps)
+        if (tasks[static_cast<size_t>(d)].stream != t.stream) l.cross[static_cast<size_t>(d)] = 1;
+    STEPCAST_CUDA_CHECK(cudaEventCreate(&l.last));
     STEPCAST_CUDA_CHECK(cudaEventCreateWithFlags(&l.fork, cudaEventDisableTiming));
     for (auto& e : l.join)
       STEPCAST_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -175,6 +180,7 @@ void tear_down(Local& l) {
   if (l.zero) cudaEventDestroy(l.zero);
   for (auto& e : l.dep) cudaEventDestroy(e);
   if (l.fork) cudaEventDestroy(l.fork);
+  if (l.last) cudaEventDestroy(l.last);
   for (auto& e : l.join)
     if (e) cudaEventDestroy(e);
   if (l.graph_exec) cudaGraphExecDestroy(l.graph_exec);

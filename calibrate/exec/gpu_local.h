@@ -43,6 +43,9 @@ struct Local {
   // external nodes, which no capture dependency can follow); the fork and join of the
   // streams into stream 0's capture; the captured Program and its executable graph.
   std::vector<cudaEvent_t> dep;
+  // Per task: a task on another stream depends on it (its dep event is needed untimed).
+  std::vector<char> cross;
+  cudaEvent_t last = nullptr;  // --untimed: the captured Program's last node (after the joins)
   cudaEvent_t fork = nullptr;
   std::array<cudaEvent_t, 9> join{};
   cudaGraph_t graph = nullptr;

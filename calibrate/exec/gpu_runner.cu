@@ -162,6 +162,7 @@ void enqueue_nccl(const Plan& plan, Local& l, const Task& t, int instance) {
 struct Runner {
   const Plan& plan;
   bool graph = false;  // --graph: capture once, replay (capture(), replay())
+  bool timed = true;   // false (--untimed, graph only): no event around each task
   std::vector<Local> locals;
   std::vector<int> local_of;      // global rank -> index in locals, -1 elsewhere
   std::function<void()> barrier;  // MPI: every process has queued its Program (else none)
@@ -199,20 +200,24 @@ struct Runner {
     // A task waits for its deps' end, then records its start. Captured (--graph), the
     // timing events are external record nodes, which no capture dependency can follow, so
     // deps wait on the task's own dependency event instead.
+    // Untimed (graph only), a dep on the same stream needs no event: the stream orders it.
     Local& begin(int rank, const Task& t) {
       Local& l = *r_.local(rank);
       STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));  // per host thread; cheap when unchanged
       cudaStream_t s = l.streams[static_cast<size_t>(t.stream)];
       const std::vector<cudaEvent_t>& wait = r_.graph ? l.dep : l.end;
-      for (int d : t.deps)
+      for (int d : t.deps) {
+        if (!r_.timed && !l.cross[static_cast<size_t>(d)]) continue;
         STEPCAST_CUDA_CHECK(cudaStreamWaitEvent(s, wait[static_cast<size_t>(d)], 0));
-      record(l.start[static_cast<size_t>(t.id)], s);
+      }
+      if (r_.timed) record(l.start[static_cast<size_t>(t.id)], s);
       return l;
     }
     void end(Local& l, const Task& t) {
       cudaStream_t s = l.streams[static_cast<size_t>(t.stream)];
-      record(l.end[static_cast<size_t>(t.id)], s);
-      if (r_.graph) STEPCAST_CUDA_CHECK(cudaEventRecord(l.dep[static_cast<size_t>(t.id)], s));
+      const auto id = static_cast<size_t>(t.id);
+      if (r_.timed) record(l.end[id], s);
+      if (r_.graph && (r_.timed || l.cross[id])) STEPCAST_CUDA_CHECK(cudaEventRecord(l.dep[id], s));
     }
     void record(cudaEvent_t e, cudaStream_t s) {
       if (r_.graph)
@@ -283,6 +288,8 @@ struct Runner {
           cudaEventRecord(l.join[s], l.streams[s]);
           cudaStreamWaitEvent(l.streams[0], l.join[s], 0);
         }
+        // Untimed, the step ends at this node, after every stream's last task.
+        if (!timed) cudaEventRecordWithFlags(l.last, l.streams[0], cudaEventRecordExternal);
         cudaGraph_t g = nullptr;
         const cudaError_t err = cudaStreamEndCapture(l.streams[0], &g);
         if (keep) STEPCAST_CUDA_CHECK(err);
@@ -322,6 +329,56 @@ struct Runner {
     sync_all();
   }
 };
+
+// Each local rank's task times (relative to its zero event) and its peak memory.
+void read_times(Runner& run, Recorded& rec) {
+  rec.times.resize(static_cast<size_t>(run.plan.world_size()));
+  rec.peak_bytes.assign(static_cast<size_t>(run.plan.world_size()), -1.0);
+  for (Local& l : run.locals) {
+    STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));
+    auto& tt = rec.times[static_cast<size_t>(l.rank)];
+    tt.resize(l.start.size());
+    for (size_t i = 0; i < l.start.size(); ++i) {
+      float a = 0, b = 0;
+      STEPCAST_CUDA_CHECK(cudaEventElapsedTime(&a, l.zero, l.start[i]));
+      STEPCAST_CUDA_CHECK(cudaEventElapsedTime(&b, l.zero, l.end[i]));
+      tt[i].start_s = std::max(0.0, a * 1e-3);
+      tt[i].end_s = std::max(tt[i].start_s, b * 1e-3);
+    }
+    std::uint64_t high = 0;
+    if (run.graph)
+      STEPCAST_CUDA_CHECK(
+          cudaDeviceGetGraphMemAttribute(l.device, cudaGraphMemAttrUsedMemHigh, &high));
+    else
+      STEPCAST_CUDA_CHECK(cudaMemPoolGetAttribute(l.pool, cudaMemPoolAttrUsedMemHigh, &high));
+    rec.peak_bytes[static_cast<size_t>(l.rank)] = static_cast<double>(high);
+  }
+}
+
+// --untimed: the Program captured again with no event around its tasks, replayed `warmup`
+// times and once more; the step is the longest rank's zero-to-last time.
+double untimed_step(Runner& run, int warmup) {
+  for (Local& l : run.locals) {
+    STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));
+    STEPCAST_CUDA_CHECK(cudaDeviceSynchronize());
+    if (l.graph_exec) STEPCAST_CUDA_CHECK(cudaGraphExecDestroy(l.graph_exec));
+    if (l.graph) STEPCAST_CUDA_CHECK(cudaGraphDestroy(l.graph));
+    l.graph_exec = nullptr;
+    l.graph = nullptr;
+  }
+  run.timed = false;
+  run.capture();
+  for (int i = 0; i < std::max(warmup, 1); ++i) run.replay();
+  run.replay();
+  double step = 0;
+  for (Local& l : run.locals) {
+    STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));
+    float ms = 0;
+    STEPCAST_CUDA_CHECK(cudaEventElapsedTime(&ms, l.zero, l.last));
+    step = std::max(step, ms * 1e-3);
+  }
+  return step;
+}
 
 }  // namespace
 
@@ -399,7 +456,8 @@ static void record_provenance(std::map<std::string, std::string>& provenance, in
 
 Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
                      std::map<std::string, std::string>& provenance) {
-  Runner run{plan, opt.graph, {}, std::vector<int>(static_cast<size_t>(plan.world_size()), -1), {}};
+  Runner run{
+      plan, opt.graph, true, {}, std::vector<int>(static_cast<size_t>(plan.world_size()), -1), {}};
   for (const ExecRank& er : plan.ranks) {
     if (er.device < 0) continue;
     run.local_of[static_cast<size_t>(er.rank)] = static_cast<int>(run.locals.size());
@@ -500,30 +558,11 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
 
   // Times relative to each rank's zero event.
   Recorded rec;
-  rec.times.resize(static_cast<size_t>(plan.world_size()));
-  rec.peak_bytes.assign(static_cast<size_t>(plan.world_size()), -1.0);
-  for (Local& l : run.locals) {
-    STEPCAST_CUDA_CHECK(cudaSetDevice(l.device));
-    auto& tt = rec.times[static_cast<size_t>(l.rank)];
-    tt.resize(l.start.size());
-    for (size_t i = 0; i < l.start.size(); ++i) {
-      float a = 0, b = 0;
-      STEPCAST_CUDA_CHECK(cudaEventElapsedTime(&a, l.zero, l.start[i]));
-      STEPCAST_CUDA_CHECK(cudaEventElapsedTime(&b, l.zero, l.end[i]));
-      tt[i].start_s = std::max(0.0, a * 1e-3);
-      tt[i].end_s = std::max(tt[i].start_s, b * 1e-3);
-    }
-    std::uint64_t high = 0;
-    if (run.graph)
-      STEPCAST_CUDA_CHECK(
-          cudaDeviceGetGraphMemAttribute(l.device, cudaGraphMemAttrUsedMemHigh, &high));
-    else
-      STEPCAST_CUDA_CHECK(cudaMemPoolGetAttribute(l.pool, cudaMemPoolAttrUsedMemHigh, &high));
-    rec.peak_bytes[static_cast<size_t>(l.rank)] = static_cast<double>(high);
-  }
+  read_times(run, rec);
 #ifdef STEPCAST_EXEC_WITH_MPI
   if (mpi && !gather_on_first_process(rec, opt.mpi)) return {};
 #endif
+  if (opt.untimed) rec.untimed_step_s = untimed_step(run, opt.warmup);
 
   record_provenance(provenance, run.locals.empty() ? 0 : run.locals[0].device, run.locals.size(),
                     mpi ? std::to_string(plan.world_size()) : "1", opt.warmup, opt.graph,

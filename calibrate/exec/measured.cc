@@ -156,6 +156,7 @@ void write_measured(const Plan& plan, const Recorded& rec,
   doc["program"] = p.file;
   doc["gpus"] = p.world_size;
   doc["step_time_s"] = s.step_time_s;
+  if (rec.untimed_step_s >= 0) doc["step_time_untimed_s"] = rec.untimed_step_s;
   double peak = 0;
   int stages = 1;
   for (const ExecRank& er : plan.ranks) stages = std::max(stages, er.pp_stage + 1);

@@ -38,6 +38,9 @@ struct TaskTime {
 struct Recorded {
   std::vector<std::vector<TaskTime>> times;  // [global rank][task id]
   std::vector<double> peak_bytes;            // per global rank; < 0 unknown
+  // --untimed: the step replayed with no event around each task (the longest rank's first to
+  // last node); written as step_time_untimed_s. < 0: not measured.
+  double untimed_step_s = -1;
 };
 
 struct MeasuredSummary {

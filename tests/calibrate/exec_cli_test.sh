@@ -71,4 +71,6 @@ expect 2 "unknown option \"--fast\"" "$exec_bin" "$out/one.json" --fast
 expect 2 "--gpus applies to --dry-run only" "$exec_bin" "$out/one.json" --gpus 2
 expect 2 "--graph applies to a run on GPUs" "$exec_bin" "$out/one.json" --graph --dry-run
 expect 2 "--graph applies to a run on GPUs" "$exec_bin" "$out/one.json" --graph --host
+expect 2 "--untimed needs --graph" "$exec_bin" "$out/one.json" --untimed
+expect 2 "--untimed needs --graph" "$exec_bin" "$out/one.json" --untimed --dry-run
 exit $fail

@@ -538,6 +538,17 @@ TEST(ExecMeasured, SyntheticRunIsAcceptedByValidate) {
   for (const auto& [k, v] : meas["breakdown_s"].items()) exposed += v.get<double>();
   EXPECT_NEAR(exposed, 1090e-6, 1e-12);
   EXPECT_NEAR(measured.at("breakdown.bubble"), 0, 1e-12) << table;
+  // The untimed step (--graph --untimed) is written only when measured, beside the timed
+  // one, and the document still compares.
+  EXPECT_FALSE(meas.contains("step_time_untimed_s"));
+  rec.untimed_step_s = 1050e-6;
+  std::ostringstream untimed;
+  ex::write_measured(plan, rec, {}, false, untimed);
+  const nlohmann::json u = nlohmann::json::parse(untimed.str());
+  EXPECT_DOUBLE_EQ(u["step_time_untimed_s"].get<double>(), 1050e-6);
+  EXPECT_DOUBLE_EQ(u["step_time_s"].get<double>(), 1090e-6);
+  EXPECT_NO_THROW(sc::compare_results(sc::result_to_json(pred.result).dump(1), "predicted.json",
+                                      untimed.str(), "measured.json", nullptr));
 }
 
 // Property over plan shapes (schedules, DualPipeV too, ZeRO stages, recompute, cp) of the
