@@ -333,6 +333,14 @@ std::vector<InputIssue> result_issues(const nlohmann::json& j, const std::string
                       measured ? "positive" : "non-negative",
                       measured ? " (the errors divide by it)" : "", show_value(j["step_time_s"])));
     }
+    // The executor's step without its task events (stepcast-exec --graph --untimed).
+    if (measured && j.contains("step_time_untimed_s")) {
+      const nlohmann::json& u = j["step_time_untimed_s"];
+      if (!seconds_ok(u) || u.get<double>() == 0)
+        add("step_time_untimed_s",
+            "expected a positive finite number of seconds (the errors divide by it), got " +
+                show_value(u));
+    }
     for (const char* section : kSections) {
       if (!j.contains(section)) continue;
       const nlohmann::json& sec = j[section];
@@ -377,6 +385,9 @@ std::string compare_results(const std::string& pred_text, const std::string& pre
     rows.push_back({{"what", what}, {"predicted_s", p}, {"measured_s", m}, {"error", err}});
   };
   row("step", pred["step_time_s"].get<double>(), meas["step_time_s"].get<double>());
+  if (meas.contains("step_time_untimed_s"))  // the same step replayed without task events
+    row("step, untimed", pred["step_time_s"].get<double>(),
+        meas["step_time_untimed_s"].get<double>());
   // A key in only one file is left out (a measured timeline may lack kinds or phases).
   for (const char* section : kSections) {
     if (!pred.contains(section) || !meas.contains(section)) continue;

@@ -17,6 +17,7 @@
 #include "calibrate/exec/measured.h"
 #include "calibrate/exec/plan.h"
 #include "calibrate/exec/program.h"
+#include "model/error.h"
 #include "sim/lower/lower.h"
 #include "sim/program/matching.h"
 #include "sim/program/program_json.h"
@@ -547,8 +548,33 @@ TEST(ExecMeasured, SyntheticRunIsAcceptedByValidate) {
   const nlohmann::json u = nlohmann::json::parse(untimed.str());
   EXPECT_DOUBLE_EQ(u["step_time_untimed_s"].get<double>(), 1050e-6);
   EXPECT_DOUBLE_EQ(u["step_time_s"].get<double>(), 1090e-6);
-  EXPECT_NO_THROW(sc::compare_results(sc::result_to_json(pred.result).dump(1), "predicted.json",
-                                      untimed.str(), "measured.json", nullptr));
+  // validate sets the prediction beside it: 1090 us less the events' 40 us in this made-up
+  // run, so the untimed row's error is (p - 1050) / 1050 where the timed one's is (p - 1090)
+  // / 1090.
+  nlohmann::json cmp_u;
+  sc::compare_results(sc::result_to_json(pred.result).dump(1), "predicted.json", untimed.str(),
+                      "measured.json", &cmp_u);
+  const double p_step = pred.result.step_time_s;
+  bool found = false;
+  for (const auto& row : cmp_u["rows"])
+    if (row["what"] == "step, untimed") {
+      found = true;
+      EXPECT_DOUBLE_EQ(row["measured_s"].get<double>(), 1050e-6);
+      EXPECT_NEAR(row["error"].get<double>(), (p_step - 1050e-6) / 1050e-6, 1e-12);
+    }
+  EXPECT_TRUE(found);
+  // A bad value is an input error at its key, like step_time_s.
+  nlohmann::json bad = u;
+  bad["step_time_untimed_s"] = -1;
+  try {
+    sc::compare_results(sc::result_to_json(pred.result).dump(1), "predicted.json", bad.dump(1),
+                        "measured.json", nullptr);
+    ADD_FAILURE() << "no InputError";
+  } catch (const stepcast::InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(e.issues()[0].key, "step_time_untimed_s");
+    EXPECT_GT(e.issues()[0].line, 0);
+  }
 }
 
 // Property over plan shapes (schedules, DualPipeV too, ZeRO stages, recompute, cp) of the
