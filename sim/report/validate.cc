@@ -324,23 +324,21 @@ std::vector<InputIssue> result_issues(const nlohmann::json& j, const std::string
   if (!j.is_object() || !j.contains("schema") || j["schema"] != kResultSchema) {
     add("schema", fmt::format("expected a \"{}\" document", kResultSchema));
   } else {
-    if (!j.contains("step_time_s") || !j["step_time_s"].is_number()) {
-      add("step_time_s", "missing or not a number");
-    } else if (const double t = j["step_time_s"].get<double>();
-               !std::isfinite(t) || t < 0 || (measured && t == 0)) {
-      add("step_time_s",
-          fmt::format("expected a {} finite number of seconds{}, got {}",
-                      measured ? "positive" : "non-negative",
-                      measured ? " (the errors divide by it)" : "", show_value(j["step_time_s"])));
-    }
+    // A step: positive where measured (the errors divide by it), else non-negative.
+    auto step = [&](const char* key) {
+      if (!j.contains(key) || !j[key].is_number()) {
+        add(key, "missing or not a number");
+        return;
+      }
+      const nlohmann::json& t = j[key];
+      if (!seconds_ok(t) || (measured && t.get<double>() == 0))
+        add(key, fmt::format("expected a {} finite number of seconds{}, got {}",
+                             measured ? "positive" : "non-negative",
+                             measured ? " (the errors divide by it)" : "", show_value(t)));
+    };
+    step("step_time_s");
     // The executor's step without its task events (stepcast-exec --graph --untimed).
-    if (measured && j.contains("step_time_untimed_s")) {
-      const nlohmann::json& u = j["step_time_untimed_s"];
-      if (!seconds_ok(u) || u.get<double>() == 0)
-        add("step_time_untimed_s",
-            "expected a positive finite number of seconds (the errors divide by it), got " +
-                show_value(u));
-    }
+    if (measured && j.contains("step_time_untimed_s")) step("step_time_untimed_s");
     for (const char* section : kSections) {
       if (!j.contains(section)) continue;
       const nlohmann::json& sec = j[section];
