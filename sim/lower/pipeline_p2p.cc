@@ -4,9 +4,10 @@
 // passes.cc. Here, besides the sends:
 //  - Megatron-LM's scatter-gather (FrameworkRules::p2p_scatter_gather): a message travels as
 //    1/tp slices and the receiver all-gathers it over the tensor group before use;
-//  - blocking p2p (FrameworkRules::blocking_p2p_1f1b, blocking_p2p_interleaved): which call
-//    of the schedule's code carries each message (schedule.h, blocking_p2p_calls), when its
-//    recvs are posted, and what the host waits for before it queues the next pass. A
+//  - blocking p2p (FrameworkRules::blocking_p2p_1f1b, blocking_p2p_interleaved,
+//    deepspeed_pipe_engine): which call of the schedule's code carries each message
+//    (schedule.h, blocking_p2p_calls), when its recvs are posted, and what the host waits
+//    for before it queues the next pass. A
 //    stage's sends then go in its own order, and each call's transfers start only after
 //    the previous call's have ended; in the stacks' code every message received in a call
 //    is used by the passes up to the next call, so the calls of neighbouring stages pair up
@@ -83,7 +84,8 @@ void Lowerer::emit_pp_sends(Emit& e, RankState& rs) {
 // Megatron-Core posts its p2p asynchronously (overlap_p2p_comm) and is not blocking.
 bool Lowerer::pp_blocking() const {
   if (p_ <= 1) return false;
-  if (par_.schedule == Schedule::k1F1B) return sc_.framework.blocking_p2p_1f1b;
+  if (par_.schedule == Schedule::k1F1B)
+    return sc_.framework.blocking_p2p_1f1b || sc_.framework.deepspeed_pipe_engine;
   if (par_.schedule == Schedule::kInterleaved) return sc_.framework.blocking_p2p_interleaved;
   return false;
 }
@@ -93,13 +95,17 @@ bool Lowerer::pp_blocking() const {
 //  - its sends leave only once the host reaches the call, after pass i's last kernel (a
 //    steady-state interleaved forward's output thus waits for the backward after it);
 //  - its recvs are posted then too, or once its sends are done when the schedule makes
-//    a send call and then a recv call;
+//    a send call and then a recv call; when it makes a recv call and then a send call
+//    (DeepSpeed's engine, F then B), its sends leave once its recvs are done;
 //  - the next pass's first tasks, up to its first compute, wait for every send and recv of
 //    the call (the host is blocked until they are done); after the last pass, the step's end
 //    does (the gradient sync and the optimizer step; run once the whole program is
 //    emitted).
 void Lowerer::block_on_pp(Emit& e, const RankState& rs, const std::vector<PassOp>& order) {
-  const std::vector<P2pCall> calls = blocking_p2p_calls(par_.schedule, order, p_, m_);
+  const std::vector<P2pCall> calls =
+      sc_.framework.deepspeed_pipe_engine && par_.schedule == Schedule::k1F1B
+          ? deepspeed_engine_p2p_calls(order, p_, e.coord.pp)
+          : blocking_p2p_calls(par_.schedule, order, p_, m_);
   auto add_dep = [&](int task, int dep) {
     if (task < 0 || dep < 0) return;
     std::vector<int>& deps = e.rp.tasks.mut(static_cast<size_t>(task)).deps;
@@ -122,6 +128,9 @@ void Lowerer::block_on_pp(Emit& e, const RankState& rs, const std::vector<PassOp
       if (after_sends)
         for (const int s : sends) add_dep(r, s);
     }
+    if (calls[i] == P2pCall::kRecvThenSend)
+      for (const int s : sends)
+        for (const int r : recvs) add_dep(s, r);
     for (size_t t = static_cast<size_t>(rs.pass_first[i + 1]); t < e.rp.tasks.size(); ++t) {
       const TaskKind kind = e.rp.tasks[t].kind;
       if (kind == TaskKind::kSend || kind == TaskKind::kRecv) continue;

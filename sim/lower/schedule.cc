@@ -230,6 +230,23 @@ std::vector<P2pCall> blocking_p2p_calls(Schedule schedule, const std::vector<Pas
   return calls;
 }
 
+std::vector<P2pCall> deepspeed_engine_p2p_calls(const std::vector<PassOp>& order, int p,
+                                                int stage) {
+  STEPCAST_CHECK(p >= 1 && stage >= 0 && stage < p, "deepspeed_engine_p2p_calls: bad stage");
+  auto slot = [&](const PassOp& op) {
+    STEPCAST_CHECK(op.kind != PassKind::kW && op.chunk == 0,
+                   "DeepSpeed's pipeline engine runs 1F1B (F and B of one chunk)");
+    return op.kind == PassKind::kF ? 2 * op.mb + stage : 2 * op.mb + 2 * p - stage - 1;
+  };
+  std::vector<P2pCall> calls(order.size(), P2pCall::kBatched);
+  for (size_t i = 0; i + 1 < order.size(); ++i) {
+    const bool adjacent_fb = order[i].kind == PassKind::kF && order[i + 1].kind == PassKind::kB &&
+                             slot(order[i + 1]) == slot(order[i]) + 1;
+    calls[i] = adjacent_fb ? P2pCall::kRecvThenSend : P2pCall::kSendThenRecv;
+  }
+  return calls;
+}
+
 std::vector<std::vector<double>> nominal_start_times(Schedule schedule,
                                                      const std::vector<std::vector<PassOp>>& orders,
                                                      int p, int v, int m,

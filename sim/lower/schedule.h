@@ -81,6 +81,7 @@ enum class P2pCall : std::uint8_t {
   kNone,          // no call: the pass's send waits for the next call
   kBatched,       // one batched call: its recvs posted with its sends, after the pass
   kSendThenRecv,  // a send call, then a recv call: the recvs posted once the sends are done
+  kRecvThenSend,  // a recv call, then a send call: the sends leave once the recvs are done
 };
 
 // Per pass of `order` (a stage's order of `schedule`, 1F1B or interleaved, m microbatches
@@ -97,6 +98,17 @@ enum class P2pCall : std::uint8_t {
 // The last pass is followed by one call (its send).
 std::vector<P2pCall> blocking_p2p_calls(Schedule schedule, const std::vector<PassOp>& order, int p,
                                         int m);
+
+// The same for DeepSpeed's PipelineEngine (FrameworkRules::deepspeed_pipe_engine; 1F1B
+// only; deepspeed/runtime/pipe/schedule.py TrainSchedule) on `stage` of p: stage s runs F(i)
+// in slot 2i + s and B(i) in slot 2i + 2p - s - 1, a forward slot sends the previous slot's
+// gradient (SendGrad) and then receives (RecvActivation), a backward slot receives
+// (RecvGrad) and then sends the previous slot's activation (SendActivation), each a
+// blocking call of one message. So a forward followed by a backward in the very next slot
+// (the steady state) receives first; every other turn sends first, the pass's output
+// leaving in the next slot (empty when the turn skips slots) before the next pass's input
+// is received.
+std::vector<P2pCall> deepspeed_engine_p2p_calls(const std::vector<PassOp>& order, int p, int stage);
 
 // Runs the orders with the nominal costs and instant communication (a pass starts when its
 // stage is free and its input is ready: F after F of the previous virtual stage, B after B

@@ -22,6 +22,7 @@ void set_deepspeed_engine(FrameworkRules& r) {
   r.zero12_all_reduce = true;
   r.zero12_gather_after_step = true;
   r.grad_bucket_elements = 5e8;
+  r.deepspeed_pipe_engine = true;  // pipe/schedule.py TrainSchedule, pipe/p2p.py
 }
 
 }  // namespace
@@ -216,6 +217,19 @@ std::string pipeline_zero_problem(const ParallelSpec& pl, const FrameworkRules& 
                          ? "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3, "
                            "deepspeed/runtime/pipe/engine.py; framework rule pipeline_max_zero"
                          : "framework rule pipeline_max_zero, as the scenario sets it");
+}
+
+bool pipeline_schedule_allowed(int pp, Schedule s, const FrameworkRules& fw) {
+  return pp <= 1 || !fw.deepspeed_pipe_engine || s == Schedule::k1F1B;
+}
+
+std::string pipeline_schedule_problem(const ParallelSpec& pl, const FrameworkRules& fw) {
+  if (pipeline_schedule_allowed(pl.pp, pl.schedule, fw)) return "";
+  return fmt::format(
+      "runs its pipeline on DeepSpeed's engine, whose only training schedule is 1F1B (got {} "
+      "with pp {}; deepspeed/runtime/pipe/schedule.py TrainSchedule; framework rule "
+      "deepspeed_pipe_engine)",
+      schedule_name(pl.schedule), pl.pp);
 }
 
 }  // namespace stepcast

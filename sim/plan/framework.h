@@ -179,6 +179,16 @@ struct FrameworkRules {
   // recvs posted asynchronously and waited just before use (Megatron-Core's
   // overlap_p2p_comm, on with virtual pipeline stages).
   bool blocking_p2p_interleaved = false;
+  // The pipeline runs on DeepSpeed's PipelineEngine (deepspeed/runtime/pipe/engine.py with
+  // schedule.py TrainSchedule, p2p.py): its only training schedule is 1F1B, run as
+  // 2(m + p - 1) slots per stage; a forward slot sends the previous slot's input gradient
+  // (SendGrad) and then receives its own input (RecvActivation), a backward slot receives its
+  // output gradient (RecvGrad) and then sends the previous slot's activation
+  // (SendActivation). Each is a separate blocking dist.send / dist.recv, one after the other,
+  // so a forward's output leaves only after the next backward's gradient has arrived and no
+  // exchange runs in both directions at once. Implies blocking p2p; other schedules are
+  // refused with pp > 1. False: the schedules and p2p calls of the other rules.
+  bool deepspeed_pipe_engine = false;
   // Megatron-LM's scatter_gather_tensors_in_pipeline (megatron/p2p_communication.py, default
   // on, off under sequence parallel): with tensor parallelism each tensor rank sends only its
   // 1/tp slice of a pipeline message (mpu.split_tensor_into_1d_equal_chunks, a view) and the
@@ -253,5 +263,11 @@ std::string moe_ep_overlap_problem(const ModelArch& m, const ParallelSpec& pl,
 // empty when it can (the search asks the first, the scenario rules the second).
 bool pipeline_zero_allowed(int pp, int zero, const FrameworkRules& fw);
 std::string pipeline_zero_problem(const ParallelSpec& pl, const FrameworkRules& fw);
+
+// Whether the stack runs this schedule with this pipeline (FrameworkRules::
+// deepspeed_pipe_engine: 1F1B only); pipeline_schedule_problem says why not, completing
+// "<framework> ...", empty when it can.
+bool pipeline_schedule_allowed(int pp, Schedule s, const FrameworkRules& fw);
+std::string pipeline_schedule_problem(const ParallelSpec& pl, const FrameworkRules& fw);
 
 }  // namespace stepcast

@@ -379,6 +379,8 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
                 if (eo && !moe_ep_overlap_problem(base.model, spec, base.framework).empty())
                   continue;
                 if (!dualpipev_problems(spec).empty()) continue;
+                // DeepSpeed's engine pipelines with 1F1B only (pipeline_schedule_problem).
+                if (!pipeline_schedule_allowed(pp, spec.schedule, base.framework)) continue;
                 PlanAxes a = lay;
                 a.zero = zero;
                 a.recompute = recompute_name(rc);

@@ -37,6 +37,7 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "async_tp_dgrad_reduce",
                                                  "blocking_p2p_1f1b",
                                                  "blocking_p2p_interleaved",
+                                                 "deepspeed_pipe_engine",
                                                  "p2p_scatter_gather",
                                                  "te_fp8_storage",
                                                  "fp8_param_gather",
@@ -134,6 +135,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_bool(f, p, "async_tp_dgrad_reduce")) out.async_tp_dgrad_reduce = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_1f1b")) out.blocking_p2p_1f1b = *v;
   if (auto v = r_.get_bool(f, p, "blocking_p2p_interleaved")) out.blocking_p2p_interleaved = *v;
+  if (auto v = r_.get_bool(f, p, "deepspeed_pipe_engine")) out.deepspeed_pipe_engine = *v;
   if (auto v = r_.get_bool(f, p, "p2p_scatter_gather")) out.p2p_scatter_gather = *v;
   if (auto v = r_.get_bool(f, p, "te_fp8_storage")) out.te_fp8_storage = *v;
   if (auto v = r_.get_bool(f, p, "fp8_param_gather")) out.fp8_param_gather = *v;

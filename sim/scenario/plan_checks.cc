@@ -48,6 +48,10 @@ void Loader::cross_checks(Scenario& sc) {
     if (!why.empty())
       r_.error(at(par, "zero"), path("zero"),
                std::string(framework_name(sc.framework.name)) + " " + why);
+    const std::string sched = pipeline_schedule_problem(sc.parallel, sc.framework);
+    if (!sched.empty())
+      r_.error(at(par, "schedule"), path("schedule"),
+               std::string(framework_name(sc.framework.name)) + " " + sched);
   }
 }
 

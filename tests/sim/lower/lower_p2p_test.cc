@@ -25,7 +25,8 @@ using testing::Plan;
 using testing::synth_durations;
 using testing::tiny_gpt;
 
-constexpr P2pCall N = P2pCall::kNone, B = P2pCall::kBatched, S = P2pCall::kSendThenRecv;
+constexpr P2pCall N = P2pCall::kNone, B = P2pCall::kBatched, S = P2pCall::kSendThenRecv,
+                  R = P2pCall::kRecvThenSend;
 
 // ---- the calls of the schedules ------------------------------------------------------------
 
@@ -47,6 +48,23 @@ TEST(Schedule, BlockingP2pCallsFollowMegatronsCode) {
   const auto one = pipeline_schedule(Schedule::k1F1B, 2, 1, 3);
   EXPECT_EQ(blocking_p2p_calls(Schedule::k1F1B, one[0], 2, 3),
             (std::vector<P2pCall>{S, B, B, B, S, B}));
+}
+
+// DeepSpeed's TrainSchedule (pipe/schedule.py), p 2, m 3: stage s runs F(i) in slot 2i + s
+// and B(i) in slot 2i + 2p - s - 1, so stage 0 runs F0 F1 B0 F2 B1 B2 (slots 0 2 3 4 5 7)
+// and stage 1 F0 B0 F1 B1 F2 B2 (slots 1 2 3 4 5 6), 1F1B's orders. A forward slot sends
+// the previous slot's gradient and then receives; a backward slot receives and then sends
+// the previous slot's activation: one message per call, F then B in the next slot
+// receiving first. With m 1, p 3, stage 0 runs F0 (slot 0) and B0 (slot 5): F0's output
+// leaves in slot 1, before B0 receives: send first.
+TEST(Schedule, BlockingP2pCallsFollowDeepSpeedsTrainSchedule) {
+  const auto one = pipeline_schedule(Schedule::k1F1B, 2, 1, 3);
+  EXPECT_EQ(deepspeed_engine_p2p_calls(one[0], 2, 0), (std::vector<P2pCall>{S, R, S, R, S, B}));
+  EXPECT_EQ(deepspeed_engine_p2p_calls(one[1], 2, 1), (std::vector<P2pCall>{R, S, R, S, R, B}));
+  const auto single = pipeline_schedule(Schedule::k1F1B, 3, 1, 1);
+  EXPECT_EQ(deepspeed_engine_p2p_calls(single[0], 3, 0), (std::vector<P2pCall>{S, B}));
+  EXPECT_EQ(deepspeed_engine_p2p_calls(single[1], 3, 1), (std::vector<P2pCall>{S, B}));
+  EXPECT_EQ(deepspeed_engine_p2p_calls(single[2], 3, 2), (std::vector<P2pCall>{R, B}));
 }
 
 // ---- blocking calls in the timeline ---------------------------------------------------------
@@ -77,17 +95,21 @@ std::vector<PassTasks> pass_tasks(const RankProgram& rp, const std::vector<PassO
   return out;
 }
 
-// Megatron-LM's blocking calls, checked on a simulated timeline of an interleaved plan: after
-// every call (blocking_p2p_calls), the next pass's first compute starts no earlier than the
-// end of every send and recv the call carries, and those start no earlier than the end of
-// the pass before the call. Returns the number of calls that broke it (0 when it holds).
-int broken_calls(const Program& prog, const Timeline& tl, int p, int v, int m) {
-  const auto orders = pipeline_schedule(Schedule::kInterleaved, p, v, m);
+// The blocking calls of a stack, checked on a simulated timeline (Megatron-LM's interleaved
+// schedule by default, or DeepSpeed's 1F1B): after every call (blocking_p2p_calls), the
+// next pass's first compute starts no earlier than the end of every send and recv the call
+// carries, those start no earlier than the end of the pass before the call, and where the
+// call receives first its send starts no earlier than the end of its recv. Returns the
+// number of calls that broke it (0 when it holds).
+int broken_calls(const Program& prog, const Timeline& tl, int p, int v, int m,
+                 Schedule schedule = Schedule::kInterleaved, bool deepspeed = false) {
+  const auto orders = pipeline_schedule(schedule, p, v, m);
   int broken = 0;
   for (size_t r = 0; r < prog.ranks.size(); ++r) {
     const RankProgram& rp = prog.ranks[r];
     const auto& order = orders[static_cast<size_t>(rp.pp_stage)];
-    const std::vector<P2pCall> calls = blocking_p2p_calls(Schedule::kInterleaved, order, p, m);
+    const std::vector<P2pCall> calls = deepspeed ? deepspeed_engine_p2p_calls(order, p, rp.pp_stage)
+                                                 : blocking_p2p_calls(schedule, order, p, m);
     const std::vector<PassTasks> pt = pass_tasks(rp, order);
     const auto& at = tl.ranks[r].tasks;
     std::vector<int> sends;
@@ -105,6 +127,10 @@ int broken_calls(const Program& prog, const Timeline& tl, int p, int v, int m) {
       for (const int id : carried)
         ok = ok && at[static_cast<size_t>(id)].start >= reached &&
              at[static_cast<size_t>(id)].end <= next;
+      // One message after the other: DeepSpeed's recv, then its send.
+      const int recv = pt[i + 1].recv;
+      if (calls[i] == P2pCall::kRecvThenSend && recv >= 0 && !sends.empty())
+        ok = ok && at[static_cast<size_t>(sends.back())].start >= at[static_cast<size_t>(recv)].end;
       broken += !ok;
       sends.clear();
     }
@@ -195,6 +221,91 @@ TEST(LowerP2p, MegatronLmInterleavedRandomPlansRunAndBlock) {
     EXPECT_GT(tl.step_ns, 0);
     EXPECT_EQ(broken_calls(prog, tl, p.pp, p.vpp, p.microbatches), 0);
   }
+}
+
+// ---- DeepSpeed's pipeline engine -------------------------------------------------------------
+
+// tiny_gpt (8 layers) on pp 2 with 1F1B and m microbatches under Megatron-DeepSpeed's preset
+// (DeepSpeed's engine); `engine` false lowers it with Megatron's batched blocking calls.
+Scenario deepspeed_1f1b(int m, bool engine) {
+  Plan p;
+  p.pp = 2;
+  p.microbatches = m;
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  sc.framework = framework_preset(Framework::kMegatronDeepSpeed);
+  sc.framework.deepspeed_pipe_engine = engine;
+  return sc;
+}
+
+// pp 2, m 2, uniform stages (aux free): each forward takes f, each backward b, each message
+// c. Stage 0 runs F0 F1 B0 B1, stage 1 F0 B0 F1 B1.
+//   s0 F0 [0, f], SendActivation 0 [f, f+c], F1 [f+c, 2f+c];
+//   s1 F0 [f+c, 2f+c], B0 [2f+c, 2f+c+b];
+//   then the turn both stages meet at: DeepSpeed's s0 receives gradient 0 first
+//   [2f+c+b, 2f+2c+b] and only then sends activation 1 [.., 2f+3c+b] (s1 sends, then
+//   receives); Megatron's batched calls move both at once [2f+c+b, 2f+2c+b];
+//   s1 F1, B1 and its last send of gradient 1: 2f+3c+b + f + b + c; s0 B1 after it: + b.
+// DeepSpeed: step = 3f + 3b + 4c; Megatron's calls: 3f + 3b + 3c (one message less).
+TEST(LowerP2p, DeepSpeedEngineOneMessageAtATimeClosedForm) {
+  for (const bool engine : {true, false}) {
+    const Program prog = lower(deepspeed_1f1b(2, engine));
+    const Durations d = synth_durations(prog, synth);
+    TimeNs f = 0, b = 0, c = 0;
+    for (size_t i = 0; i < prog.ranks[0].tasks.size(); ++i) {
+      const Task& t = prog.ranks[0].tasks[i];
+      if (t.microbatch != 0) continue;
+      if (is_compute(t.kind)) (t.phase == Phase::kFwd ? f : b) += d[0][i];
+      if (t.kind == TaskKind::kSend) c = d[0][i];
+    }
+    ASSERT_GT(f, 0);
+    ASSERT_GT(c, 0);
+    EXPECT_EQ(simulate(prog, d).step_ns, 3 * f + 3 * b + (engine ? 4 : 3) * c) << engine;
+  }
+}
+
+// Deadlock freedom and DeepSpeed's calls on random 1F1B plans (testing::random_plan with
+// zero 0 or 1, which its engine takes with a pipeline; pp 2 or 4; 1 to 3p microbatches),
+// durations scaled per task at random as above: every program runs to its end and breaks
+// no call. Lowered with Megatron's batched calls instead, some plans break DeepSpeed's.
+TEST(LowerP2p, DeepSpeedEngineRandomPlansRunAndBlock) {
+  std::mt19937 rng(2604);
+  int broken_by_batched = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    Plan p = testing::random_plan(rng);
+    p.schedule = Schedule::k1F1B;
+    p.pp = rng() % 2 ? 2 : 4;
+    p.vpp = 1;
+    p.microbatches = 1 + static_cast<int>(rng() % static_cast<unsigned>(3 * p.pp));
+    p.zero = std::min(p.zero, 1);
+    p.expert_tp = 0;
+    p.overlap_ep = false;
+    Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(24) : tiny_gpt(24), p);
+    sc.framework = framework_preset(Framework::kMegatronDeepSpeed);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": tp" << p.tp << " pp" << p.pp
+                                      << " m" << p.microbatches << " dp" << p.dp << " cp" << p.cp
+                                      << " ep" << p.ep << " zero" << p.zero << " sp" << p.sp);
+    const double per_byte = std::vector<double>{0.01, 0.1, 1}[rng() % 3];
+    const unsigned seed = static_cast<unsigned>(rng());
+    auto run = [&](const Program& prog) {
+      Durations d = synth_durations(prog, testing::Synth{.comm_ns_per_byte = per_byte});
+      std::mt19937 scale(seed);
+      for (size_t r = 0; r < d.size(); ++r)
+        for (size_t i = 0; i < d[r].size(); ++i)
+          if (is_compute(prog.ranks[r].tasks[i].kind))
+            d[r][i] *= static_cast<TimeNs>(1 + scale() % 4);
+      return simulate(prog, d);
+    };
+    const Program prog = lower(sc);
+    validate_program(prog);
+    const Timeline tl = run(prog);
+    EXPECT_GT(tl.step_ns, 0);
+    EXPECT_EQ(broken_calls(prog, tl, p.pp, 1, p.microbatches, Schedule::k1F1B, true), 0);
+    sc.framework.deepspeed_pipe_engine = false;
+    const Program batched = lower(sc);
+    broken_by_batched +=
+        broken_calls(batched, run(batched), p.pp, 1, p.microbatches, Schedule::k1F1B, true) > 0;
+  }
+  EXPECT_GT(broken_by_batched, 0);
 }
 
 // Megatron-LM's preset on random plans of every schedule (testing::random_plan; its

@@ -137,9 +137,10 @@ TEST(Search, SpaceCoversSchedulesZeroOverlapAndCpKinds) {
   EXPECT_EQ(invalid, 0);
 }
 
-// DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 (framework rule pipeline_max_zero):
-// under the deepspeed preset the search offers zero 2 and 3 only at pp 1, zero 0 and 1 at
-// any pp, and every candidate loads; under megatron-core pp > 1 with zero 2-3 is searched.
+// DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 (framework rule pipeline_max_zero)
+// and runs 1F1B only (deepspeed_pipe_engine): under the deepspeed preset the search offers
+// zero 2 and 3 only at pp 1, zero 0 and 1 at any pp, pp > 1 with 1F1B alone, and every
+// candidate loads; under megatron-core pp > 1 with zero 2-3 and with ZB-H1 is searched.
 TEST(Search, DeepSpeedPipelinesRunZero1AtMost) {
   for (const char* fw : {"deepspeed", "megatron-core"}) {
     YAML::Node doc = llama3_8b_doc();
@@ -148,20 +149,25 @@ TEST(Search, DeepSpeedPipelinesRunZero1AtMost) {
     doc["search"]["pp"] = YAML::Load("[1, 2]");
     const Scenario sc = load_scenario_node(doc, "ds.yaml");
     int piped_sharded = 0, piped = 0, sharded = 0;
+    std::set<std::string> piped_schedules;
     for (const auto& c : search_candidates(sc)) {
       const std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
       const bool pp = kv.at("pp") != "1", z23 = kv.at("zero") == "2" || kv.at("zero") == "3";
       piped_sharded += pp && z23;
       piped += pp;
       sharded += z23;
+      if (pp) piped_schedules.insert(kv.at("sched"));
       EXPECT_NO_THROW(load_scenario_node(c.document(), "candidate.yaml")) << fw;
     }
     EXPECT_GT(piped, 0) << fw;
     EXPECT_GT(sharded, 0) << fw;
-    if (std::string(fw) == "deepspeed")
+    if (std::string(fw) == "deepspeed") {
       EXPECT_EQ(piped_sharded, 0);
-    else
+      EXPECT_EQ(piped_schedules, std::set<std::string>{"1f1b"});
+    } else {
       EXPECT_GT(piped_sharded, 0);
+      EXPECT_TRUE(piped_schedules.count("zb-h1"));
+    }
   }
 }
 

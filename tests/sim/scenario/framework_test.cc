@@ -144,6 +144,7 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
     EXPECT_EQ(r.buckets_first_chunk_only, name == "megatron-core") << name;
     EXPECT_EQ(r.grad_nan_check, name == "megatron-core") << name;
     EXPECT_EQ(r.pipeline_max_zero, ds_engine ? 1 : 3) << name;
+    EXPECT_EQ(r.deepspeed_pipe_engine, ds_engine) << name;
   }
   const FrameworkRules w = load(base().insert(2,
                                               "framework: {name: deepspeed, "
@@ -292,6 +293,35 @@ TEST(Framework, DeepSpeedPipelinesTakeZero1AtMost) {
           << e.what();
     }
   }
+}
+
+TEST(Framework, DeepSpeedPipelinesRun1f1bOnly) {
+  // DeepSpeed's pipeline engine has one training schedule, TrainSchedule (1F1B;
+  // pipe/schedule.py): another schedule with pp > 1 under deepspeed or megatron-deepspeed is
+  // an error at parallel.schedule (line 21 once the framework line is in) naming the rule;
+  // 1F1B, one stage, Megatron-Core and the rule lifted all load.
+  auto plan = [](const std::string& fw, int pp, const std::string& sched, int vpp) {
+    Doc d = base().insert(2, "framework: " + fw);
+    d.set(18, "  pp: " + std::to_string(pp));
+    d.lines.push_back("  vpp: " + std::to_string(vpp));  // line 20
+    d.lines.push_back("  schedule: " + sched);           // line 21
+    return d;
+  };
+  expect_issue(plan("deepspeed", 2, "interleaved", 2), "parallel.schedule", 21,
+               "deepspeed runs its pipeline on DeepSpeed's engine, whose only training schedule "
+               "is 1F1B (got interleaved with pp 2");
+  expect_issue(plan("megatron-deepspeed", 2, "zb-h1", 1), "parallel.schedule", 21,
+               "framework rule deepspeed_pipe_engine");
+  expect_issue(plan("megatron-deepspeed", 2, "gpipe", 1), "parallel.schedule", 21, "got gpipe");
+  EXPECT_EQ(load(plan("deepspeed", 2, "1f1b", 1)).parallel.schedule, Schedule::k1F1B);
+  EXPECT_EQ(load(plan("deepspeed", 1, "zb-h1", 1)).parallel.pp, 1);
+  EXPECT_EQ(load(plan("megatron-core", 2, "interleaved", 2)).parallel.vpp, 2);
+  EXPECT_EQ(
+      load(plan("{name: megatron-deepspeed, deepspeed_pipe_engine: false}", 2, "interleaved", 2))
+          .parallel.vpp,
+      2);
+  expect_issue(base().insert(2, "framework: {deepspeed_pipe_engine: often}"),
+               "framework.deepspeed_pipe_engine", 2, "");
 }
 
 }  // namespace
