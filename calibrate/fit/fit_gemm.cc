@@ -261,15 +261,21 @@ void fit_gemm(const Measurements& m, const HwProfile& base, FitReport& rep) {
     // fp8 points fit fp8's own half sizes (fixed time shared) when the 16-bit shape was
     // fitted here or the profile already has fp8 terms of its own; otherwise, with enough
     // of them, they set the shared terms (the only shapes measured).
-    const bool has_own = c.fp8_half_m >= 0 || c.fp8_half_n >= 0 || c.fp8_half_k >= 0;
+    const bool has_own = c.has_fp8_halves();
     const bool enough = fp8_s.size() >= kFullFitMin;
     const bool own = enough && (shape_fitted || has_own);
     const bool fp8_shape = enough && !own;
     GemmCurve f = cur;
     f.max_eff = c.fp8_max_eff;
-    if (c.fp8_half_m >= 0) f.half_m = c.fp8_half_m;
-    if (c.fp8_half_n >= 0) f.half_n = c.fp8_half_n;
-    if (c.fp8_half_k >= 0) f.half_k = c.fp8_half_k;
+    // The 16-bit sizes as fitted so far, or fp8's own where the profile has them.
+    ComputeParams start = c;
+    start.gemm_half_m = cur.half_m;
+    start.gemm_half_n = cur.half_n;
+    start.gemm_half_k = cur.half_k;
+    const std::array<double, 3> half = start.gemm_halves(true);
+    f.half_m = half[0];
+    f.half_n = half[1];
+    f.half_k = half[2];
     const std::array<bool, 5> own_shape{true, true, true, true, false};
     f = fit_gemm_curve(fp8_s, f, own ? own_shape : fp8_shape ? all : ceiling_only);
     c.fp8_max_eff = f.max_eff;

@@ -233,7 +233,7 @@ std::string FitReport::text() const {
         "k/(k+{:.1f})) + {:.2f} us; fp8 ceiling {:.4f}\n",
         compute.gemm_max_eff, compute.gemm_half_m, compute.gemm_half_n, compute.gemm_half_k,
         compute.gemm_fixed_time_s * 1e6, compute.fp8_max_eff);
-    if (compute.fp8_half_m >= 0 || compute.fp8_half_n >= 0 || compute.fp8_half_k >= 0)
+    if (compute.has_fp8_halves())
       o << fmt::format("        fp8's own half sizes: M {:.1f}, n {:.1f}, k {:.1f}\n",
                        compute.fp8_half_m, compute.fp8_half_n, compute.fp8_half_k);
     const auto in_table = std::count_if(gemm_residuals.begin(), gemm_residuals.end(),

@@ -23,6 +23,7 @@
 //                   latency: 20 us, busbw: 360 GB/s, source: "..."}]
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -53,6 +54,15 @@ struct ComputeParams {
   // tile differently from 16-bit ones; negative: the 16-bit gemm_half_m/n/k (the default).
   // fp8 GEMMs measured on an H200 fit M 40, n 108, k 443 against 14, 70, 146 for bf16.
   double fp8_half_m = -1, fp8_half_n = -1, fp8_half_k = -1;
+  // Whether the profile has any fp8 half size of its own.
+  bool has_fp8_halves() const { return fp8_half_m >= 0 || fp8_half_n >= 0 || fp8_half_k >= 0; }
+  // The half-saturation sizes {m, n, k} a GEMM's curve uses: for a narrow (fp8) GEMM fp8's
+  // own where the profile has them, each missing one the 16-bit size.
+  std::array<double, 3> gemm_halves(bool narrow) const {
+    auto pick = [narrow](double fp8, double main) { return narrow && fp8 >= 0 ? fp8 : main; };
+    return {pick(fp8_half_m, gemm_half_m), pick(fp8_half_n, gemm_half_n),
+            pick(fp8_half_k, gemm_half_k)};
+  }
   // Fixed kernel time of one GEMM (ramp-up/tail; kernel-timed, on top of launch_overhead_s):
   //   t_kernel = flops / (peak * eff(m,n,k)) + gemm_fixed_time_s   (sim/cost/compute.cc).
   // YAML: compute.gemm.fixed_time (a time). 0: none.
