@@ -113,10 +113,11 @@ double dispatch_copies(const MoeSpec& m, const Local& l, const MoeLoad& ld) {
 // it, as a dense LayerNormLinear has. Hopper's fp8 GEMMs take only the TN layout, so the
 // kernel writes the row-wise copy and the transposed (column-wise) copy the weight gradient
 // reads: reads m x k at e bytes, writes 2 x m x k at 1 byte (cast_transpose). Under current
-// scaling a separate amax pass reads the operand once more: not modelled (stepcast has no
-// fp8 recipe key). mxfp8 / nvfp4 get their quantize kernels on every GEMM already
-// (add_quantize_ops, model/workload.cc). Forward: before each GEMM; backward (rev, reversed
-// by the caller): after each input-gradient GEMM in rev, i.e. before it once reversed.
+// scaling (training.fp8_recipe: current) the amax pass that reads the operand once more
+// goes before this kernel (add_amax_ops, model/workload.cc). mxfp8 / nvfp4 get their quantize
+// kernels on every GEMM already (add_quantize_ops, model/workload.cc). Forward: before each GEMM;
+// backward (rev, reversed by the caller): after each input-gradient GEMM in rev, i.e. before it
+// once reversed.
 void quantize_expert_operands(std::vector<Step>& fwd, std::vector<Step>& rev, std::size_t rev_from,
                               const Local& l) {
   if (l.dt != DType::kFp8) return;
