@@ -636,7 +636,7 @@ double model_flops_per_sequence(const ModelArch& arch, std::int64_t seq_len) {
   return 3.0 * fwd;
 }
 
-Op optimizer_op(double params, bool adam, DType grads, bool loss_scaling) {
+Op optimizer_op(double params, bool adam, DType grads, bool loss_scaling, bool fused) {
   STEPCAST_CHECK(params >= 0, "optimizer_op: negative parameter count");
   // Adam (fp32): reads master, m, v, grad (16 B), writes master, m, v (12 B). SGD with
   // momentum: reads master, momentum, grad (12 B), writes master, momentum (8 B). Around
@@ -646,6 +646,17 @@ Op optimizer_op(double params, bool adam, DType grads, bool loss_scaling) {
   // separate pass (_copy_main_params_to_model_params: read 4 B, write 2 B).
   double read = (adam ? 16.0 : 12.0) + 4.0 + 4.0;
   double written = adam ? 14.0 : 10.0;
+  if (!fused) {
+    // torch.optim's foreach update (torch/optim/adamw.py _multi_tensor_adamw, sgd.py
+    // _multi_tensor_sgd), fp32, bytes read / written per parameter by each _foreach_ op:
+    //   AdamW: mul_(params, 1 - lr wd) 4/4; lerp_(m, g) 8/4; mul_(v, beta2) 4/4;
+    //   addcmul_(v, g, g) 8/4; t = sqrt(v) 4/4; div_(t, bc2) 4/4; add_(t, eps) 4/4;
+    //   addcdiv_(params, m, t) 12/4: 48 / 32 where the fused kernel reads 16 and writes 12.
+    //   SGD with momentum: mul_(buf, momentum) 4/4; add_(buf, g) 8/4; add_(params, buf)
+    //   8/4: 20 / 12 where the fused one reads 12 and writes 8.
+    read += adam ? 48.0 - 16.0 : 20.0 - 12.0;
+    written += adam ? 32.0 - 12.0 : 12.0 - 8.0;
+  }
   if (dtype_bytes(grads) < 4.0) {
     // 16-bit gradients are first copied to fp32 main gradients (_copy_model_grads_to_main
     // _grads: read 2 B, write 4 B).
@@ -660,6 +671,11 @@ Op optimizer_op(double params, bool adam, DType grads, bool loss_scaling) {
     written += 4.0;
   }
   return memory_op(adam ? "adam" : "sgd", read * params, written * params);
+}
+
+double optimizer_temp_bytes(double params, bool adam, bool fused) {
+  STEPCAST_CHECK(params >= 0, "optimizer_temp_bytes: negative parameter count");
+  return adam && !fused ? 4.0 * params : 0.0;
 }
 
 Op zero_grad_op(double grad_buffer_bytes) {

@@ -244,8 +244,17 @@ double model_flops_per_sequence(const ModelArch& arch, std::int64_t seq_len);
 // fp32 master, m, v, grad (the grad once more for the clipping norm, the master once more
 // for the 16-bit copy) and writes master, m, v and the 16-bit copy. `grads`: the dtype of
 // the accumulated gradients; 16-bit ones are first copied to fp32. `loss_scaling`: fp16
-// training, whose fp32 gradients are then unscaled in place.
-Op optimizer_op(double params, bool adam, DType grads = DType::kFp32, bool loss_scaling = false);
+// training, whose fp32 gradients are then unscaled in place. `fused`: the update is one
+// multi-tensor kernel (apex / Transformer Engine / DeepSpeed FusedAdam, torch fused=True);
+// false: torch.optim's foreach implementation, one pass over the shard per arithmetic step.
+Op optimizer_op(double params, bool adam, DType grads = DType::kFp32, bool loss_scaling = false,
+                bool fused = true);
+
+// Bytes the optimizer update holds beside the training state while it runs: torch.optim's
+// foreach Adam(W) materializes sqrt(v) for every parameter of the shard (4 B each,
+// _multi_tensor_adam: exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)); the fused
+// kernels and SGD hold nothing.
+double optimizer_temp_bytes(double params, bool adam, bool fused);
 
 // Zeroing the gradient buffer at the start of a step (Megatron's zero_grad_buffer: a memset
 // of the whole contiguous buffer the backward accumulates into).

@@ -386,8 +386,16 @@ void Lowerer::emit_step_end(Emit& e, RankState& rs) {
   // finalize_model_grads + optimizer.step).
   const double local_params = dense / (par_.zero >= 1 ? dense_dp_size() : 1) +
                               expert / (par_.zero >= 1 ? expert_dp_size() : 1);
+  const bool fused = sc_.framework.fused_optimizer;
+  // torch.optim's foreach Adam holds sqrt(v) of the whole shard while it runs.
+  const double temp = optimizer_temp_bytes(local_params, adam, fused);
   {
-    Op op = optimizer_op(local_params, adam, grad_dtype_, sc_.training.dtype == DType::kFp16);
+    Op op =
+        optimizer_op(local_params, adam, grad_dtype_, sc_.training.dtype == DType::kFp16, fused);
+    std::vector<int> ready = grad_sync_;
+    ready.insert(ready.end(), e.pending.begin(), e.pending.end());
+    emit_mem(e, TaskKind::kAlloc, temp, "optimizer_temp", Phase::kOptimizer, -1, -1, -1,
+             StreamKind::kCompute, std::move(ready));
     Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, Phase::kOptimizer,
                        Category::kOptimizer, -1, -1, -1);
     t.label = "opt.step";
@@ -400,6 +408,8 @@ void Lowerer::emit_step_end(Emit& e, RankState& rs) {
     e.pending.clear();
     e.last_compute = add(e, std::move(t));
   }
+  emit_mem(e, TaskKind::kFree, temp, "optimizer_temp", Phase::kOptimizer, -1, -1, -1,
+           StreamKind::kCompute, {e.last_compute});
   std::vector<int> end_deps{e.last_compute};
   // ZeRO-1/2 without overlap: the updated parameters are gathered after the step, exposed.
   if (rs.sharded_opt && !overlap_z12_param_gather()) {

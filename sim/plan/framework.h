@@ -217,6 +217,14 @@ struct FrameworkRules {
   // (the unfused fp32 vocab-parallel cross entropy); Megatron-Bridge's benchmark recipes
   // turn it on (perf_recipes/_common.py _benchmark_common). A per-run setting.
   bool fused_cross_entropy = false;
+  // The optimizer update as one fused multi-tensor kernel: Megatron's apex / Transformer
+  // Engine FusedAdam (megatron/core/optimizer/__init__.py), DeepSpeed's FusedAdam
+  // (runtime/engine.py _configure_basic_optimizer, unless torch_adam), TorchTitan's
+  // torch.optim.AdamW(fused=True) (optimizer.implementation "fused"). False: torch.optim's
+  // default on GPU, the foreach implementation (optimizer.py _default_to_fused_or_foreach),
+  // one pass over the shard per arithmetic step, with sqrt(v) held beside the state
+  // (model/workload.h optimizer_op, optimizer_temp_bytes).
+  bool fused_optimizer = true;
 
   // ---- the host (docs/model.md, "The host") -------------------------------------------
   // Host time to issue one kernel or collective from eager PyTorch (Python, the

@@ -321,9 +321,9 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
       // The optimizer step on the rank's shard (sim/lower/passes.cc, emit_step_end).
       const double local = dense / (par.zero >= 1 ? par.dp * par.cp : 1) +
                            expert / (par.zero >= 1 ? layout.edp() : 1);
-      const Op opt =
-          optimizer_op(local, base_.training.optimizer == Optimizer::kAdam,
-                       grad_reduce_dtype(base_.training), base_.training.dtype == DType::kFp16);
+      const Op opt = optimizer_op(
+          local, base_.training.optimizer == Optimizer::kAdam, grad_reduce_dtype(base_.training),
+          base_.training.dtype == DType::kFp16, base_.framework.fused_optimizer);
       out.optimizer.push_back(op_ns(opt, hw));
       out.dp_comm.push_back(dp_stream_floor(par, s, dense, expert));
     }

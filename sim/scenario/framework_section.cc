@@ -42,6 +42,7 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "te_fp8_storage",
                                                  "fp8_param_gather",
                                                  "fused_cross_entropy",
+                                                 "fused_optimizer",
                                                  "host_launch_us",
                                                  "loss_nan_check",
                                                  "grad_nan_check"};
@@ -140,6 +141,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_bool(f, p, "te_fp8_storage")) out.te_fp8_storage = *v;
   if (auto v = r_.get_bool(f, p, "fp8_param_gather")) out.fp8_param_gather = *v;
   if (auto v = r_.get_bool(f, p, "fused_cross_entropy")) out.fused_cross_entropy = *v;
+  if (auto v = r_.get_bool(f, p, "fused_optimizer")) out.fused_optimizer = *v;
   // Up to 1 ms a launch: far beyond any measured host (5-20 us).
   if (auto v = r_.get_double(f, p, "host_launch_us", 0, 1000)) out.host_launch_us = *v;
   if (auto v = r_.get_bool(f, p, "loss_nan_check")) out.loss_nan_check = *v;

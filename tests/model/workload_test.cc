@@ -318,6 +318,19 @@ TEST(Workload, OptimizerBytes) {
   const Op u = optimizer_op(1e6, true, DType::kFp32, true);
   EXPECT_DOUBLE_EQ(u.bytes_read, 28e6);
   EXPECT_DOUBLE_EQ(u.bytes_written, 18e6);
+  // torch.optim's foreach AdamW: 48 B read and 32 B written by its eight passes where the
+  // fused kernel reads 16 and writes 12 (optimizer_op): 24 + 32 = 56 B read, 14 + 20 = 34 B
+  // written, and sqrt(v) held (4 B a parameter); SGD 12 + 8 = 20 B read and 10 + 4 = 14 B
+  // written, nothing held. The fused kernels hold nothing.
+  const Op fa = optimizer_op(1e6, true, DType::kFp32, false, false);
+  EXPECT_DOUBLE_EQ(fa.bytes_read, 56e6);
+  EXPECT_DOUBLE_EQ(fa.bytes_written, 34e6);
+  const Op fs = optimizer_op(1e6, false, DType::kFp32, false, false);
+  EXPECT_DOUBLE_EQ(fs.bytes_read, 28e6);
+  EXPECT_DOUBLE_EQ(fs.bytes_written, 14e6);
+  EXPECT_DOUBLE_EQ(optimizer_temp_bytes(1e6, true, false), 4e6);
+  EXPECT_DOUBLE_EQ(optimizer_temp_bytes(1e6, false, false), 0.0);
+  EXPECT_DOUBLE_EQ(optimizer_temp_bytes(1e6, true, true), 0.0);
   // Zeroing a 4 MB gradient buffer writes 4 MB and reads nothing.
   const Op z = zero_grad_op(4e6);
   EXPECT_EQ(z.kind, OpKind::kMemoryBound);

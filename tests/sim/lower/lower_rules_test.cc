@@ -255,6 +255,30 @@ TEST(LowerRules, FusedCrossEntropyKeepsTheBf16Logits) {
   EXPECT_LT(run(lower(fused)).step_ns, run(lower(sc)).step_ns);
 }
 
+// The optimizer as torch.optim's foreach AdamW (fused_optimizer false) against one fused
+// kernel: per parameter of the shard P it reads 48 - 16 = 32 B and writes 32 - 12 = 20 B
+// more (model/workload.cc optimizer_op) and holds sqrt(v), 4 B a parameter, for the
+// step's update only; the step is longer.
+TEST(LowerRules, ForeachOptimizerMakesMorePassesAndHoldsSqrtV) {
+  Scenario sc = make_scenario(tiny_gpt(), Plan{});
+  ASSERT_EQ(sc.training.optimizer, Optimizer::kAdam);
+  Scenario foreach_ = sc;
+  foreach_.framework.fused_optimizer = false;
+  const Program fused = lower(sc), each = lower(foreach_);
+  auto step_task = [](const RankProgram& rp) {
+    for (const Task& t : rp.tasks)
+      if (t.label == "opt.step") return t;
+    return Task{};
+  };
+  const Task a = step_task(fused.ranks[0]), b = step_task(each.ranks[0]);
+  const double params = (b.bytes_read - a.bytes_read) / 32.0;
+  ASSERT_GT(params, 1e5);
+  EXPECT_DOUBLE_EQ(b.bytes_written - a.bytes_written, 20.0 * params);
+  EXPECT_DOUBLE_EQ(alloc_bytes(each.ranks[0], "optimizer_temp"), 4.0 * params);
+  EXPECT_DOUBLE_EQ(alloc_bytes(fused.ranks[0], "optimizer_temp"), 0.0);
+  EXPECT_GT(run(each).step_ns, run(fused).step_ns);
+}
+
 // ---- blocking p2p of non-interleaved 1F1B ------------------------------------------------
 
 // pp 2, m 2, 1F1B, uniform stages (aux free), each pipeline message c ns. Stage 0 runs F0 F1
