@@ -146,6 +146,15 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_double(f, p, "host_launch_us", 0, 1000)) out.host_launch_us = *v;
   if (auto v = r_.get_bool(f, p, "loss_nan_check")) out.loss_nan_check = *v;
   if (auto v = r_.get_bool(f, p, "grad_nan_check")) out.grad_nan_check = *v;
+  // DeepSpeed's engine exchanges by blocking dist.send / dist.recv: its rule cannot stand
+  // beside asynchronous 1F1B p2p (the presets never pair them; the scenario's own setting did).
+  if (out.deepspeed_pipe_engine && !out.blocking_p2p_1f1b) {
+    const char* key = f["blocking_p2p_1f1b"] ? "blocking_p2p_1f1b" : "deepspeed_pipe_engine";
+    r_.error(f[key], std::string("framework.") + key,
+             "deepspeed_pipe_engine (DeepSpeed's pipeline engine, whose sends and receives "
+             "block: deepspeed/runtime/pipe/p2p.py) needs blocking_p2p_1f1b: true; set "
+             "deepspeed_pipe_engine: false for asynchronous 1F1B p2p");
+  }
 }
 
 }  // namespace stepcast::detail

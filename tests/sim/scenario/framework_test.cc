@@ -324,6 +324,16 @@ TEST(Framework, DeepSpeedPipelinesRun1f1bOnly) {
       2);
   expect_issue(base().insert(2, "framework: {deepspeed_pipe_engine: often}"),
                "framework.deepspeed_pipe_engine", 2, "");
+  // DeepSpeed's engine blocks on every message: asynchronous 1F1B p2p beside it is a
+  // contradiction, reported at the key the scenario set (line 2), not a silent choice.
+  expect_issue(base().insert(2, "framework: {name: deepspeed, blocking_p2p_1f1b: false}"),
+               "framework.blocking_p2p_1f1b", 2, "needs blocking_p2p_1f1b: true");
+  expect_issue(base().insert(2, "framework: {name: fsdp2, deepspeed_pipe_engine: true}"),
+               "framework.deepspeed_pipe_engine", 2, "set deepspeed_pipe_engine: false");
+  EXPECT_TRUE(load(base().insert(2,
+                                 "framework: {name: deepspeed, blocking_p2p_1f1b: false, "
+                                 "deepspeed_pipe_engine: false}"))
+                  .framework.name == Framework::kDeepSpeed);
 }
 
 }  // namespace
