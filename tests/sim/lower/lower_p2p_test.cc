@@ -308,6 +308,34 @@ TEST(LowerP2p, DeepSpeedEngineRandomPlansRunAndBlock) {
   EXPECT_GT(broken_by_batched, 0);
 }
 
+// DeepSpeed's engine on random 1F1B plans (zero 0 or 1, pp 2 or 4): simulating one rank per
+// stage gives the step time and breakdown of simulating every rank, each stage taking the
+// calls of its own slots (deepspeed_engine_p2p_calls with its pp coordinate).
+TEST(LowerP2p, DeepSpeedEngineFoldedEqualsFullFidelityOnRandomPlans) {
+  std::mt19937 rng(2605);
+  for (int trial = 0; trial < 16; ++trial) {
+    Plan p = testing::random_plan(rng);
+    p.schedule = Schedule::k1F1B;
+    p.pp = rng() % 2 ? 2 : 4;
+    p.vpp = 1;
+    p.microbatches = 1 + static_cast<int>(rng() % static_cast<unsigned>(2 * p.pp));
+    p.zero = std::min(p.zero, 1);
+    p.expert_tp = 0;
+    p.overlap_ep = false;
+    Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(8) : tiny_gpt(8), p);
+    sc.framework = framework_preset(Framework::kMegatronDeepSpeed);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": tp" << p.tp << " pp" << p.pp
+                                      << " m" << p.microbatches << " dp" << p.dp);
+    const Program folded = lower(sc, LowerOptions{true, {}});
+    const Program full = lower(sc, LowerOptions{false, {}});
+    validate_program(full);
+    const testing::Synth s{.comm_ns_per_byte = 1};
+    const Timeline tf = testing::run(folded, s), tu = testing::run(full, s);
+    EXPECT_EQ(tf.step_ns, tu.step_ns);
+    EXPECT_EQ(tf.breakdown_ns, tu.breakdown_ns);
+  }
+}
+
 // Megatron-LM's preset on random plans of every schedule (testing::random_plan; its
 // scatter-gather adds tensor-group collectives to every pipelined tp > 1 plan without
 // sequence parallel): simulating one rank per stage gives the step time and breakdown of
