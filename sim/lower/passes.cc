@@ -392,10 +392,12 @@ void Lowerer::emit_step_end(Emit& e, RankState& rs) {
   {
     Op op =
         optimizer_op(local_params, adam, grad_dtype_, sc_.training.dtype == DType::kFp16, fused);
+    // Ready once every gradient collective and pending dependency is done.
     std::vector<int> ready = grad_sync_;
     ready.insert(ready.end(), e.pending.begin(), e.pending.end());
+    e.pending.clear();
     emit_mem(e, TaskKind::kAlloc, temp, "optimizer_temp", Phase::kOptimizer, -1, -1, -1,
-             StreamKind::kCompute, std::move(ready));
+             StreamKind::kCompute, ready);
     Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, Phase::kOptimizer,
                        Category::kOptimizer, -1, -1, -1);
     t.label = "opt.step";
@@ -403,9 +405,7 @@ void Lowerer::emit_step_end(Emit& e, RankState& rs) {
     t.flops = op.flops;
     t.bytes_read = op.bytes_read;
     t.bytes_written = op.bytes_written;
-    t.deps = grad_sync_;
-    t.deps.insert(t.deps.end(), e.pending.begin(), e.pending.end());
-    e.pending.clear();
+    t.deps = std::move(ready);
     e.last_compute = add(e, std::move(t));
   }
   emit_mem(e, TaskKind::kFree, temp, "optimizer_temp", Phase::kOptimizer, -1, -1, -1,

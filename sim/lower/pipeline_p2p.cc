@@ -6,10 +6,10 @@
 //    1/tp slices and the receiver all-gathers it over the tensor group before use;
 //  - blocking p2p (FrameworkRules::blocking_p2p_1f1b, blocking_p2p_interleaved,
 //    deepspeed_pipe_engine): which call of the schedule's code carries each message
-//    (schedule.h, blocking_p2p_calls), when its recvs are posted, and what the host waits
-//    for before it queues the next pass. A
-//    stage's sends then go in its own order, and each call's transfers start only after
-//    the previous call's have ended; in the stacks' code every message received in a call
+//    (schedule.h, blocking_p2p_calls, deepspeed_engine_p2p_calls), when its recvs are
+//    posted, and what the host waits for before it queues the next pass. A stage's sends
+//    then go in its own order, and each call's transfers start only after the previous
+//    call's have ended; in the stacks' code every message received in a call
 //    is used by the passes up to the next call, so the calls of neighbouring stages pair up
 //    and none waits on a later one (checked over random plans with random durations,
 //    tests/sim/lower/lower_p2p_test.cc).

@@ -263,6 +263,26 @@ TEST(LowerP2p, DeepSpeedEngineOneMessageAtATimeClosedForm) {
   }
 }
 
+// A random 1F1B plan DeepSpeed's engine runs (testing::random_plan with zero 0 or 1, which
+// it takes with a pipeline; pp 2 or 4; 1 to max_per_stage x pp microbatches), and its
+// scenario under Megatron-DeepSpeed's preset (tiny_moe when ep > 1).
+Plan random_deepspeed_1f1b(std::mt19937& rng, int max_per_stage) {
+  Plan p = testing::random_plan(rng);
+  p.schedule = Schedule::k1F1B;
+  p.pp = rng() % 2 ? 2 : 4;
+  p.vpp = 1;
+  p.microbatches = 1 + static_cast<int>(rng() % static_cast<unsigned>(max_per_stage * p.pp));
+  p.zero = std::min(p.zero, 1);
+  p.expert_tp = 0;
+  p.overlap_ep = false;
+  return p;
+}
+Scenario deepspeed_scenario(const Plan& p, int layers) {
+  Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(layers) : tiny_gpt(layers), p);
+  sc.framework = framework_preset(Framework::kMegatronDeepSpeed);
+  return sc;
+}
+
 // Deadlock freedom and DeepSpeed's calls on random 1F1B plans (testing::random_plan with
 // zero 0 or 1, which its engine takes with a pipeline; pp 2 or 4; 1 to 3p microbatches),
 // durations scaled per task at random as above: every program runs to its end and breaks
@@ -271,16 +291,8 @@ TEST(LowerP2p, DeepSpeedEngineRandomPlansRunAndBlock) {
   std::mt19937 rng(2604);
   int broken_by_batched = 0;
   for (int trial = 0; trial < 24; ++trial) {
-    Plan p = testing::random_plan(rng);
-    p.schedule = Schedule::k1F1B;
-    p.pp = rng() % 2 ? 2 : 4;
-    p.vpp = 1;
-    p.microbatches = 1 + static_cast<int>(rng() % static_cast<unsigned>(3 * p.pp));
-    p.zero = std::min(p.zero, 1);
-    p.expert_tp = 0;
-    p.overlap_ep = false;
-    Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(24) : tiny_gpt(24), p);
-    sc.framework = framework_preset(Framework::kMegatronDeepSpeed);
+    const Plan p = random_deepspeed_1f1b(rng, 3);
+    Scenario sc = deepspeed_scenario(p, 24);
     SCOPED_TRACE(::testing::Message() << "trial " << trial << ": tp" << p.tp << " pp" << p.pp
                                       << " m" << p.microbatches << " dp" << p.dp << " cp" << p.cp
                                       << " ep" << p.ep << " zero" << p.zero << " sp" << p.sp);
@@ -314,16 +326,8 @@ TEST(LowerP2p, DeepSpeedEngineRandomPlansRunAndBlock) {
 TEST(LowerP2p, DeepSpeedEngineFoldedEqualsFullFidelityOnRandomPlans) {
   std::mt19937 rng(2605);
   for (int trial = 0; trial < 16; ++trial) {
-    Plan p = testing::random_plan(rng);
-    p.schedule = Schedule::k1F1B;
-    p.pp = rng() % 2 ? 2 : 4;
-    p.vpp = 1;
-    p.microbatches = 1 + static_cast<int>(rng() % static_cast<unsigned>(2 * p.pp));
-    p.zero = std::min(p.zero, 1);
-    p.expert_tp = 0;
-    p.overlap_ep = false;
-    Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(8) : tiny_gpt(8), p);
-    sc.framework = framework_preset(Framework::kMegatronDeepSpeed);
+    const Plan p = random_deepspeed_1f1b(rng, 2);
+    const Scenario sc = deepspeed_scenario(p, 8);
     SCOPED_TRACE(::testing::Message() << "trial " << trial << ": tp" << p.tp << " pp" << p.pp
                                       << " m" << p.microbatches << " dp" << p.dp);
     const Program folded = lower(sc, LowerOptions{true, {}});
