@@ -23,8 +23,11 @@ struct StateBytesPerParam {
 // over d ranks divides: z>=1 the optimizer, z>=2 the grads, z==3 the weights by d.
 // grad_bytes: bytes of one gradient (Megatron fp32 main grads: 4; the ZeRO paper's fp16
 // gradients: 2). With fp32 compute the weights are the master copy (optimizer 8 / 4 B).
+// fp32_shards (FSDP2's ZeRO-3, FrameworkRules::zero3_fp32_shards): the fp32 shard is the
+// parameter and the master at once (counted under optimizer), no 16-bit shard beside it,
+// and the gradient shard is fp32: (0 + 4 + 12) / d bytes with Adam.
 StateBytesPerParam state_bytes_per_param(DType dtype, bool adam, int zero_stage, int dp,
-                                         int grad_bytes = 4);
+                                         int grad_bytes = 4, bool fp32_shards = false);
 inline double total_bytes(const StateBytesPerParam& s) { return s.weights + s.grads + s.optimizer; }
 
 // Stored activation bytes of one transformer layer for one microbatch on one rank.

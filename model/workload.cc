@@ -530,8 +530,9 @@ double model_flops_per_sequence(const ModelArch& arch, std::int64_t seq_len) {
   return 3.0 * fwd;
 }
 
-Op optimizer_op(double params, bool adam, DType grads, bool loss_scaling, bool fused) {
+Op optimizer_op(double params, const OptimizerSpec& spec) {
   STEPCAST_CHECK(params >= 0, "optimizer_op: negative parameter count");
+  const bool adam = spec.adam;
   // Adam (fp32): reads master, m, v, grad (16 B), writes master, m, v (12 B). SGD with
   // momentum: reads master, momentum, grad (12 B), writes master, momentum (8 B). Around
   // the update, as Megatron's optimizers do it: the fp32 gradient is read once more for its
@@ -540,7 +541,14 @@ Op optimizer_op(double params, bool adam, DType grads, bool loss_scaling, bool f
   // separate pass (_copy_main_params_to_model_params: read 4 B, write 2 B).
   double read = (adam ? 16.0 : 12.0) + 4.0 + 4.0;
   double written = adam ? 14.0 : 10.0;
-  if (!fused) {
+  if (spec.fp32_params) {
+    // The fp32 parameters are updated in place: no 16-bit copy to refresh (FSDP2 casts to
+    // bf16 when it next gathers them), and their gradients are fp32 (the reduce-scatter's
+    // output is cast to the parameter's dtype).
+    read -= 4.0;
+    written -= 2.0;
+  }
+  if (!spec.fused) {
     // torch.optim's foreach update (torch/optim/adamw.py _multi_tensor_adamw, sgd.py
     // _multi_tensor_sgd), fp32, bytes read / written per parameter by each _foreach_ op:
     //   AdamW: mul_(params, 1 - lr wd) 4/4; lerp_(m, g) 8/4; mul_(v, beta2) 4/4;
@@ -551,13 +559,13 @@ Op optimizer_op(double params, bool adam, DType grads, bool loss_scaling, bool f
     read += adam ? 48.0 - 16.0 : 20.0 - 12.0;
     written += adam ? 32.0 - 12.0 : 12.0 - 8.0;
   }
-  if (dtype_bytes(grads) < 4.0) {
+  if (!spec.fp32_params && dtype_bytes(spec.grads) < 4.0) {
     // 16-bit gradients are first copied to fp32 main gradients (_copy_model_grads_to_main
     // _grads: read 2 B, write 4 B).
-    read += dtype_bytes(grads);
+    read += dtype_bytes(spec.grads);
     written += 4.0;
   }
-  if (loss_scaling) {
+  if (spec.loss_scaling) {
     // fp16 training (Megatron's Float16OptimizerWithFloat16Params): the fp32 main
     // gradients are unscaled in place with the loss scaler's inf/nan check (read 4 B,
     // write 4 B).

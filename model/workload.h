@@ -240,15 +240,25 @@ LayerOps mtp_input_ops(const ModelArch& arch, const ShardSpec& shard);
 // MFU = model FLOPs per step / (step time x peak).
 double model_flops_per_sequence(const ModelArch& arch, std::int64_t seq_len);
 
+// How the optimizer step runs (optimizer_op).
+struct OptimizerSpec {
+  bool adam = true;  // else SGD with momentum
+  // The dtype of the accumulated gradients: 16-bit ones are first copied to fp32.
+  DType grads = DType::kFp32;
+  // fp16 training: the fp32 gradients are unscaled in place.
+  bool loss_scaling = false;
+  // One multi-tensor kernel (apex / Transformer Engine / DeepSpeed FusedAdam, torch
+  // fused=True); false: torch.optim's foreach implementation, one pass per arithmetic step.
+  bool fused = true;
+  // The parameters are the fp32 master itself (FSDP2's shards, FrameworkRules::
+  // zero3_fp32_shards): no 16-bit copy to refresh, gradients already fp32.
+  bool fp32_params = false;
+};
+
 // Optimizer update of `params` parameters (the local shard): memory-bound op; Adam reads
 // fp32 master, m, v, grad (the grad once more for the clipping norm, the master once more
-// for the 16-bit copy) and writes master, m, v and the 16-bit copy. `grads`: the dtype of
-// the accumulated gradients; 16-bit ones are first copied to fp32. `loss_scaling`: fp16
-// training, whose fp32 gradients are then unscaled in place. `fused`: the update is one
-// multi-tensor kernel (apex / Transformer Engine / DeepSpeed FusedAdam, torch fused=True);
-// false: torch.optim's foreach implementation, one pass over the shard per arithmetic step.
-Op optimizer_op(double params, bool adam, DType grads = DType::kFp32, bool loss_scaling = false,
-                bool fused = true);
+// for the 16-bit copy) and writes master, m, v and the 16-bit copy.
+Op optimizer_op(double params, const OptimizerSpec& spec = {});
 
 // Bytes the optimizer update holds beside the training state while it runs: torch.optim's
 // foreach Adam(W) materializes sqrt(v) for every parameter of the shard (4 B each,

@@ -390,8 +390,12 @@ void Lowerer::emit_step_end(Emit& e, RankState& rs) {
   // torch.optim's foreach Adam holds sqrt(v) of the whole shard while it runs.
   const double temp = optimizer_temp_bytes(local_params, adam, fused);
   {
-    Op op =
-        optimizer_op(local_params, adam, grad_dtype_, sc_.training.dtype == DType::kFp16, fused);
+    const Op op = optimizer_op(local_params,
+                               {.adam = adam,
+                                .grads = grad_dtype_,
+                                .loss_scaling = sc_.training.dtype == DType::kFp16,
+                                .fused = fused,
+                                .fp32_params = par_.zero == 3 && sc_.framework.zero3_fp32_shards});
     // Ready once every gradient collective and pending dependency is done.
     std::vector<int> ready = grad_sync_;
     ready.insert(ready.end(), e.pending.begin(), e.pending.end());

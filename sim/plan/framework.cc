@@ -106,6 +106,7 @@ FrameworkRules framework_preset(Framework f) {
       // copy-out and the gradients' chunk-cat run on the compute stream (_fsdp_collectives.py;
       // zero3_copies).
       r.zero3_copies = Zero3Copies::kFsdp2;
+      r.zero3_fp32_shards = true;        // TorchTitan: fp32 model, bf16 MixedPrecisionPolicy
       r.zero3_max_inflight_reduces = 0;  // post_backward waits for the previous group's reduce
       r.async_tp_dgrad_reduce = false;
       r.blocking_p2p_1f1b = false;

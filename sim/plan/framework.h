@@ -107,6 +107,16 @@ struct FrameworkRules {
   // set_requires_gradient_sync(False) but for the last, as torch.distributed.pipelining
   // does). ZeRO-3 only.
   bool zero3_reduce_every_microbatch = true;
+  // The shards are the fp32 parameters themselves, updated in place by the optimizer: no
+  // 16-bit copy at rest and no separate master. FSDP2 keeps each parameter's shard in the
+  // dtype it was built in (TorchTitan builds fp32) and casts to MixedPrecisionPolicy's
+  // param_dtype only in the all-gather's copy-in (torch/distributed/fsdp/_fully_shard/
+  // _fsdp_param.py FSDPParam, _fsdp_collectives.py foreach_all_gather); the reduce-scatter's
+  // output is cast back to that dtype for the sharded gradient (foreach_reduce), so the
+  // gradient shard is fp32 whatever the reduce dtype. A shard holds 4 + 4 + 8 (Adam) bytes a
+  // parameter where Megatron-FSDP and DeepSpeed keep a 16-bit shard beside the fp32 master
+  // (model/memory.h); the step refreshes no 16-bit copy (model/workload.h OptimizerSpec).
+  bool zero3_fp32_shards = false;
   // ---- data-parallel gradient reduction (every zero level) ------------------------------
   // The host synchronizes the device at the end of every backward of ZeRO-2 (with
   // overlap.grad_reduce, DeepSpeed's overlap_comm) and ZeRO-3: the next microbatch's

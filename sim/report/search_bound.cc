@@ -321,9 +321,12 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
       // The optimizer step on the rank's shard (sim/lower/passes.cc, emit_step_end).
       const double local = dense / (par.zero >= 1 ? par.dp * par.cp : 1) +
                            expert / (par.zero >= 1 ? layout.edp() : 1);
-      const Op opt = optimizer_op(
-          local, base_.training.optimizer == Optimizer::kAdam, grad_reduce_dtype(base_.training),
-          base_.training.dtype == DType::kFp16, base_.framework.fused_optimizer);
+      const Op opt =
+          optimizer_op(local, {.adam = base_.training.optimizer == Optimizer::kAdam,
+                               .grads = grad_reduce_dtype(base_.training),
+                               .loss_scaling = base_.training.dtype == DType::kFp16,
+                               .fused = base_.framework.fused_optimizer,
+                               .fp32_params = par.zero == 3 && base_.framework.zero3_fp32_shards});
       out.optimizer.push_back(op_ns(opt, hw));
       out.dp_comm.push_back(dp_stream_floor(par, s, dense, expert));
     }

@@ -27,6 +27,7 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "zero3_reshard_after_forward",
                                                  "zero3_reshard_after_backward",
                                                  "zero3_reduce_every_microbatch",
+                                                 "zero3_fp32_shards",
                                                  "sync_reduces_each_backward",
                                                  "dp_reduce_after_backward",
                                                  "zero12_all_reduce",
@@ -120,6 +121,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
     out.zero3_reshard_after_backward = *v;
   if (auto v = r_.get_bool(f, p, "zero3_reduce_every_microbatch"))
     out.zero3_reduce_every_microbatch = *v;
+  if (auto v = r_.get_bool(f, p, "zero3_fp32_shards")) out.zero3_fp32_shards = *v;
   if (auto v = r_.get_bool(f, p, "sync_reduces_each_backward")) out.sync_reduces_each_backward = *v;
   if (auto v = r_.get_bool(f, p, "dp_reduce_after_backward")) out.dp_reduce_after_backward = *v;
   if (auto v = r_.get_bool(f, p, "zero12_all_reduce")) out.zero12_all_reduce = *v;

@@ -27,6 +27,24 @@ TEST(StateBytes, MegatronMixedPrecision) {
   EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kBf16, false, 0, 1)), 14.0);
 }
 
+// FSDP2's ZeRO-3 (fp32_shards): the fp32 shard is parameter and master at once, the
+// gradient shard fp32 whatever the reduce dtype: (0 + 4 + 12) / d with Adam, (0 + 4 + 8) / d
+// with SGD, against Megatron-FSDP's (2 + 4 + 12) / d. Below ZeRO-3 nothing changes.
+TEST(StateBytes, Fsdp2ShardsAreTheFp32Parameters) {
+  for (int d : {1, 8, 64}) {
+    const StateBytesPerParam s = state_bytes_per_param(DType::kBf16, true, 3, d, 2, true);
+    EXPECT_DOUBLE_EQ(s.weights, 0) << d;
+    EXPECT_DOUBLE_EQ(s.grads, 4.0 / d) << d;
+    EXPECT_DOUBLE_EQ(s.optimizer, 12.0 / d) << d;
+    EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kBf16, false, 3, d, 4, true)),
+                     12.0 / d);
+    EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kBf16, true, 3, d, 4, false)),
+                     18.0 / d);
+    EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kBf16, true, 1, d, 4, true)),
+                     6 + 12.0 / d);
+  }
+}
+
 TEST(StateBytes, ZeroPaperStages) {
   // Rajbhandari et al. 2020, Fig. 1 with fp16 gradients (2 B) and K = 12 optimizer bytes:
   // plain DP 2 + 2 + 12 = 16; stage 1 shards K: 4 + 12/Nd; stage 2 also the gradients:

@@ -299,35 +299,50 @@ TEST(Workload, LogitsAndEmbedding) {
 TEST(Workload, OptimizerBytes) {
   // Adam: read 16 B (master, m, v, grad) + 4 B (the grad again, for the clipping norm) +
   // 4 B (the master again, for the 16-bit copy); write 12 B (master, m, v) + 2 B (copy).
-  const Op o = optimizer_op(1e6, true);
+  const Op o = optimizer_op(1e6);
   EXPECT_DOUBLE_EQ(o.bytes_read, 24e6);
   EXPECT_DOUBLE_EQ(o.bytes_written, 14e6);
   EXPECT_EQ(o.kind, OpKind::kMemoryBound);
   // SGD with momentum: 12 + 4 + 4 B read, 8 + 2 B written.
-  const Op g = optimizer_op(1e6, false);
+  const Op g = optimizer_op(1e6, {.adam = false});
   EXPECT_DOUBLE_EQ(g.bytes_read + g.bytes_written, 30e6);
   // fp16 gradients: + copy to fp32 (2 B read, 4 B written) + unscale (4 B read, 4 B written).
-  const Op h = optimizer_op(1e6, true, DType::kFp16, true);
+  const Op h = optimizer_op(1e6, {.grads = DType::kFp16, .loss_scaling = true});
   EXPECT_DOUBLE_EQ(h.bytes_read, 30e6);
   EXPECT_DOUBLE_EQ(h.bytes_written, 22e6);
   // bf16 gradients (no loss scaling): the copy only, 24 + 2 B read, 14 + 4 B written.
-  const Op b = optimizer_op(1e6, true, DType::kBf16);
+  const Op b = optimizer_op(1e6, {.grads = DType::kBf16});
   EXPECT_DOUBLE_EQ(b.bytes_read, 26e6);
   EXPECT_DOUBLE_EQ(b.bytes_written, 18e6);
   // fp16 training with fp32 gradients: the unscale only, 24 + 4 B read, 14 + 4 B written.
-  const Op u = optimizer_op(1e6, true, DType::kFp32, true);
+  const Op u = optimizer_op(1e6, {.loss_scaling = true});
   EXPECT_DOUBLE_EQ(u.bytes_read, 28e6);
   EXPECT_DOUBLE_EQ(u.bytes_written, 18e6);
   // torch.optim's foreach AdamW: 48 B read and 32 B written by its eight passes where the
   // fused kernel reads 16 and writes 12 (optimizer_op): 24 + 32 = 56 B read, 14 + 20 = 34 B
   // written, and sqrt(v) held (4 B a parameter); SGD 12 + 8 = 20 B read and 10 + 4 = 14 B
   // written, nothing held. The fused kernels hold nothing.
-  const Op fa = optimizer_op(1e6, true, DType::kFp32, false, false);
+  const Op fa = optimizer_op(1e6, {.fused = false});
   EXPECT_DOUBLE_EQ(fa.bytes_read, 56e6);
   EXPECT_DOUBLE_EQ(fa.bytes_written, 34e6);
-  const Op fs = optimizer_op(1e6, false, DType::kFp32, false, false);
+  const Op fs = optimizer_op(1e6, {.adam = false, .fused = false});
   EXPECT_DOUBLE_EQ(fs.bytes_read, 28e6);
   EXPECT_DOUBLE_EQ(fs.bytes_written, 14e6);
+  // The fp32 parameters themselves (FSDP2's shards): no master read again for a 16-bit
+  // copy and no copy written, gradients already fp32: Adam 16 + 4 = 20 B read, 12 written
+  // (bf16 reduce dtype alike: the shard is fp32); SGD 12 + 4 = 16 read, 8 written; fp16
+  // training still unscales (+4 / +4).
+  for (const DType gd : {DType::kFp32, DType::kBf16}) {
+    const Op pa = optimizer_op(1e6, {.grads = gd, .fp32_params = true});
+    EXPECT_DOUBLE_EQ(pa.bytes_read, 20e6);
+    EXPECT_DOUBLE_EQ(pa.bytes_written, 12e6);
+  }
+  const Op ps = optimizer_op(1e6, {.adam = false, .fp32_params = true});
+  EXPECT_DOUBLE_EQ(ps.bytes_read, 16e6);
+  EXPECT_DOUBLE_EQ(ps.bytes_written, 8e6);
+  const Op pu = optimizer_op(1e6, {.loss_scaling = true, .fp32_params = true});
+  EXPECT_DOUBLE_EQ(pu.bytes_read, 24e6);
+  EXPECT_DOUBLE_EQ(pu.bytes_written, 16e6);
   EXPECT_DOUBLE_EQ(optimizer_temp_bytes(1e6, true, false), 4e6);
   EXPECT_DOUBLE_EQ(optimizer_temp_bytes(1e6, false, false), 0.0);
   EXPECT_DOUBLE_EQ(optimizer_temp_bytes(1e6, true, true), 0.0);

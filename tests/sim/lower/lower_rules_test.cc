@@ -279,6 +279,40 @@ TEST(LowerRules, ForeachOptimizerMakesMorePassesAndHoldsSqrtV) {
   EXPECT_GT(run(each).step_ns, run(fused).step_ns);
 }
 
+// FSDP2's fp32 shards (zero3_fp32_shards) on ZeRO-3 over dp 4: the stage's P parameters
+// hold no 16-bit shard (2P/4 bytes less), their gradient shard is fp32 even with bf16
+// reduction (4P/4 where 2P/4 was), and the step reads 4 B and writes 2 B a local parameter
+// less (no 16-bit copy refreshed, model/workload.cc optimizer_op) and, with the bf16
+// gradients, skips their copy to fp32 (2 B read, 4 written): 6 read and 6 written in all.
+TEST(LowerRules, Fsdp2ShardsAreTheFp32Parameters) {
+  Plan p;
+  p.dp = 4;
+  p.zero = 3;
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  sc.training.grad_reduce_dtype = DType::kBf16;
+  Scenario fsdp2 = sc;
+  fsdp2.framework.zero3_fp32_shards = true;
+  const Program mf = lower(sc), f2 = lower(fsdp2);
+  const double w = alloc_bytes(mf.ranks[0], "weights");
+  ASSERT_GT(w, 0);
+  const double params = w * 4 / 2;  // 2 B a parameter over 4 shards
+  EXPECT_DOUBLE_EQ(alloc_bytes(f2.ranks[0], "weights"), 0.0);
+  EXPECT_DOUBLE_EQ(alloc_bytes(mf.ranks[0], "grads"), 2.0 * params / 4);
+  EXPECT_DOUBLE_EQ(alloc_bytes(f2.ranks[0], "grads"), 4.0 * params / 4);
+  EXPECT_DOUBLE_EQ(alloc_bytes(f2.ranks[0], "optimizer"), alloc_bytes(mf.ranks[0], "optimizer"));
+  const Task* a = find_label(mf.ranks[0], "opt.step");
+  const Task* b = find_label(f2.ranks[0], "opt.step");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_DOUBLE_EQ(a->bytes_read - b->bytes_read, 6.0 * params / 4);
+  EXPECT_DOUBLE_EQ(a->bytes_written - b->bytes_written, 6.0 * params / 4);
+  // Below ZeRO-3 the rule does nothing.
+  Scenario z1 = sc, z1f = fsdp2;
+  z1.parallel.zero = z1f.parallel.zero = 1;
+  EXPECT_DOUBLE_EQ(alloc_bytes(lower(z1f).ranks[0], "weights"),
+                   alloc_bytes(lower(z1).ranks[0], "weights"));
+}
+
 // ---- blocking p2p of non-interleaved 1F1B ------------------------------------------------
 
 // pp 2, m 2, 1F1B, uniform stages (aux free), each pipeline message c ns. Stage 0 runs F0 F1
