@@ -3,6 +3,9 @@
 // TorchTitan); docs/frameworks.md lists every preset and rule with its source.
 #include "sim/plan/framework.h"
 
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 
 namespace stepcast {
@@ -54,6 +57,7 @@ FrameworkRules framework_preset(Framework f) {
       // forward_backward_pipelining_with_interleaving); a message is sent as 1/tp slices and
       // all-gathered after receipt without sequence parallel
       // (scatter_gather_tensors_in_pipeline, default on). No ZeRO-3 of its own.
+      r.zero_levels = {true, true, false, false};  // replicas or the distributed optimizer
       r.async_tp_dgrad_reduce = false;
       r.blocking_p2p_interleaved = true;
       r.p2p_scatter_gather = true;
@@ -106,7 +110,8 @@ FrameworkRules framework_preset(Framework f) {
       // copy-out and the gradients' chunk-cat run on the compute stream (_fsdp_collectives.py;
       // zero3_copies).
       r.zero3_copies = Zero3Copies::kFsdp2;
-      r.zero3_fp32_shards = true;        // TorchTitan: fp32 model, bf16 MixedPrecisionPolicy
+      r.zero3_fp32_shards = true;  // TorchTitan: fp32 model, bf16 MixedPrecisionPolicy
+      r.zero_levels = {true, false, false, true};  // DDP or fully_shard
       r.zero3_max_inflight_reduces = 0;  // post_backward waits for the previous group's reduce
       r.async_tp_dgrad_reduce = false;
       r.blocking_p2p_1f1b = false;
@@ -203,15 +208,42 @@ std::string moe_ep_overlap_problem(const ModelArch& m, const ParallelSpec& pl,
   return "";
 }
 
-bool pipeline_zero_allowed(int pp, int zero, const FrameworkRules& fw) {
-  return pp <= 1 || zero <= fw.pipeline_max_zero;
+bool zero_allowed(int pp, int zero, const FrameworkRules& fw) {
+  return zero >= 0 && zero <= 3 && fw.zero_levels[static_cast<size_t>(zero)] &&
+         (pp <= 1 || zero <= fw.pipeline_max_zero);
 }
 
-std::string pipeline_zero_problem(const ParallelSpec& pl, const FrameworkRules& fw) {
-  if (pipeline_zero_allowed(pl.pp, pl.zero, fw)) return "";
+std::string zero_levels_text(const std::array<bool, 4>& levels) {
+  std::vector<std::string> on;
+  for (int z = 0; z < 4; ++z)
+    if (levels[static_cast<size_t>(z)]) on.push_back(std::to_string(z));
+  std::string out;
+  for (size_t i = 0; i < on.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == on.size() ? " or " : ", ") + on[i];
+  return out.empty() ? "none" : out;
+}
+
+std::string zero_problem(const ParallelSpec& pl, const FrameworkRules& fw) {
+  if (zero_allowed(pl.pp, pl.zero, fw)) return "";
+  const FrameworkRules preset = framework_preset(fw.name);
+  if (pl.zero < 0 || pl.zero > 3 || !fw.zero_levels[static_cast<size_t>(pl.zero)]) {
+    // The presets' limits have the stack's reason; a limit the scenario set is its own.
+    std::string why = "framework rule zero_levels, as the scenario sets it";
+    if (fw.zero_levels == preset.zero_levels && fw.name == Framework::kMegatronLm)
+      why =
+          "Megatron-LM before Megatron-Core replicates or, from 2022, shards the optimizer "
+          "state (--use-distributed-optimizer, megatron/optimizer/distrib_optimizer.py); "
+          "framework rule zero_levels";
+    else if (fw.zero_levels == preset.zero_levels && fw.name == Framework::kFsdp2)
+      why =
+          "FSDP2 shards parameters, gradients and optimizer state together (fully_shard; "
+          "zero 3 with zero3_reshard_after_forward: false is its SHARD_GRAD_OP) or replicates "
+          "them (DDP); framework rule zero_levels";
+    return fmt::format("runs zero {} (got zero {}; {})", zero_levels_text(fw.zero_levels), pl.zero,
+                       why);
+  }
   // The DeepSpeed presets' limit has DeepSpeed's reason; a limit the scenario set is its own.
-  const bool deepspeed_limit =
-      fw.pipeline_max_zero == 1 && framework_preset(fw.name).pipeline_max_zero == 1;
+  const bool deepspeed_limit = fw.pipeline_max_zero == 1 && preset.pipeline_max_zero == 1;
   return fmt::format("runs zero {} at most with pipeline parallelism (got zero {} with pp {}; {})",
                      fw.pipeline_max_zero, pl.zero, pl.pp,
                      deepspeed_limit

@@ -6,6 +6,7 @@
 // without zero 3) has no effect.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,15 @@ struct FrameworkRules {
   // alike (torch DDP, DeepSpeed's own buckets; Megatron-LM 2020-22 did not bucket at all,
   // its validation files state overlap.grad_reduce false).
   bool buckets_first_chunk_only = true;
+  // The zero levels the stack has at all (index = level). Megatron-LM before Megatron-Core:
+  // data-parallel replicas and, from 2022, its distributed optimizer
+  // (--use-distributed-optimizer, megatron/optimizer/distrib_optimizer.py): 0 and 1. FSDP2
+  // shards parameters, gradients and optimizer state together (fully_shard: 3; its
+  // SHARD_GRAD_OP is zero 3 with zero3_reshard_after_forward false) or replicates them
+  // (DDP: 0). The others: every level (Megatron-Core's 2 and 3 through Megatron-FSDP's
+  // optim_grads / optim_grads_params). A scenario asking for another level is an error; the
+  // search leaves such plans out.
+  std::array<bool, 4> zero_levels{true, true, true, true};
   // The highest zero level the stack runs under pipeline parallelism (pp > 1): DeepSpeed's
   // pipeline engine refuses ZeRO-2 and ZeRO-3 (deepspeed/runtime/pipe/engine.py,
   // PipelineEngine.__init__ asserts zero_optimization_stage() < ZeroStageEnum.gradients).
@@ -276,11 +286,13 @@ const char* zero3_copies_name(Zero3Copies z);  // "none", "deepspeed", "fsdp2"
 std::string moe_ep_overlap_problem(const ModelArch& m, const ParallelSpec& pl,
                                    const FrameworkRules& fw);
 
-// Whether the stack runs this zero level with this pipeline (FrameworkRules::
-// pipeline_max_zero); pipeline_zero_problem says why not, completing "<framework> ...",
-// empty when it can (the search asks the first, the scenario rules the second).
-bool pipeline_zero_allowed(int pp, int zero, const FrameworkRules& fw);
-std::string pipeline_zero_problem(const ParallelSpec& pl, const FrameworkRules& fw);
+// Whether the stack runs this zero level (FrameworkRules::zero_levels) with this pipeline
+// (pipeline_max_zero); zero_problem says why not, completing "<framework> ...", empty when
+// it can (the search asks the first, the scenario rules the second).
+bool zero_allowed(int pp, int zero, const FrameworkRules& fw);
+std::string zero_problem(const ParallelSpec& pl, const FrameworkRules& fw);
+// "0, 1 and 3": the levels of FrameworkRules::zero_levels.
+std::string zero_levels_text(const std::array<bool, 4>& levels);
 
 // Whether the stack runs this schedule with this pipeline (FrameworkRules::
 // deepspeed_pipe_engine: 1F1B only); pipeline_schedule_problem says why not, completing

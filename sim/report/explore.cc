@@ -369,8 +369,8 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
     for (const char* ck : cp_kinds)
       for (int zero : zeros) {
         if (zero > 0 && dp == 1) continue;  // nothing to shard over
-        // What the stack runs with a pipeline (pipeline_zero_problem, the scenario rule).
-        if (!pipeline_zero_allowed(pp, zero, base.framework)) continue;
+        // What the stack runs with a pipeline (zero_problem, the scenario rule).
+        if (!zero_allowed(pp, zero, base.framework)) continue;
         for (Recompute rc : rcs)
           for (bool ov : tp_overlaps)
             for (bool eo : ep_overlaps)

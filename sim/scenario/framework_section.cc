@@ -1,6 +1,7 @@
 // The `framework:` section (sim/plan/framework.h): a preset name, or a mapping with `name`
 // (the preset, default megatron-core) and any of the preset's rules overridden. Unknown
 // names and rules are errors with the closest known one suggested.
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -34,6 +35,7 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "zero12_gather_after_step",
                                                  "grad_bucket_elements",
                                                  "buckets_first_chunk_only",
+                                                 "zero_levels",
                                                  "pipeline_max_zero",
                                                  "async_tp_dgrad_reduce",
                                                  "blocking_p2p_1f1b",
@@ -127,6 +129,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_bool(f, p, "zero12_all_reduce")) out.zero12_all_reduce = *v;
   if (auto v = r_.get_bool(f, p, "zero12_gather_after_step")) out.zero12_gather_after_step = *v;
   if (auto v = r_.get_bool(f, p, "buckets_first_chunk_only")) out.buckets_first_chunk_only = *v;
+  if (const YAML::Node z = f["zero_levels"]) parse_zero_levels(z, out);
   if (auto v = r_.get_int(f, p, "pipeline_max_zero", 0, 3))
     out.pipeline_max_zero = static_cast<int>(*v);
   // A bucket of at least 1e5 elements: smaller ones would be thousands of collectives a
@@ -157,6 +160,33 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
              "block: deepspeed/runtime/pipe/p2p.py) needs blocking_p2p_1f1b: true; set "
              "deepspeed_pipe_engine: false for asynchronous 1F1B p2p");
   }
+}
+
+// `zero_levels: [0, 3]`: a non-empty list of distinct levels 0-3, each checked at its own
+// position ("framework.zero_levels[i]").
+void Loader::parse_zero_levels(const YAML::Node& z, FrameworkRules& out) {
+  const std::string kp = "framework.zero_levels";
+  if (!z.IsSequence() || z.size() == 0) {
+    r_.error(z, kp, "expected a non-empty list of zero levels (0-3), e.g. [0, 3]");
+    return;
+  }
+  std::array<bool, 4> levels{};
+  bool ok = true;
+  for (size_t i = 0; i < z.size(); ++i) {
+    YAML::Node one(YAML::NodeType::Map);
+    const std::string key = fmt::format("zero_levels[{}]", i);
+    one[key] = z[i];
+    const auto v = r_.get_int(one, "framework", key, 0, 3);
+    if (!v) {
+      ok = false;
+    } else if (levels[static_cast<size_t>(*v)]) {
+      r_.error(z[i], "framework." + key, fmt::format("duplicate level {}", *v));
+      ok = false;
+    } else {
+      levels[static_cast<size_t>(*v)] = true;
+    }
+  }
+  if (ok) out.zero_levels = levels;
 }
 
 }  // namespace stepcast::detail

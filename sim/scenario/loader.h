@@ -46,6 +46,7 @@ class Loader {
   bool parse_parallel(const YAML::Node& par, ParallelSpec& out);
   // `framework:` a preset name, or {name: PRESET, RULE: VALUE, ...} (framework_section.cc).
   void parse_framework(const YAML::Node& f, FrameworkRules& out);
+  void parse_zero_levels(const YAML::Node& z, FrameworkRules& out);
 
   // ---- rules across sections (plan_checks.cc) -----------------------------------------
   // `par` is the document's parallel section (may be absent).

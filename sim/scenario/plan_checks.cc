@@ -42,9 +42,9 @@ void Loader::cross_checks(Scenario& sc) {
   }
   // Sequence against cp and tp.
   if (parallel_ok_ && training_ok_) check_sequence(par, sc);
-  // The zero level against what the stack runs with a pipeline.
+  // The zero level against the levels the stack has and runs with a pipeline.
   if (parallel_ok_) {
-    const std::string why = pipeline_zero_problem(sc.parallel, sc.framework);
+    const std::string why = zero_problem(sc.parallel, sc.framework);
     if (!why.empty())
       r_.error(at(par, "zero"), path("zero"),
                std::string(framework_name(sc.framework.name)) + " " + why);

@@ -171,6 +171,29 @@ TEST(Search, DeepSpeedPipelinesRunZero1AtMost) {
   }
 }
 
+// The zero levels a stack has (framework rule zero_levels): Megatron-LM before Megatron-Core
+// replicates or shards the optimizer (0, 1), FSDP2 replicates or shards everything (0, 3);
+// the search offers exactly those, Megatron-Core all four, and every candidate loads.
+TEST(Search, OffersTheZeroLevelsTheStackHas) {
+  const std::map<std::string, std::set<std::string>> want = {
+      {"megatron-lm", {"0", "1"}}, {"fsdp2", {"0", "3"}}, {"megatron-core", {"0", "1", "2", "3"}}};
+  for (const auto& [fw, levels] : want) {
+    YAML::Node doc = llama3_8b_doc();
+    doc["training"]["global_batch"] = 16;
+    doc["framework"] = fw;
+    doc["parallel"]["zero"] = 0;  // every stack has it
+    doc["search"]["pp"] = YAML::Load("[1, 2]");
+    const Scenario sc = load_scenario_node(doc, "levels.yaml");
+    std::set<std::string> seen;
+    for (const auto& c : search_candidates(sc)) {
+      const std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
+      seen.insert(kv.at("zero"));
+      EXPECT_NO_THROW(load_scenario_node(c.document(), "candidate.yaml")) << fw;
+    }
+    EXPECT_EQ(seen, levels) << fw;
+  }
+}
+
 // GPipe runs the same tasks with the same dependencies as 1F1B but every forward before
 // every backward, so it holds all m microbatches' activations where 1F1B holds at most pp:
 // on random plans its peak memory is never below 1F1B's. Its step time is not always above

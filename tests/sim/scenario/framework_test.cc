@@ -2,6 +2,8 @@
 // rule overrides, and the errors for unknown names, unknown rules and bad values.
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include "tests/sim/scenario/scenario_doc.h"
 
 namespace stepcast {
@@ -297,6 +299,50 @@ TEST(Framework, DeepSpeedPipelinesTakeZero1AtMost) {
           << e.what();
     }
   }
+}
+
+TEST(Framework, EachStackRunsItsZeroLevels) {
+  // Megatron-LM before Megatron-Core has replicas and the distributed optimizer (zero 0, 1);
+  // FSDP2 replicas (DDP) or fully_shard (0, 3); the others all four. Another level is an
+  // error at parallel.zero (line 20) naming the stack's reason, or the scenario's own rule
+  // when it sets the levels.
+  auto plan = [](const std::string& fw, int zero) {
+    Doc d = base().insert(2, "framework: " + fw);
+    d.lines.push_back("  zero: " + std::to_string(zero));  // line 20
+    return d;
+  };
+  for (const std::string& name : framework_names()) {
+    const auto levels = load(base().insert(2, "framework: " + name)).framework.zero_levels;
+    const std::array<bool, 4> want = name == "megatron-lm" ? std::array{true, true, false, false}
+                                     : name == "fsdp2"     ? std::array{true, false, false, true}
+                                                           : std::array{true, true, true, true};
+    EXPECT_EQ(levels, want) << name;
+  }
+  expect_issue(plan("megatron-lm", 2), "parallel.zero", 20,
+               "megatron-lm runs zero 0 or 1 (got zero 2; Megatron-LM before Megatron-Core");
+  expect_issue(plan("megatron-lm", 3), "parallel.zero", 20, "distrib_optimizer.py");
+  expect_issue(plan("fsdp2", 1), "parallel.zero", 20, "fsdp2 runs zero 0 or 3 (got zero 1; FSDP2");
+  expect_issue(plan("fsdp2", 2), "parallel.zero", 20, "SHARD_GRAD_OP");
+  EXPECT_EQ(load(plan("megatron-lm", 1)).parallel.zero, 1);
+  EXPECT_EQ(load(plan("fsdp2", 3)).parallel.zero, 3);
+  EXPECT_EQ(load(plan("fsdp2", 0)).parallel.zero, 0);
+  EXPECT_EQ(load(plan("{name: fsdp2, zero_levels: [0, 1, 2, 3]}", 2)).parallel.zero, 2);
+  expect_issue(plan("{name: megatron-core, zero_levels: [3, 0]}", 1), "parallel.zero", 20,
+               "megatron-core runs zero 0 or 3 (got zero 1; framework rule zero_levels, as the "
+               "scenario sets it)");
+  struct Bad {
+    const char* line;
+    const char* key;
+    const char* text;
+  };
+  for (const Bad& b : {
+           Bad{"framework: {zero_levels: 1}", "framework.zero_levels", "non-empty list"},
+           Bad{"framework: {zero_levels: []}", "framework.zero_levels", "non-empty list"},
+           Bad{"framework: {zero_levels: [0, 4]}", "framework.zero_levels[1]", "[0, 3]"},
+           Bad{"framework: {zero_levels: [1, 1]}", "framework.zero_levels[1]", "duplicate level 1"},
+           Bad{"framework: {zero_levels: [zero]}", "framework.zero_levels[0]", ""},
+       })
+    expect_issue(base().insert(2, b.line), b.key, 2, b.text);
 }
 
 TEST(Framework, DeepSpeedPipelinesRun1f1bOnly) {
