@@ -314,6 +314,7 @@ class Lowerer {
     size_t considered = 0;     // uses the prefetch has looked at
     std::vector<int> before;   // per reached use: the last compute task before it
     std::vector<size_t> held;  // uses held to the end of their unit
+    int last_sync = -1;        // zero3_fetch_sync: the host's last device synchronize
   };
   bool z3_submodule() const;
   std::vector<Z3Fetch> z3_fetches(const Unit& u) const;

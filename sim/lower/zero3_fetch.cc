@@ -117,6 +117,8 @@ void Lowerer::z3_issue(Emit& e, Z3Pass& zp, size_t i, int mb, int c, Phase phase
   } else if (e.last_compute >= 0) {
     deps.push_back(e.last_compute);
   }
+  // The host launches the gather after its last device synchronize has returned.
+  if (zp.last_sync >= 0) deps.push_back(zp.last_sync);
   const Unit& u = *use.u;
   const char* tag = use.recompute ? "r" : phase == Phase::kFwd ? "f" : "b";
   const std::string op = fmt::format("{}.{}", tag, use.f.op.empty() ? "unit" : use.f.op);
@@ -205,6 +207,20 @@ void Lowerer::z3_reach(Emit& e, Z3Pass& zp, const Unit& u, const std::string& op
                  "ZeRO-3 fetch out of order at " + u.name + " " + op);
   zp.before.push_back(e.last_compute);
   z3_issue(e, zp, i, mb, c, phase);
+  if (sc_.framework.zero3_fetch_sync && !zp.uses[i].ids.empty()) {
+    // Waiting for the fetch synchronizes the device (zero3_fetch_sync): a marker on the
+    // compute stream, after every kernel queued and depending on the fetch, that the host
+    // waits for before it goes on (prefetching, launching the module); no kernel, no launch.
+    Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, phase, Category::kDpComm,
+                       u.layer, mb, c);
+    t.what = "device_sync";
+    t.label = zp.uses[i].what;
+    t.label.replace(0, 2, "sync");  // "zp.<unit>..." -> "sync.<unit>..."
+    t.launches = 0;
+    t.host_sync = true;
+    t.deps = {zp.uses[i].ids.back()};
+    zp.last_sync = add(e, std::move(t));
+  }
   ++zp.reached;
   e.pending.insert(e.pending.end(), zp.uses[i].ids.begin(), zp.uses[i].ids.end());
   if (!zp.uses[i].ids.empty()) {

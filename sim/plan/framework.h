@@ -63,6 +63,14 @@ struct FrameworkRules {
   // of the gathered buffer per rank; the gradient reduce-scatter over per-rank chunks).
   // False: the flat forms (all_gather_into_tensor / reduce_scatter_tensor), no copies.
   bool list_collectives = false;
+  // Waiting for a ZeRO-3 fetch synchronizes the device: the host waits for the gather, its
+  // copies and every kernel queued before them, then issues the next prefetch and the
+  // module. DeepSpeed <= 0.5 (2021): PartitionedParameterCoordinator.fetch_sub_module
+  // (zero/partitioned_param_coordinator.py) waits in _synchronize_communication, which
+  // synchronizes the all-gather stream and calls torch.cuda.synchronize()
+  // (zero/partition_parameters.py _allgather_params_coalesced ends the same way); later
+  // versions wait on events (zero3_max_inflight_fetches). Submodule fetches only.
+  bool zero3_fetch_sync = false;
   // The full-size copies around each gather and reduce-scatter, on the streams the stack
   // runs them (docs/frameworks.md zero3_copies):
   //  - kDeepSpeed (zero/partition_parameters.py AllGatherCoalescedHandle.wait): when a fetch

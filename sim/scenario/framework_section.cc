@@ -23,6 +23,7 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "zero3_reuse_distance_elements",
                                                  "zero3_max_inflight_fetches",
                                                  "list_collectives",
+                                                 "zero3_fetch_sync",
                                                  "zero3_copies",
                                                  "zero3_max_inflight_reduces",
                                                  "zero3_reshard_after_forward",
@@ -111,6 +112,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_int(f, p, "zero3_max_inflight_fetches", 0, 1 << 20))
     out.zero3_max_inflight_fetches = static_cast<int>(*v);
   if (auto v = r_.get_bool(f, p, "list_collectives")) out.list_collectives = *v;
+  if (auto v = r_.get_bool(f, p, "zero3_fetch_sync")) out.zero3_fetch_sync = *v;
   if (auto v = r_.get_enum(f, p, "zero3_copies", {"none", "deepspeed", "fsdp2"}))
     out.zero3_copies = *v == "deepspeed" ? Zero3Copies::kDeepSpeed
                        : *v == "fsdp2"   ? Zero3Copies::kFsdp2

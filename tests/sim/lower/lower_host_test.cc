@@ -1,6 +1,7 @@
 // Lowering tests: what the host does (docs/model.md, "The host") — the kernels each task
 // launches (Task::launches), where the host waits (Task::host_sync), and the per-rank copies
 // of list collectives (framework list_collectives).
+#include <algorithm>
 #include <map>
 #include <random>
 #include <string>
@@ -89,6 +90,70 @@ TEST(LowerHost, ListCollectivesCopyEveryRankSlice) {
   for (const Task& t : flat.ranks[0].tasks) EXPECT_NE(t.what, "list_copy");
 }
 
+TEST(LowerHost, FetchSyncWaitsForEveryGatherOnTheHost) {
+  // zero3_fetch_sync (DeepSpeed <= 0.5's torch.cuda.synchronize() when a fetch is waited
+  // for): each all-gather (through its list copy) is waited for once, by a compute-stream
+  // marker the host waits for: no kernel, no launch, no bytes, depending on the fetch's last
+  // task; the gathers issued after a marker depend on it. In the simulated step (host at
+  // 10 us a launch) every kernel the host issues after a marker starts after the marker's
+  // end, so after its gather and after every kernel issued before it; and the step is longer
+  // than without the syncs (the prefetched gathers then ran beside the compute). Without the
+  // rule, no markers.
+  Scenario sc = zero3_scenario();
+  sc.framework.list_collectives = true;
+  const Program async_fetch = lower(sc);
+  for (const Task& t : async_fetch.ranks[0].tasks) EXPECT_NE(t.what, "device_sync");
+  sc.framework.zero3_fetch_sync = true;
+  const Program prog = lower(sc);
+  const TaskList& tasks = prog.ranks[0].tasks;
+  int gathers = 0, syncs = 0;
+  for (const Task& t : tasks) {
+    gathers += t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather;
+    if (t.what != "device_sync") continue;
+    ++syncs;
+    EXPECT_TRUE(t.host_sync);
+    EXPECT_EQ(t.stream, StreamKind::kCompute);
+    EXPECT_EQ(t.launches, 0);
+    EXPECT_DOUBLE_EQ(t.bytes_read + t.bytes_written, 0.0);
+    ASSERT_EQ(t.deps.size(), 1u);
+    const Task& f = tasks[static_cast<size_t>(t.deps[0])];
+    EXPECT_EQ(f.what, "list_copy") << t.label;
+    ASSERT_EQ(f.deps.size(), 1u);
+    EXPECT_EQ(tasks[static_cast<size_t>(f.deps[0])].coll, CollOp::kAllGather) << t.label;
+  }
+  int last_sync = -1;
+  for (const Task& t : tasks) {
+    if (t.what == "device_sync") last_sync = t.id;
+    // On the marker itself, or on a compute task after it (a pass's first gather).
+    if (t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather && last_sync >= 0) {
+      EXPECT_TRUE(std::any_of(t.deps.begin(), t.deps.end(), [&](int d) {
+        return d == last_sync ||
+               (d > last_sync && tasks[static_cast<size_t>(d)].stream == StreamKind::kCompute);
+      })) << t.label;
+    }
+  }
+  EXPECT_GT(gathers, 0);
+  EXPECT_EQ(syncs, gathers);
+  const testing::Synth synth{.aux_free = false, .comm_ns_per_byte = 1.0};
+  EngineOptions o;
+  o.host_launch_ns = 10000;
+  const Durations d = testing::synth_durations(prog, synth);
+  const Timeline tl = simulate(prog, d, o);
+  const auto& tt = tl.ranks[0].tasks;
+  TimeNs resumed = 0;  // the host's last wait ended here
+  for (const Task& t : tasks) {
+    const auto i = static_cast<size_t>(t.id);
+    const bool kernel = t.kind == TaskKind::kGemm || t.kind == TaskKind::kAttention ||
+                        t.kind == TaskKind::kMemoryBound;
+    if (kernel && t.what != "device_sync") {
+      EXPECT_GE(tt[i].start, resumed) << t.label;
+    }
+    if (t.what == "device_sync") resumed = tt[i].end;
+  }
+  EXPECT_GT(tl.step_ns,
+            simulate(async_fetch, testing::synth_durations(async_fetch, synth), o).step_ns);
+}
+
 TEST(LowerHost, MegatronCoreWaitsForEachLossOnTheLossStage) {
   // Megatron-Core checks every microbatch's loss for NaN on the host: on the last stage the
   // forward loss kernel is a host_sync, once per microbatch (4); no other task is, and no
@@ -146,7 +211,8 @@ TEST(LowerHost, LaunchCountsFollowTheKernels) {
 }
 
 TEST(LowerHost, RandomPlansRunWithACostlyHost) {
-  // Every lowered plan (any schedule, ZeRO stage, MoE with its host syncs, list collectives)
+  // Every lowered plan (any schedule, ZeRO stage, MoE with its host syncs, list collectives,
+  // DeepSpeed 2021's synchronized fetches)
   // runs with the host at 10 us a launch: no deadlock, and never faster than a free host
   // (start times only grow with release times; synthetic durations, no interference).
   std::mt19937 rng(1204);
@@ -155,6 +221,7 @@ TEST(LowerHost, RandomPlansRunWithACostlyHost) {
     Scenario sc = make_scenario(p.ep > 1 ? testing::tiny_moe(8) : tiny_gpt(8), p);
     if (trial % 3 == 0) sc.framework = framework_preset(Framework::kDeepSpeed);
     sc.framework.list_collectives = trial % 2 == 0;
+    sc.framework.zero3_fetch_sync = trial % 5 < 2;
     SCOPED_TRACE(::testing::Message()
                  << "trial " << trial << ": pp" << p.pp << " dp" << p.dp << " ep" << p.ep << " zero"
                  << p.zero << " " << schedule_name(p.schedule));

@@ -103,6 +103,7 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
     EXPECT_DOUBLE_EQ(r.host_launch_us, 10.0) << name;
     EXPECT_EQ(r.loss_nan_check, name == "megatron-core") << name;
     EXPECT_FALSE(r.list_collectives) << name;
+    EXPECT_FALSE(r.zero3_fetch_sync) << name;  // an era's rule (DeepSpeed <= 0.5), no preset's
   }
   const FrameworkRules h = load(base().insert(2,
                                               "framework: {name: deepspeed, host_launch_us: 0, "
@@ -227,6 +228,7 @@ TEST(Framework, BadValuesAreLocated) {
            Bad{"framework: {host_launch_us: 5000}", "framework.host_launch_us", ""},
            Bad{"framework: {host_launch_us: fast}", "framework.host_launch_us", ""},
            Bad{"framework: {list_collectives: 2}", "framework.list_collectives", ""},
+           Bad{"framework: {zero3_fetch_sync: later}", "framework.zero3_fetch_sync", ""},
            Bad{"framework: {zero3_copies: torch}", "framework.zero3_copies",
                "none, deepspeed, fsdp2"},
            Bad{"framework: {zero3_copies: [none]}", "framework.zero3_copies", ""},
