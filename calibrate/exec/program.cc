@@ -428,6 +428,31 @@ void check_stands_for(Reader& rd, const Program& p) {
                             std::to_string(p.world_size));
 }
 
+// A host_sync task (the host waits for its end before it issues anything more: a `.item()`,
+// a torch.cuda.synchronize()) holds back every later kernel of its rank, as the simulator's
+// host does (sim/engine/engine.cc advance_host: kernels wait for their issue; collectives,
+// sends and receives and alloc/free do not). The executor states that as dependencies: the
+// first later kernel on each other stream waits for the task (the later ones follow on
+// their stream), so the GPU run and the --host backend order it so without the host
+// blocking.
+void add_host_sync_deps(std::vector<Task>& tasks) {
+  int sync = -1;
+  std::vector<char> waited(kStreams.size(), 0);
+  for (Task& t : tasks) {
+    const bool kernel =
+        t.kind == Kind::kGemm || t.kind == Kind::kAttention || t.kind == Kind::kMemoryBound;
+    const auto s = static_cast<size_t>(t.stream);
+    if (kernel && sync >= 0 && t.stream != tasks[static_cast<size_t>(sync)].stream && !waited[s]) {
+      if (std::find(t.deps.begin(), t.deps.end(), sync) == t.deps.end()) t.deps.push_back(sync);
+      waited[s] = 1;
+    }
+    if (t.host_sync) {
+      sync = t.id;
+      std::fill(waited.begin(), waited.end(), 0);
+    }
+  }
+}
+
 }  // namespace
 
 const char* kind_name(Kind k) { return kKinds[static_cast<size_t>(k)].c_str(); }
@@ -477,6 +502,7 @@ Program parse_program(const std::string& text, const std::string& name) {
       msg += "\n  ... and " + std::to_string(rd.issues.size() - 20) + " more";
     throw ProgramError(msg);
   }
+  for (SimRank& sr : p.ranks) add_host_sync_deps(sr.tasks);
   return p;
 }
 

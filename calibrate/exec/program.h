@@ -63,8 +63,9 @@ struct Task {
   // memory_bound, alloc/free
   std::string what;
   // The host side as the simulator predicts it (docs/model.md, "The host"): kernel launches
-  // the task stands for, and whether the host waits for it. Read and kept: the GPU run
-  // launches the tasks as they are and its host costs what it costs.
+  // the task stands for, and whether the host waits for it. The launches are read and kept
+  // (the GPU run's host costs what it costs); a host_sync task holds back the rank's later
+  // kernels, which parse_program states as dependencies (program.cc add_host_sync_deps).
   int launches = 1;
   bool host_sync = false;
 };

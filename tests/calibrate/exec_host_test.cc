@@ -154,6 +154,45 @@ TEST(ExecHost, RandomDurationsMatchTheEngine) {
   }
 }
 
+// A host_sync task (the host waits for its end) holds back the rank's later kernels, as the
+// engine's host does. Tasks: 0 compute, 1 dp, 2 compute with host_sync, 3 and 4 dp, 5 an
+// alloc, 6 compute. parse_program makes the first later kernel on each other stream depend
+// on the sync (3), not the next one there (4 follows 3 on its stream), not an allocation
+// (5), not a kernel before it (1) nor one on its own stream (6). With every task 10 ns: 0
+// and 1 run 0..10, the sync 10..20, then 3 at 20..30 (not 10..20 behind 1), 4 at 30..40, 6
+// at 20..30.
+TEST(ExecHost, HostSyncHoldsBackLaterKernels) {
+  auto mem = [](int id, const char* stream, bool sync) {
+    return std::string(R"({"id":)") + std::to_string(id) + R"(,"kind":"memory_bound","stream":")" +
+           stream + R"(","phase":"fwd","category":"compute","label":"m)" + std::to_string(id) +
+           R"(","host_sync":)" + (sync ? "true" : "false") +
+           R"(,"memory_bound":{"bytes_read":8,"bytes_written":8,"what":"x"}})";
+  };
+  const std::string prog =
+      R"({"schema":"stepcast.program/1","world_size":1,"folded":false,"groups":[],"ranks":[)"
+      R"({"rank":0,"tasks":[)" +
+      mem(0, "compute", false) + "," + mem(1, "dp", false) + "," + mem(2, "compute", true) + "," +
+      mem(3, "dp", false) + "," + mem(4, "dp", false) + "," +
+      R"({"id":5,"kind":"alloc","stream":"tp","phase":"fwd","category":"compute","label":"a5",)"
+      R"("alloc":{"bytes":8,"what":"y"}},)" +
+      mem(6, "compute", false) + "]}]}";
+  const ex::Program p = ex::parse_program(prog, "sync");
+  const auto& t = p.ranks[0].tasks;
+  EXPECT_TRUE(t[1].deps.empty());
+  EXPECT_EQ(t[3].deps, std::vector<int>{2});
+  EXPECT_TRUE(t[4].deps.empty());
+  EXPECT_TRUE(t[5].deps.empty());
+  EXPECT_TRUE(t[6].deps.empty());
+  const ex::Plan plan = ex::make_plan(p, ex::PlanMode::kSimulated);
+  const ex::HostRun run = ex::run_on_host(plan, ex::uniform_durations(plan, 10));
+  const auto& at = run.times[0];
+  EXPECT_EQ(at[1].start, 0);
+  EXPECT_EQ(at[2].start, 10);
+  EXPECT_EQ(at[3].start, 20);
+  EXPECT_EQ(at[4].start, 30);
+  EXPECT_EQ(at[6].start, 20);
+}
+
 // Two ranks exchanging in opposite orders: rank 0 sends (tag 1) then receives (tag 2), rank
 // 1 receives tag 1 then sends tag 2: fine. The runtime's Board is then given a plan whose
 // rank 1 meets the two rendezvous the other way round (instance table swapped): rank 0 waits
