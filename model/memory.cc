@@ -24,8 +24,10 @@ StateBytesPerParam state_bytes_per_param(DType dtype, bool adam, int zero_stage,
   // fp32 master copy (absent when the weights are already fp32) + Adam m, v or momentum.
   s.optimizer = (fp32 ? 0.0 : 4.0) + (adam ? 8.0 : 4.0);
   if (fp32_shards && zero_stage == 3) {
-    // FSDP2: the fp32 shard is both (torch/distributed/fsdp/_fully_shard/_fsdp_param.py).
-    s.weights = 0;
+    // FSDP2: the fp32 shard is parameter and master at once
+    // (torch/distributed/fsdp/_fully_shard/_fsdp_param.py); with fp32 compute it already
+    // was (no master counted), so the weights stay.
+    if (!fp32) s.weights = 0;
     s.grads = 4;
   }
   const double n = dp;

@@ -42,6 +42,9 @@ TEST(StateBytes, Fsdp2ShardsAreTheFp32Parameters) {
                      18.0 / d);
     EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kBf16, true, 1, d, 4, true)),
                      6 + 12.0 / d);
+    // fp32 compute: the weights were the master already, 4 + 4 + 8 = 16 / d either way.
+    EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kFp32, true, 3, d, 4, true)),
+                     16.0 / d);
   }
 }
 
