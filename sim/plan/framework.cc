@@ -26,6 +26,7 @@ void set_deepspeed_engine(FrameworkRules& r) {
   r.zero12_gather_after_step = true;
   r.grad_bucket_elements = 5e8;
   r.deepspeed_pipe_engine = true;  // pipe/schedule.py TrainSchedule, pipe/p2p.py
+  r.tp_comm_overlap = false;       // no Transformer Engine userbuffers
 }
 
 }  // namespace
@@ -58,6 +59,7 @@ FrameworkRules framework_preset(Framework f) {
       // all-gathered after receipt without sequence parallel
       // (scatter_gather_tensors_in_pipeline, default on). No ZeRO-3 of its own.
       r.zero_levels = {true, true, false, false};  // replicas or the distributed optimizer
+      r.tp_comm_overlap = false;                   // no Transformer Engine
       r.async_tp_dgrad_reduce = false;
       r.blocking_p2p_interleaved = true;
       r.p2p_scatter_gather = true;

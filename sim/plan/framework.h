@@ -161,6 +161,14 @@ struct FrameworkRules {
   // alike (torch DDP, DeepSpeed's own buckets; Megatron-LM 2020-22 did not bucket at all,
   // its validation files state overlap.grad_reduce false).
   bool buckets_first_chunk_only = true;
+  // The stack overlaps tensor-parallel communication with the GEMMs (parallel.overlap.
+  // tp_comm): Megatron-Core through Transformer Engine's userbuffers (tp_comm_overlap),
+  // FSDP2 / TorchTitan through torch.compile's micro-pipeline TP (async TP,
+  // compile.enable_async_tensor_parallel, off by default: the plan's choice). Megatron-LM
+  // 2020-22 and Megatron-DeepSpeed (no Transformer Engine) and DeepSpeed have none. A
+  // scenario asking for the overlap on a stack without it is an error; the search offers it
+  // only where the stack has it.
+  bool tp_comm_overlap = true;
   // The zero levels the stack has at all (index = level). Megatron-LM before Megatron-Core:
   // data-parallel replicas and, from 2022, its distributed optimizer
   // (--use-distributed-optimizer, megatron/optimizer/distrib_optimizer.py): 0 and 1. FSDP2

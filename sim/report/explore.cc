@@ -354,6 +354,9 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
   // which is on with tp > 1): on and off.
   std::vector<bool> tp_overlaps = {false};
   if (tp > 1) tp_overlaps = sp.tp_overlap.empty() ? std::vector<bool>{true, false} : sp.tp_overlap;
+  // Only where the stack has the overlap (framework rule tp_comm_overlap, the scenario rule).
+  if (!base.framework.tp_comm_overlap) std::erase(tp_overlaps, true);
+  if (tp_overlaps.empty()) return;
   const std::vector<double> buckets = sp.bucket_mb.empty() ? std::vector<double>{0} : sp.bucket_mb;
   std::vector<int> zeros = sp.zero.empty() ? std::vector<int>{0, 1, 2, 3} : sp.zero;
   const std::vector<Recompute> rcs =

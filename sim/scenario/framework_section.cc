@@ -37,6 +37,7 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "grad_bucket_elements",
                                                  "buckets_first_chunk_only",
                                                  "zero_levels",
+                                                 "tp_comm_overlap",
                                                  "pipeline_max_zero",
                                                  "async_tp_dgrad_reduce",
                                                  "blocking_p2p_1f1b",
@@ -132,6 +133,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_bool(f, p, "zero12_gather_after_step")) out.zero12_gather_after_step = *v;
   if (auto v = r_.get_bool(f, p, "buckets_first_chunk_only")) out.buckets_first_chunk_only = *v;
   if (const YAML::Node z = f["zero_levels"]) parse_zero_levels(z, out);
+  if (auto v = r_.get_bool(f, p, "tp_comm_overlap")) out.tp_comm_overlap = *v;
   if (auto v = r_.get_int(f, p, "pipeline_max_zero", 0, 3))
     out.pipeline_max_zero = static_cast<int>(*v);
   // A bucket of at least 1e5 elements: smaller ones would be thousands of collectives a

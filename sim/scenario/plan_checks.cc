@@ -48,6 +48,13 @@ void Loader::cross_checks(Scenario& sc) {
     if (!why.empty())
       r_.error(at(par, "zero"), path("zero"),
                std::string(framework_name(sc.framework.name)) + " " + why);
+    if (sc.parallel.overlap_tp_comm && !sc.framework.tp_comm_overlap) {
+      const YAML::Node ov = at(par, "overlap");
+      r_.error(ov && ov.IsMap() ? first_of(ov, {"tp_comm"}) : ov, "parallel.overlap.tp_comm",
+               std::string(framework_name(sc.framework.name)) +
+                   " has no tensor-parallel communication overlap (Transformer Engine's "
+                   "userbuffers, or TorchTitan's async TP; framework rule tp_comm_overlap)");
+    }
     const std::string sched = pipeline_schedule_problem(sc.parallel, sc.framework);
     if (!sched.empty())
       r_.error(at(par, "schedule"), path("schedule"),

@@ -173,10 +173,15 @@ TEST(Search, DeepSpeedPipelinesRunZero1AtMost) {
 
 // The zero levels a stack has (framework rule zero_levels): Megatron-LM before Megatron-Core
 // replicates or shards the optimizer (0, 1), FSDP2 replicates or shards everything (0, 3);
-// the search offers exactly those, Megatron-Core all four, and every candidate loads.
+// the search offers exactly those, Megatron-Core and DeepSpeed all four, and every candidate
+// loads. The TP overlap (tp_comm_overlap) only where the stack has it: Megatron-Core and
+// FSDP2.
 TEST(Search, OffersTheZeroLevelsTheStackHas) {
   const std::map<std::string, std::set<std::string>> want = {
-      {"megatron-lm", {"0", "1"}}, {"fsdp2", {"0", "3"}}, {"megatron-core", {"0", "1", "2", "3"}}};
+      {"megatron-lm", {"0", "1"}},
+      {"fsdp2", {"0", "3"}},
+      {"megatron-core", {"0", "1", "2", "3"}},
+      {"deepspeed", {"0", "1", "2", "3"}}};
   for (const auto& [fw, levels] : want) {
     YAML::Node doc = llama3_8b_doc();
     doc["training"]["global_batch"] = 16;
@@ -184,13 +189,18 @@ TEST(Search, OffersTheZeroLevelsTheStackHas) {
     doc["parallel"]["zero"] = 0;  // every stack has it
     doc["search"]["pp"] = YAML::Load("[1, 2]");
     const Scenario sc = load_scenario_node(doc, "levels.yaml");
-    std::set<std::string> seen;
+    std::set<std::string> seen, overlaps;
     for (const auto& c : search_candidates(sc)) {
       const std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
       seen.insert(kv.at("zero"));
+      overlaps.insert(kv.at("tp_overlap"));
       EXPECT_NO_THROW(load_scenario_node(c.document(), "candidate.yaml")) << fw;
     }
     EXPECT_EQ(seen, levels) << fw;
+    const bool has = fw == "megatron-core" || fw == "fsdp2";
+    const std::set<std::string> want_overlaps =
+        has ? std::set<std::string>{"0", "1"} : std::set<std::string>{"0"};
+    EXPECT_EQ(overlaps, want_overlaps) << fw;
   }
 }
 

@@ -347,6 +347,34 @@ TEST(Framework, EachStackRunsItsZeroLevels) {
     expect_issue(base().insert(2, b.line), b.key, 2, b.text);
 }
 
+TEST(Framework, TpCommOverlapOnlyWhereTheStackHasIt) {
+  // Transformer Engine's userbuffers (Megatron-Core) or TorchTitan's async TP (FSDP2): the
+  // other stacks have no TP communication overlap, and a scenario asking for it is an error
+  // at parallel.overlap.tp_comm (line 21 once the framework line is in), naming the rule;
+  // with the rule set, or under Megatron-Core, it loads.
+  auto plan = [](const std::string& fw) {
+    Doc d = base().insert(2, "framework: " + fw);
+    d.lines.push_back("  sequence_parallel: true");   // line 20
+    d.lines.push_back("  overlap: {tp_comm: true}");  // line 21
+    return d;
+  };
+  for (const std::string& name : framework_names()) {
+    const bool has = name == "megatron-core" || name == "fsdp2";
+    EXPECT_EQ(load(base().insert(2, "framework: " + name)).framework.tp_comm_overlap, has) << name;
+    if (has) {
+      EXPECT_TRUE(load(plan(name)).parallel.overlap_tp_comm) << name;
+    } else {
+      expect_issue(plan(name), "parallel.overlap.tp_comm", 21,
+                   name + " has no tensor-parallel communication overlap");
+    }
+  }
+  EXPECT_TRUE(load(plan("{name: megatron-lm, tp_comm_overlap: true}")).parallel.overlap_tp_comm);
+  expect_issue(plan("{name: megatron-core, tp_comm_overlap: false}"), "parallel.overlap.tp_comm",
+               21, "framework rule tp_comm_overlap");
+  expect_issue(base().insert(2, "framework: {tp_comm_overlap: yes please}"),
+               "framework.tp_comm_overlap", 2, "");
+}
+
 TEST(Framework, DeepSpeedPipelinesRun1f1bOnly) {
   // DeepSpeed's pipeline engine has one training schedule, TrainSchedule (1F1B;
   // pipe/schedule.py): another schedule with pp > 1 under deepspeed or megatron-deepspeed is
