@@ -42,23 +42,20 @@ void Loader::cross_checks(Scenario& sc) {
   }
   // Sequence against cp and tp.
   if (parallel_ok_ && training_ok_) check_sequence(par, sc);
-  // The zero level against the levels the stack has and runs with a pipeline.
+  // What the plan asks of the stack: a zero level it has (and runs with a pipeline), the TP
+  // overlap, a pipeline schedule it runs.
   if (parallel_ok_) {
+    const std::string fw = framework_name(sc.framework.name);
     const std::string why = zero_problem(sc.parallel, sc.framework);
-    if (!why.empty())
-      r_.error(at(par, "zero"), path("zero"),
-               std::string(framework_name(sc.framework.name)) + " " + why);
+    if (!why.empty()) r_.error(at(par, "zero"), path("zero"), fw + " " + why);
     if (sc.parallel.overlap_tp_comm && !sc.framework.tp_comm_overlap) {
       const YAML::Node ov = at(par, "overlap");
       r_.error(ov && ov.IsMap() ? first_of(ov, {"tp_comm"}) : ov, "parallel.overlap.tp_comm",
-               std::string(framework_name(sc.framework.name)) +
-                   " has no tensor-parallel communication overlap (Transformer Engine's "
-                   "userbuffers, or TorchTitan's async TP; framework rule tp_comm_overlap)");
+               fw + " has no tensor-parallel communication overlap (Transformer Engine's "
+                    "userbuffers, or TorchTitan's async TP; framework rule tp_comm_overlap)");
     }
     const std::string sched = pipeline_schedule_problem(sc.parallel, sc.framework);
-    if (!sched.empty())
-      r_.error(at(par, "schedule"), path("schedule"),
-               std::string(framework_name(sc.framework.name)) + " " + sched);
+    if (!sched.empty()) r_.error(at(par, "schedule"), path("schedule"), fw + " " + sched);
   }
 }
 
