@@ -249,7 +249,13 @@ void Lowerer::finish_unit_grads(Emit& e, Bucketer& b, const Unit& u, int mb, int
     sharded_grads_ready(e, b, u, mb, c, first);
     free_unit_activations(e, u, mb, c);
   } else {
+    // A deferred output-layer call holds its input and output gradient until the drain.
+    if (output_wgrad_deferred(u, mb))
+      emit_mem(e, TaskKind::kAlloc, deferred_wgrad_bytes(u), mem_what("dwo", u, mb),
+               Phase::kBwdWeight, u.layer, mb, c);
     free_unit_activations(e, u, mb, c);
+    // (Megatron's grad-ready hook still fires in the last microbatch's backward: the
+    // deferred call returns a placeholder weight gradient.)
     if (last_mb) grads_ready(e, b, u, c, first);
   }
 }

@@ -116,8 +116,13 @@ void Lowerer::emit_mem(Emit& e, TaskKind kind, double bytes, std::string what, P
 void Lowerer::emit_steps(Emit& e, std::span<const Step> steps, Phase phase, Category cat,
                          const char* prefix, const Unit& u, int mb, int chunk, int pass,
                          bool selective_only) {
+  // A deferred output-layer call leaves its weight gradient and the input's re-gather for
+  // it to the drain (emit_output_wgrad_drain).
+  const bool deferred = phase != Phase::kFwd && output_wgrad_deferred(u, mb);
   for (const Step& st : steps) {
     if (selective_only && !st.recompute_selective) continue;
+    if (deferred && (phase == Phase::kBwdWeight || (st.is_comm && !st.comm.feeds_wgrad.empty())))
+      continue;
     if (st.beside_comm != e.beside) {
       // A run of steps on their own stream beside the communication issued before it (the
       // MoE shared experts' overlap): that communication waits for the step after the run.

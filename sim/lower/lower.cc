@@ -172,11 +172,13 @@ void Lowerer::build_units() {
         units.push_back(make_layer(arch_.layers + i, arch_.layers - 1));
         units.back().name = n;
         units.push_back(make_head((n + ".head").c_str()));
+        units.back().output_call = i;
         // The output layer is the model's own: its weight and gradient are the head's.
         units.back().dense_params = 0;
         units.back().dense_grad_bytes = 0;
       }
       units.push_back(make_head("head"));
+      units.back().output_call = arch_.mtp_layers;
       if (arch_.tied_embeddings && embed_with_head()) {
         // Tied output layer on the embedding's own stage: one weight, held and reduced once
         // (only the final norm is the head's own).

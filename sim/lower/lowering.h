@@ -44,6 +44,11 @@ struct Unit {
   double dense_params = 0, expert_params = 0;  // held on this rank
   double dense_grad_bytes = 0, expert_grad_bytes = 0;
   double fwd_flops = 0, bwd_input_flops = 0, bwd_weight_flops = 0, recompute_flops = 0;
+  // The output layer's call within a microbatch's forward (the MTP modules' calls first,
+  // then the model's own), -1 for a unit that is not a call of the output layer: the index
+  // of its entry in Megatron's deferred-wgrad buffers (FrameworkRules::
+  // defer_embedding_wgrad_compute).
+  int output_call = -1;
 };
 
 // FLOPs of the compute steps (only those re-run by selective recompute when selective_only).
@@ -379,6 +384,12 @@ class Lowerer {
   void emit_weight_grads(Emit& e, const Unit& u, int mb, int c,
                          const std::vector<char>* emitted = nullptr);
   void free_unit_activations(Emit& e, const Unit& u, int mb, int c);
+  // FrameworkRules::defer_embedding_wgrad_compute: whether this microbatch's call of the
+  // output layer defers its weight gradient (and, under sequence parallel, the input's
+  // re-gather) to the drain after the stage's last backward; the drain itself.
+  bool output_wgrad_deferred(const Unit& u, int mb) const;
+  double deferred_wgrad_bytes(const Unit& u) const;
+  void emit_output_wgrad_drain(Emit& e);
   double held_grad_output_bytes(const Unit& u) const;
 
   // ---- pipeline messages as the stack issues them (pipeline_p2p.cc) ----------------------

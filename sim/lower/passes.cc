@@ -71,6 +71,7 @@ RankProgram Lowerer::lower_rank(int rank) {
   }
   rs.pass_first.push_back(static_cast<int>(e.rp.tasks.size()));
 
+  emit_output_wgrad_drain(e);
   emit_deferred_grad_sync(e);
   emit_pp_sends(e, rs);
   emit_step_end(e, rs);
@@ -480,6 +481,77 @@ void Lowerer::emit_weight_grads(Emit& e, const Unit& u, int mb, int c,
     }
   }
   e.pending.insert(e.pending.end(), stash.begin(), stash.end());
+}
+
+bool Lowerer::output_wgrad_deferred(const Unit& u, int mb) const {
+  const FrameworkRules& f = sc_.framework;
+  if (!f.defer_embedding_wgrad_compute || u.output_call < 0) return false;
+  // Megatron counts the buffered calls: the first wgrad_deferral_limit of the step (0: all).
+  const long long entry = static_cast<long long>(mb) * (arch_.mtp_layers + 1) + u.output_call;
+  return f.wgrad_deferral_limit == 0 || entry < f.wgrad_deferral_limit;
+}
+
+// What a deferred call keeps: its output gradient [T, V/tp] (grad_output_buffer) and its
+// input (embedding_activation_buffer), [T/tp, h] under sequence parallel (the shard before
+// the gather), else [T, h]; in the activation dtype.
+double Lowerer::deferred_wgrad_bytes(const Unit& u) const {
+  const double tokens =
+      static_cast<double>(par_.microbatch) * static_cast<double>(shard_.seq_len / par_.cp);
+  const double input = tokens * static_cast<double>(arch_.hidden) * act_elem_bytes_ /
+                       (par_.sequence_parallel ? par_.tp : 1);
+  return held_grad_output_bytes(u) + input;
+}
+
+// After the stage's last backward, the weight gradients of the deferred output-layer calls
+// in the order they were buffered (Megatron-Core schedules.py finish_embedding_wgrad_compute
+// -> utils.py drain_embedding_wgrad_compute, before finalize_model_grads). Under sequence
+// parallel each call's input is all-gathered over tp first, into one of two buffers: the
+// gather of call i + 1 is issued before the GEMM of call i, once the GEMM of call i - 1 (the
+// last reader of its buffer) is done.
+void Lowerer::emit_output_wgrad_drain(Emit& e) {
+  if (!sc_.framework.defer_embedding_wgrad_compute) return;
+  struct Call {
+    long long entry;
+    const Unit* u;
+    int mb, c;
+  };
+  std::vector<Call> calls;
+  for (int c = 0; c < v_; ++c)
+    for (const Unit& u : chunks_[static_cast<size_t>(vstage(c, e.coord.pp))])
+      for (int mb = 0; mb < m_; ++mb)
+        if (output_wgrad_deferred(u, mb))
+          calls.push_back(
+              {static_cast<long long>(mb) * (arch_.mtp_layers + 1) + u.output_call, &u, mb, c});
+  std::sort(calls.begin(), calls.end(),
+            [](const Call& a, const Call& b) { return a.entry < b.entry; });
+  // Issued before the GEMM of call i - 1, so after the GEMM of call i - 2 (or the backward).
+  auto gather = [&](size_t i) -> int {
+    const Call& k = calls[i];
+    for (const Step& st : k.u->ops->bwd_input)
+      if (st.is_comm && !st.comm.feeds_wgrad.empty() && par_.tp > 1 && par_.sequence_parallel) {
+        std::vector<int> deps;
+        if (e.last_compute >= 0) deps.push_back(e.last_compute);
+        return emit_collective(e, CollOp::kAllGather, GroupKind::kTp, StreamKind::kTp,
+                               Category::kTpComm, st.comm.bytes, act_dtype_, Phase::kBwdWeight,
+                               label_of("drain", k.u->name, st.comm.name, k.mb), k.u->layer, k.mb,
+                               k.c, std::move(deps));
+      }
+    return -1;
+  };
+  int next = calls.empty() ? -1 : gather(0);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Call& k = calls[i];
+    const int ready = next;
+    next = i + 1 < calls.size() ? gather(i + 1) : -1;
+    std::vector<int> deps;
+    if (ready >= 0) deps.push_back(ready);
+    for (const Step& st : k.u->ops->bwd_weight)
+      if (!st.is_comm)
+        emit_compute(e, st.op, Phase::kBwdWeight, Category::kCompute, "wgt", *k.u, k.mb, k.c,
+                     std::exchange(deps, {}));
+    emit_mem(e, TaskKind::kFree, deferred_wgrad_bytes(*k.u), mem_what("dwo", *k.u, k.mb),
+             Phase::kBwdWeight, k.u->layer, k.mb, k.c, StreamKind::kCompute, {e.last_compute});
+  }
 }
 
 void Lowerer::free_unit_activations(Emit& e, const Unit& u, int mb, int c) {

@@ -267,4 +267,21 @@ std::string pipeline_schedule_problem(const ParallelSpec& pl, const FrameworkRul
       schedule_name(pl.schedule), pl.pp);
 }
 
+std::string defer_wgrad_problem(const ParallelSpec& pl, const FrameworkRules& fw) {
+  if (!fw.defer_embedding_wgrad_compute) return "";
+  if (fw.name != Framework::kMegatronCore)
+    return "has no defer_embedding_wgrad_compute (Megatron-Core's ModelParallelConfig option)";
+  if (pl.zero >= 2)
+    return fmt::format(
+        "defers the output layer's weight gradients (defer_embedding_wgrad_compute) only as "
+        "modelled with zero 0 or 1 (Megatron's DDP or distributed optimizer), got zero {}",
+        pl.zero);
+  if (pl.schedule == Schedule::kZbH1 || pl.schedule == Schedule::kDualPipeV)
+    return fmt::format(
+        "defers the output layer's weight gradients (defer_embedding_wgrad_compute) only as "
+        "modelled with schedules that keep each weight gradient in its backward, got {}",
+        schedule_name(pl.schedule));
+  return "";
+}
+
 }  // namespace stepcast

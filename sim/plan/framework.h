@@ -253,6 +253,21 @@ struct FrameworkRules {
   // (the unfused fp32 vocab-parallel cross entropy); Megatron-Bridge's benchmark recipes
   // turn it on (perf_recipes/_common.py _benchmark_common). A per-run setting.
   bool fused_cross_entropy = false;
+  // The output layer's weight-gradient GEMMs deferred to the pipeline flush: Megatron-Core
+  // `defer_embedding_wgrad_compute` (ModelParallelConfig). The output layer's
+  // ColumnParallelLinear keeps its input and output gradient of the step's first
+  // `wgrad_deferral_limit` calls (0: of every call; a microbatch calls it once, and once
+  // more before that for each MTP module) in the model's
+  // embedding_activation_buffer and grad_output_buffer and skips their weight gradient
+  // (tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication.backward;
+  // under sequence parallel also the input's re-gather); after the stage's last backward the
+  // schedule computes them all (pipeline_parallel/schedules.py finish_embedding_wgrad_compute
+  // -> utils.py drain_embedding_wgrad_compute: each input all-gathered over tp while the
+  // previous one's GEMM runs, two buffers). Off by default; NeMo's and Megatron-Bridge's
+  // performance recipes turn it on. A per-run setting, modelled with zero 0 and 1 and the
+  // schedules that do not split the weight gradient (defer_wgrad_problem).
+  bool defer_embedding_wgrad_compute = false;
+  int wgrad_deferral_limit = 0;
   // The optimizer update as one fused multi-tensor kernel: Megatron's apex / Transformer
   // Engine FusedAdam (megatron/core/optimizer/__init__.py), DeepSpeed's FusedAdam
   // (runtime/engine.py _configure_basic_optimizer, unless torch_adam), TorchTitan's
@@ -315,5 +330,10 @@ std::string zero_levels_text(const std::array<bool, 4>& levels);
 // "<framework> ...", empty when it can.
 bool pipeline_schedule_allowed(int pp, Schedule s, const FrameworkRules& fw);
 std::string pipeline_schedule_problem(const ParallelSpec& pl, const FrameworkRules& fw);
+// Whether defer_embedding_wgrad_compute can run with the plan: on Megatron-Core, with zero 0
+// or 1 (Megatron's DDP or distributed optimizer) and a schedule that keeps each weight
+// gradient in its backward. Why not, completing "<framework> ...", empty when it can (the
+// scenario rules and the search ask it).
+std::string defer_wgrad_problem(const ParallelSpec& pl, const FrameworkRules& fw);
 
 }  // namespace stepcast

@@ -384,6 +384,8 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
                 if (!dualpipev_problems(spec).empty()) continue;
                 // DeepSpeed's engine pipelines with 1F1B only (pipeline_schedule_problem).
                 if (!pipeline_schedule_allowed(pp, spec.schedule, base.framework)) continue;
+                // The scenario's deferred output wgrad runs only with some plans.
+                if (!defer_wgrad_problem(spec, base.framework).empty()) continue;
                 PlanAxes a = lay;
                 a.zero = zero;
                 a.recompute = recompute_name(rc);

@@ -47,6 +47,8 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "te_fp8_storage",
                                                  "fp8_param_gather",
                                                  "fused_cross_entropy",
+                                                 "defer_embedding_wgrad_compute",
+                                                 "wgrad_deferral_limit",
                                                  "fused_optimizer",
                                                  "host_launch_us",
                                                  "loss_nan_check",
@@ -150,6 +152,11 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_bool(f, p, "te_fp8_storage")) out.te_fp8_storage = *v;
   if (auto v = r_.get_bool(f, p, "fp8_param_gather")) out.fp8_param_gather = *v;
   if (auto v = r_.get_bool(f, p, "fused_cross_entropy")) out.fused_cross_entropy = *v;
+  if (auto v = r_.get_bool(f, p, "defer_embedding_wgrad_compute"))
+    out.defer_embedding_wgrad_compute = *v;
+  // Megatron's wgrad_deferral_limit: microbatches deferred, 0 for all of them.
+  if (auto v = r_.get_int(f, p, "wgrad_deferral_limit", 0, 1 << 20))
+    out.wgrad_deferral_limit = static_cast<int>(*v);
   if (auto v = r_.get_bool(f, p, "fused_optimizer")) out.fused_optimizer = *v;
   // Up to 1 ms a launch: far beyond any measured host (5-20 us).
   if (auto v = r_.get_double(f, p, "host_launch_us", 0, 1000)) out.host_launch_us = *v;

@@ -43,7 +43,8 @@ void Loader::cross_checks(Scenario& sc) {
   // Sequence against cp and tp.
   if (parallel_ok_ && training_ok_) check_sequence(par, sc);
   // What the plan asks of the stack: a zero level it has (and runs with a pipeline), the TP
-  // overlap, a pipeline schedule it runs.
+  // overlap, a pipeline schedule it runs; and what the deferred output-layer weight
+  // gradients run with (at the framework rule, which the scenario set).
   if (parallel_ok_) {
     const std::string fw = framework_name(sc.framework.name);
     const std::string why = zero_problem(sc.parallel, sc.framework);
@@ -56,6 +57,13 @@ void Loader::cross_checks(Scenario& sc) {
     }
     const std::string sched = pipeline_schedule_problem(sc.parallel, sc.framework);
     if (!sched.empty()) r_.error(at(par, "schedule"), path("schedule"), fw + " " + sched);
+    const std::string defer = defer_wgrad_problem(sc.parallel, sc.framework);
+    if (!defer.empty()) {
+      const YAML::Node f = root_["framework"];
+      const char* key = "defer_embedding_wgrad_compute";
+      r_.error(f && f.IsMap() && f[key] ? f[key] : f, std::string("framework.") + key,
+               fw + " " + defer);
+    }
   }
 }
 

@@ -204,6 +204,33 @@ TEST(Search, OffersTheZeroLevelsTheStackHas) {
   }
 }
 
+// A scenario deferring the output layer's weight gradients (Megatron-Core's
+// defer_embedding_wgrad_compute, modelled with zero 0-1 and schedules that keep each weight
+// gradient in its backward): the search keeps the rule and offers only the plans it runs
+// with, every candidate loading; without the rule zero 2-3 and ZB-H1 are searched.
+TEST(Search, DeferredOutputWgradKeepsItsPlans) {
+  for (const bool defer : {true, false}) {
+    YAML::Node doc = llama3_8b_doc();
+    doc["training"]["global_batch"] = 16;
+    doc["framework"] = YAML::Load(defer ? "{defer_embedding_wgrad_compute: true}" : "{}");
+    doc["search"]["pp"] = YAML::Load("[1, 2]");
+    const Scenario sc = load_scenario_node(doc, "defer.yaml");
+    std::set<std::string> zeros, schedules;
+    for (const auto& c : search_candidates(sc)) {
+      const std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
+      zeros.insert(kv.at("zero"));
+      if (kv.at("pp") != "1") schedules.insert(kv.at("sched"));
+      const Scenario one = load_scenario_node(c.document(), "candidate.yaml");
+      EXPECT_EQ(one.framework.defer_embedding_wgrad_compute, defer);
+    }
+    const std::set<std::string> want_zeros =
+        defer ? std::set<std::string>{"0", "1"} : std::set<std::string>{"0", "1", "2", "3"};
+    EXPECT_EQ(zeros, want_zeros);
+    EXPECT_EQ(schedules.count("zb-h1"), defer ? 0u : 1u);
+    EXPECT_TRUE(schedules.count("1f1b"));
+  }
+}
+
 // GPipe runs the same tasks with the same dependencies as 1F1B but every forward before
 // every backward, so it holds all m microbatches' activations where 1F1B holds at most pp:
 // on random plans its peak memory is never below 1F1B's. Its step time is not always above

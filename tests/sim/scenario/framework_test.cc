@@ -414,5 +414,47 @@ TEST(Framework, DeepSpeedPipelinesRun1f1bOnly) {
                   .framework.name == Framework::kDeepSpeed);
 }
 
+TEST(Framework, DeferredOutputWgradOnlyWhereItIsModelled) {
+  // Megatron-Core's defer_embedding_wgrad_compute with its wgrad_deferral_limit (0: every
+  // call): off in every preset; set, it loads under Megatron-Core with zero 0 or 1 and a
+  // schedule that keeps each weight gradient in its backward. Another stack, zero 2 or 3, or
+  // ZB-H1 / DualPipeV is an error at framework.defer_embedding_wgrad_compute (line 2) saying
+  // why; a negative limit or a non-boolean at its own key.
+  auto doc = [](const std::string& fw, int zero, const std::string& sched) {
+    Doc d = base().insert(2, "framework: " + fw);
+    d.lines.push_back("  zero: " + std::to_string(zero));  // line 20
+    d.lines.push_back("  schedule: " + sched);             // line 21
+    return d;
+  };
+  for (const std::string& name : framework_names()) {
+    const FrameworkRules f = load(base().insert(2, "framework: " + name)).framework;
+    EXPECT_FALSE(f.defer_embedding_wgrad_compute) << name;
+    EXPECT_EQ(f.wgrad_deferral_limit, 0) << name;
+  }
+  const FrameworkRules on =
+      load(doc("{defer_embedding_wgrad_compute: true, wgrad_deferral_limit: 22}", 1, "1f1b"))
+          .framework;
+  EXPECT_TRUE(on.defer_embedding_wgrad_compute);
+  EXPECT_EQ(on.wgrad_deferral_limit, 22);
+  EXPECT_TRUE(load(doc("{defer_embedding_wgrad_compute: true}", 0, "gpipe"))
+                  .framework.defer_embedding_wgrad_compute);
+  const std::string key = "framework.defer_embedding_wgrad_compute";
+  expect_issue(doc("{name: deepspeed, defer_embedding_wgrad_compute: true}", 1, "1f1b"), key, 2,
+               "deepspeed has no defer_embedding_wgrad_compute");
+  expect_issue(doc("{defer_embedding_wgrad_compute: true}", 2, "1f1b"), key, 2,
+               "only as modelled with zero 0 or 1 (Megatron's DDP or distributed optimizer), got "
+               "zero 2");
+  expect_issue(doc("{defer_embedding_wgrad_compute: true}", 3, "1f1b"), key, 2, "got zero 3");
+  expect_issue(doc("{defer_embedding_wgrad_compute: true}", 1, "zb-h1"), key, 2,
+               "keep each weight gradient in its backward, got zb-h1");
+  // The limit alone, as Megatron allows, changes nothing; a bad one is located.
+  EXPECT_FALSE(
+      load(doc("{wgrad_deferral_limit: 5}", 2, "1f1b")).framework.defer_embedding_wgrad_compute);
+  expect_issue(base().insert(2, "framework: {wgrad_deferral_limit: -1}"),
+               "framework.wgrad_deferral_limit", 2, "");
+  expect_issue(base().insert(2, "framework: {defer_embedding_wgrad_compute: sometimes}"), key, 2,
+               "");
+}
+
 }  // namespace
 }  // namespace stepcast
