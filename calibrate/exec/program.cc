@@ -160,9 +160,9 @@ class Reader {
 };
 
 std::vector<std::string> task_keys() {
-  std::vector<std::string> k = {"id",    "kind",     "stream",     "phase", "category",
-                                "label", "layer",    "microbatch", "chunk", "deps",
-                                "flops", "launches", "host_sync"};
+  std::vector<std::string> k = {"id",    "kind",     "stream",     "phase",    "category",
+                                "label", "layer",    "microbatch", "chunk",    "deps",
+                                "flops", "launches", "host_ops",   "host_sync"};
   for (const auto& n : kKinds) k.push_back(n);
   return k;
 }
@@ -257,6 +257,7 @@ void read_task(Reader& rd, const Json& j, const std::string& path, Task& t) {
   double flops = 0;
   rd.amount(j, path, "flops", flops, false);
   rd.integer(j, path, "launches", t.launches, false, 0);
+  rd.integer(j, path, "host_ops", t.host_ops, false, 0);
   rd.boolean(j, path, "host_sync", t.host_sync, false);
   if (kind < 0) return;
   t.kind = static_cast<Kind>(kind);

@@ -67,6 +67,7 @@ struct Task {
   // (the GPU run's host costs what it costs); a host_sync task holds back the rank's later
   // kernels, which parse_program states as dependencies (program.cc add_host_sync_deps).
   int launches = 1;
+  int host_ops = 0;  // host-side framework ops (sim/program/program.h), read and kept
   bool host_sync = false;
 };
 

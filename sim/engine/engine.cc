@@ -166,23 +166,24 @@ void Engine::finish(std::uint32_t g, TimeNs t) {
 }
 
 // The host of rank r issues its tasks in program order from time t (or from its own clock,
-// if later), each after its launches' host time, until it reaches a host_sync task: it
-// then waits for that task's end (finish() resumes it). Issue times are computed ahead of
-// the clock; a kernel task starts at the later of its issue and its predecessors' ends
-// (ready_at). Communication tasks (collectives, send/recv) cost the host their launches
-// but do not wait for their issue: the program's order between streams is not always the
-// host's (pipeline messages are placed after the passes), and a communication task waiting
-// behind a host_sync its own peers must pass first could deadlock where the stack does not.
-// A kernel task on a side stream (copies on the NCCL stream) does wait.
+// if later), each after its launches' and host ops' host time, until it reaches a host_sync task:
+// it then waits for that task's end (finish() resumes it). Issue times are computed ahead of the
+// clock; a kernel task starts at the later of its issue and its predecessors' ends (ready_at).
+// Communication tasks (collectives, send/recv) cost the host their launches but do not wait for
+// their issue: the program's order between streams is not always the host's (pipeline messages are
+// placed after the passes), and a communication task waiting behind a host_sync its own peers must
+// pass first could deadlock where the stack does not. A kernel task on a side stream (copies on the
+// NCCL stream) does wait.
 void Engine::advance_host(size_t r, TimeNs t) {
   const ListGraph& lg = *graph_of_[r];
   const std::uint32_t base = rank_offset_[r];
   const auto m = static_cast<std::uint32_t>(lg.host_order.size());
   TimeNs h = std::max(host_t_[r], t);
   std::uint32_t i = host_next_[r];
-  const TimeNs per = options_->host_launch_ns;
+  const TimeNs per = options_->host_launch_ns, per_op = options_->host_op_ns;
   while (i < m) {
     h += per * lg.launches[i];
+    if (per_op > 0) h += per_op * lg.host_ops[i];
     const std::uint32_t g = base + lg.host_order[i++];
     if (!(flags_[g] & kFlagCompute)) continue;  // costs the host time, waits for nothing
     issue_[g] = h;

@@ -141,11 +141,14 @@ struct EngineOptions {
   // by compute_slowdown_when_comm; its HBM share still applies (as with comm_sms 0).
   std::function<bool(const RankProgram&, const Task&)> comm_holds_sms;
   // The host (docs/model.md, "The host"): one host thread per rank issues its tasks in
-  // program order; issuing a task costs Task::launches x host_launch_ns (alloc/free: nothing)
+  // program order; issuing a task costs Task::launches x host_launch_ns + Task::host_ops x
+  // host_op_ns (alloc/free: nothing)
   // and a task starts no earlier than its issue; after a Task::host_sync task the host waits
   // for its end before issuing the next. 0 with no host_sync task: the host is always ahead
   // (kernels queued long before they run), the engine without a host, bit for bit.
   TimeNs host_launch_ns = 0;
+  // Host time of one framework op that launches nothing (Task::host_ops), same model.
+  TimeNs host_op_ns = 0;
   bool record_memory_curve = true;
   // Set: network: flow (communication as flows sharing links); null: analytical durations.
   const FlowMode* flow = nullptr;

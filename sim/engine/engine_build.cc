@@ -32,6 +32,7 @@ void Engine::build_list(const RankProgram& rp, ListGraph& lg) {
   lg.pred_off.assign(n + 1, 0);
   lg.host_order.clear();  // filled by build_host when the host model is on
   lg.launches.clear();
+  lg.host_ops.clear();
   lg.host_sync = false;
   std::array<int, kStreamCount> last{};
   last.fill(-1);
@@ -218,10 +219,18 @@ void Engine::build_instances() {
 // other tasks only cost the host their launches, and the host starts at 0.
 void Engine::build_host() {
   const size_t nranks = program_->ranks.size();
+  // Task::host_ops is read only when it costs something (a field the other passes never
+  // touch, so the engine without host ops reads no more of a task than before).
+  const bool ops = options_->host_op_ns > 0;
   host_ = options_->host_launch_ns > 0;
-  for (size_t l = 0; l < nlists_ && !host_; ++l) host_ = lists_[l].host_sync;
+  for (size_t l = 0; l < nlists_ && !host_; ++l) {
+    host_ = lists_[l].host_sync;
+    const TaskList& tasks = program_->ranks[lists_[l].first_rank].tasks;
+    for (size_t i = 0; ops && i < tasks.size() && !host_; ++i) host_ = tasks[i].host_ops > 0;
+  }
   if (!host_) return;
-  STEPCAST_CHECK(options_->host_launch_ns >= 0, "host launch time must not be negative");
+  STEPCAST_CHECK(options_->host_launch_ns >= 0 && options_->host_op_ns >= 0,
+                 "host launch and op times must not be negative");
   const std::uint64_t base = ntasks_ + static_cast<std::uint64_t>(match_.instance_count());
   STEPCAST_CHECK(base + ntasks_ < (std::uint64_t{1} << 32), "program too large for the host model");
   host_event_base_ = static_cast<std::uint32_t>(base);
@@ -232,6 +241,12 @@ void Engine::build_host() {
       if (lg.flags[i] & (kFlagAlloc | kFlagFree)) continue;
       lg.host_order.push_back(static_cast<std::uint32_t>(i));
       lg.launches.push_back(tasks[i].launches);
+      if (ops) {
+        STEPCAST_CHECK(tasks[i].host_ops >= 0,
+                       fmt::format("{} has a negative host-op count",
+                                   task_ref(program_->ranks[lg.first_rank], static_cast<int>(i))));
+        lg.host_ops.push_back(tasks[i].host_ops);
+      }
     }
   }
   issue_.assign(ntasks_, 0);

@@ -175,8 +175,9 @@ class Engine {
     // alloc/free), in program order, and their Task::launches.
     std::vector<std::uint32_t> host_order;
     std::vector<std::int32_t> launches;
-    bool host_sync = false;  // a task has Task::host_sync
-    size_t first_rank = 0;   // a rank whose TaskList this is
+    std::vector<std::int32_t> host_ops;  // and their Task::host_ops (when host_op_ns > 0)
+    bool host_sync = false;              // a task has Task::host_sync
+    size_t first_rank = 0;               // a rank whose TaskList this is
   };
   std::vector<ListGraph> lists_;  // [0, nlists_) in use; capacity kept
   size_t nlists_ = 0;

@@ -129,6 +129,10 @@ void Lowerer::z3_issue(Emit& e, Z3Pass& zp, size_t i, int mb, int c, Phase phase
   const int ag = emit_collective(e, CollOp::kAllGather, dense_dp_kind(), StreamKind::kDp,
                                  Category::kDpComm, bytes, act_dtype_, phase,
                                  label_of("ag", u.name, op, mb), u.layer, mb, c, std::move(deps));
+  // The list form's output list, one narrow view of the gathered buffer per rank built in a
+  // Python loop before the call (_allgather_params_coalesced): host time, no kernel.
+  if (sc_.framework.list_collectives)
+    e.rp.tasks.mut(static_cast<size_t>(ag)).host_ops = dense_dp_size();
   use.ids.push_back(sc_.framework.list_collectives
                         ? emit_list_copy(e, bytes, dense_dp_size(), phase,
                                          label_of("agcopy", u.name, op, mb), u.layer, mb, c, {ag})

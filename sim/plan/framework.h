@@ -285,6 +285,12 @@ struct FrameworkRules {
   // 5-20 us that profiles show per launch (HolisticTraceAnalysis, CUDA kernel launch
   // statistics). 0: the host always ahead (CUDA graphs).
   double host_launch_us = 10;
+  // Host time of one PyTorch operator that launches no kernel (a view, a narrow), in
+  // microseconds: Task::host_ops costs the host that many times this (EngineOptions::
+  // host_op_ns). 2 in every preset: torch's dispatch of an operator on plain tensors,
+  // pytorch/pytorch benchmarks/overrides_benchmark/README.md. Only where the lowering
+  // states such ops (list_collectives: the per-rank views of a list all-gather).
+  double host_op_us = 2;
   // The loss is tested for NaN on the host every microbatch: Megatron-Core's
   // `--check-for-nan-in-loss-and-grad` (default on) evaluates torch.isnan(loss) as a Python
   // bool on the loss stage (megatron/core/rerun_state_machine.py validate_result), so the

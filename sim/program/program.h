@@ -130,6 +130,12 @@ struct Task {
   // An all-to-all run by the MoE dispatcher's own kernels (DeepEP's fused dispatch and
   // combine), not by NCCL: costed at the NICs' ring rate (sim/cost/collective.cc).
   bool ep_kernels = false;
+  // The host side, beside launches and host_sync below (here where the layout has room, so
+  // that a Task stays as large as it was): host-side framework operations the task stands
+  // for besides its launches, each costing the stack's host time per op
+  // (FrameworkRules::host_op_us) and launching nothing, as the Python loop of a stack that
+  // builds one tensor view per rank before a collective.
+  int host_ops = 0;
   // kCollective (buffer bytes per rank as nccl-tests counts S), kSend/kRecv, kAlloc/kFree
   double bytes = 0;
   DType dtype = DType::kBf16;

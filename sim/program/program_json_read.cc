@@ -206,9 +206,9 @@ const std::vector<std::string> kGroupKeys = {"id", "kind", "ranks"};
 const std::vector<std::string> kRankKeys = {"rank", "pp_stage", "stands_for", "streams", "tasks"};
 
 std::vector<std::string> task_keys() {
-  std::vector<std::string> k = {"id",    "kind",     "stream",     "phase", "category",
-                                "label", "layer",    "microbatch", "chunk", "deps",
-                                "flops", "launches", "host_sync"};
+  std::vector<std::string> k = {"id",    "kind",     "stream",     "phase",    "category",
+                                "label", "layer",    "microbatch", "chunk",    "deps",
+                                "flops", "launches", "host_ops",   "host_sync"};
   for (const auto& n : kind_names()) k.push_back(n);
   return k;
 }
@@ -228,6 +228,7 @@ void read_task(Reader& rd, const json& j, const std::string& path, Task& t) {
   rd.int_list(j, path, "deps", t.deps, false);
   rd.number(j, path, "flops", t.flops, false);
   rd.integer(j, path, "launches", t.launches, false, 0);
+  rd.integer(j, path, "host_ops", t.host_ops, false, 0);
   rd.boolean(j, path, "host_sync", t.host_sync, false);
   if (kind < 0) return;
   t.kind = static_cast<TaskKind>(kind);

@@ -38,6 +38,7 @@ json task_to_json(const RankProgram& rp, const Task& t) {
             {"flops", t.flops}};
   // The host side (Task::launches, host_sync): written only when not the default.
   if (t.launches != 1) j["launches"] = t.launches;
+  if (t.host_ops != 0) j["host_ops"] = t.host_ops;
   if (t.host_sync) j["host_sync"] = true;
   json a;
   switch (t.kind) {
@@ -276,7 +277,8 @@ void write_task(CompactWriter& w, const RankProgram& rp, const Task& t) {
       case 2: w.kv(kKeys[i], t.deps); break;
       case 3: w.kv(kKeys[i], t.flops); break;
       case 4:
-        if (t.host_sync) w.kv("host_sync", true);  // sorts before "id", after the args
+        if (t.host_ops != 0) w.kv("host_ops", t.host_ops);  // sorts before "host_sync"
+        if (t.host_sync) w.kv("host_sync", true);           // sorts before "id", after the args
         w.kv(kKeys[i], t.id);
         break;
       case 5: w.kv(kKeys[i], args); break;

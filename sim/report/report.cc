@@ -126,6 +126,7 @@ void simulate_and_report(const Scenario& sc, const RunOptions& opt, const GpuSpe
   eo.gpu_sms = sc.profile.gpu.sms;
   eo.comm_sms = [&hw = sc.profile](const RankProgram&, const Task& t) { return comm_sms(t, hw); };
   eo.host_launch_ns = static_cast<TimeNs>(std::llround(sc.framework.host_launch_us * 1e3));
+  eo.host_op_ns = static_cast<TimeNs>(std::llround(sc.framework.host_op_us * 1e3));
   if (sc.network == NetworkMode::kFlow) {  // communication as flows sharing links (flow_mode.h)
     out.timeline = simulate_flow_mode(out.program, sc.profile, eo, speeds);
   } else if (d) {

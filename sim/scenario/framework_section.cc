@@ -51,6 +51,7 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "wgrad_deferral_limit",
                                                  "fused_optimizer",
                                                  "host_launch_us",
+                                                 "host_op_us",
                                                  "loss_nan_check",
                                                  "grad_nan_check"};
 
@@ -160,6 +161,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_bool(f, p, "fused_optimizer")) out.fused_optimizer = *v;
   // Up to 1 ms a launch: far beyond any measured host (5-20 us).
   if (auto v = r_.get_double(f, p, "host_launch_us", 0, 1000)) out.host_launch_us = *v;
+  if (auto v = r_.get_double(f, p, "host_op_us", 0, 1000)) out.host_op_us = *v;
   if (auto v = r_.get_bool(f, p, "loss_nan_check")) out.loss_nan_check = *v;
   if (auto v = r_.get_bool(f, p, "grad_nan_check")) out.grad_nan_check = *v;
   // DeepSpeed's engine exchanges by blocking dist.send / dist.recv: its rule cannot stand

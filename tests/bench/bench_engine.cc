@@ -144,10 +144,14 @@ void BM_Simulate(benchmark::State& state) {
   EngineOptions o;
   // 0: no interference; 1: SM slowdown 0.1 while communication runs; 2: also HBM contention,
   // every collective and send/recv using 25% of HBM (memory-bound kernels and communication
-  // re-timed over their overlaps); 3: SM slowdown and the host (10 us a launch, docs/model.md
-  // "The host": an issue pass over every task, kernels released at their launch).
+  // re-timed over their overlaps); 3: SM slowdown and the host (10 us a launch and 2 us a
+  // host op as every preset, docs/model.md "The host": an issue pass over every task, kernels
+  // released at their launch).
   o.compute_slowdown_when_comm = state.range(0) ? 0.1 : 0.0;
-  if (state.range(0) == 3) o.host_launch_ns = 10'000;
+  if (state.range(0) == 3) {
+    o.host_launch_ns = 10'000;
+    o.host_op_ns = 2'000;
+  }
   if (state.range(0) == 2)
     o.comm_hbm_share = [](const RankProgram&, const Task&, TimeNs) { return 0.25; };
   std::uint64_t events = 0;

@@ -74,13 +74,14 @@ std::vector<std::string> yaml_files(const std::string& dir) {
   return files;
 }
 
-// The scenario with the host's launch time at 0: with it the engine starts a kernel at its
-// launch, which a replay of durations does not model (the executor's own host costs what it
-// costs); its syncs then change nothing (docs/model.md, "The host"), so the order replayed is
-// the engine's.
+// The scenario with the host's launch and op times at 0: with them the engine starts a
+// kernel at its launch, which a replay of durations does not model (the executor's own host
+// costs what it costs); its syncs then change nothing (docs/model.md, "The host"), so the
+// order replayed is the engine's.
 sc::Scenario without_launch_time(const std::string& f) {
   sc::Scenario s = sc::load_scenario(f);
   s.framework.host_launch_us = 0;
+  s.framework.host_op_us = 0;
   return s;
 }
 

@@ -91,6 +91,30 @@ TEST(EngineHost, LaunchesAndCommunicationCostHostTime) {
   EXPECT_EQ(simulate(c.p, c.d, host(10 * kUs)).step_ns, 11 * kUs);
 }
 
+TEST(EngineHost, HostOpsCostHostTimeWithoutALaunch) {
+  // A collective with 1,536 host ops of 2 us (the per-rank views of a list all-gather) and
+  // one launch of 10 us, then a kernel: the host issues the kernel at 10 + 3,072 + 10 =
+  // 3,092 us, so it runs [3092, 3093]. With the ops free (host_op_ns 0) it runs [20, 21];
+  // with the launches free and the ops costed, at 3,072 us.
+  Builder b;
+  const int r = b.rank(0);
+  const int g = b.group(GroupKind::kDp, {0});
+  const int ag = b.coll(r, "ag", g, 5 * kUs);
+  b.compute(r, "k", 1 * kUs);
+  task(b, r, ag).host_ops = 1536;
+  EngineOptions o = host(10 * kUs);
+  o.host_op_ns = 2 * kUs;
+  EXPECT_EQ(simulate(b.p, b.d, o).ranks[0].tasks[1].start, 3092 * kUs);
+  EXPECT_EQ(simulate(b.p, b.d, host(10 * kUs)).ranks[0].tasks[1].start, 20 * kUs);
+  o.host_launch_ns = 0;
+  EXPECT_EQ(simulate(b.p, b.d, o).ranks[0].tasks[1].start, 3072 * kUs);
+  // Host ops alone turn the host on; with none in the program and no launch time it stays
+  // off (the engine without a host, bit for bit): the kernel, independent of the
+  // collective, starts at 0.
+  task(b, r, ag).host_ops = 0;
+  EXPECT_EQ(simulate(b.p, b.d, o).ranks[0].tasks[1].start, 0);
+}
+
 // Random programs (compute, collectives, send/recv, alloc/free over 4 replicas), host_sync on
 // about one kernel in five:
 //  - a free host changes nothing, bit for bit (its waits coincide with stream order: every

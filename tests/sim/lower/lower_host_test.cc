@@ -1,6 +1,6 @@
 // Lowering tests: what the host does (docs/model.md, "The host") — the kernels each task
 // launches (Task::launches), where the host waits (Task::host_sync), and the per-rank copies
-// of list collectives (framework list_collectives).
+// of list collectives (framework list_collectives) with their per-rank host ops.
 #include <algorithm>
 #include <map>
 #include <random>
@@ -88,6 +88,12 @@ TEST(LowerHost, ListCollectivesCopyEveryRankSlice) {
   EXPECT_EQ(rs_copied, rs);
   EXPECT_EQ(copies, ag + rs);
   for (const Task& t : flat.ranks[0].tasks) EXPECT_NE(t.what, "list_copy");
+  // The all-gather's output list is built in Python, a narrow view per rank: 4 host ops on
+  // each list all-gather, none on the flat ones nor on anything else.
+  for (const Task& t : tasks)
+    EXPECT_EQ(t.host_ops, t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather ? 4 : 0)
+        << t.label;
+  for (const Task& t : flat.ranks[0].tasks) EXPECT_EQ(t.host_ops, 0) << t.label;
 }
 
 TEST(LowerHost, FetchSyncWaitsForEveryGatherOnTheHost) {

@@ -55,7 +55,9 @@ Program every_kind() {
   coll.bytes = 3.25e6;
   coll.dtype = DType::kFp32;
   coll.deps = {1, 2};
+  coll.host_ops = 1536;  // a list all-gather's per-rank views
   b.add(r0, coll, 1);
+  coll.host_ops = 0;
   coll.ep_kernels = true;  // "kernels": "deepep"
   b.add(r1, coll, 1);
   b.p2p(r0, true, "send", 1, (std::int64_t{1} << 40) + 5, 1);
@@ -87,6 +89,8 @@ TEST(ProgramJson, RoundTripEveryKind) {
   EXPECT_EQ(a.attn.dtype, DType::kFp16);
   EXPECT_EQ(a.flops, 1e12 / 3);
   EXPECT_EQ(q.ranks[0].tasks[3].coll, CollOp::kReduceScatter);
+  EXPECT_EQ(q.ranks[0].tasks[3].host_ops, 1536);
+  EXPECT_EQ(q.ranks[1].tasks[0].host_ops, 0);
   EXPECT_FALSE(q.ranks[0].tasks[3].ep_kernels);
   EXPECT_TRUE(q.ranks[1].tasks[0].ep_kernels);
   EXPECT_EQ(q.ranks[0].tasks[4].tag, (std::int64_t{1} << 40) + 5);
@@ -326,7 +330,7 @@ TEST(ProgramJson, CollectiveKernelsIsDeepEpOnly) {
   }
 }
 
-// The host's keys: launches a count >= 0; host_sync only on a kernel of the compute
+// The host's keys: launches and host_ops counts >= 0; host_sync only on a kernel of the compute
 // stream (the only waits the engine models, docs/model.md "The host").
 TEST(ProgramJson, HostKeysAreChecked) {
   nlohmann::json j = program_to_json(every_kind());
@@ -334,6 +338,9 @@ TEST(ProgramJson, HostKeysAreChecked) {
   EXPECT_TRUE(j["ranks"][0]["tasks"][2]["host_sync"]);
   EXPECT_FALSE(j["ranks"][0]["tasks"][1].contains("launches"));  // the default, 1, not written
   EXPECT_FALSE(j["ranks"][0]["tasks"][1].contains("host_sync"));
+  EXPECT_EQ(j["ranks"][0]["tasks"][3]["host_ops"], 1536);
+  EXPECT_FALSE(j["ranks"][0]["tasks"][1].contains("host_ops"));  // the default, 0
+  j["ranks"][0]["tasks"][1]["host_ops"] = -1;
   j["ranks"][0]["tasks"][3]["host_sync"] = true;  // a reduce-scatter on the dp stream
   j["ranks"][0]["tasks"][0]["launches"] = -2;
   try {
@@ -345,6 +352,8 @@ TEST(ProgramJson, HostKeysAreChecked) {
               std::string::npos)
         << msg;
     EXPECT_NE(msg.find("ranks[0].tasks[0].launches: expected an integer >= 0"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("ranks[0].tasks[1].host_ops: expected an integer >= 0"), std::string::npos)
         << msg;
   }
 }

@@ -96,20 +96,24 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
         << name;
   EXPECT_TRUE(load(base().insert(2, "framework: {fused_cross_entropy: true}"))
                   .framework.fused_cross_entropy);
-  // The host: 10 us a launch in every preset (eager PyTorch); the loss NaN check only in
+  // The host: 10 us a launch and 2 us a view-like op in every preset (eager PyTorch); the
+  // loss NaN check only in
   // Megatron-Core's; list collectives in none (the flat forms since PyTorch 1.11).
   for (const std::string& name : framework_names()) {
     const FrameworkRules r = load(base().insert(2, "framework: " + name)).framework;
     EXPECT_DOUBLE_EQ(r.host_launch_us, 10.0) << name;
+    EXPECT_DOUBLE_EQ(r.host_op_us, 2.0) << name;
     EXPECT_EQ(r.loss_nan_check, name == "megatron-core") << name;
     EXPECT_FALSE(r.list_collectives) << name;
     EXPECT_FALSE(r.zero3_fetch_sync) << name;  // an era's rule (DeepSpeed <= 0.5), no preset's
   }
   const FrameworkRules h = load(base().insert(2,
                                               "framework: {name: deepspeed, host_launch_us: 0, "
-                                              "list_collectives: true, loss_nan_check: true}"))
+                                              "list_collectives: true, loss_nan_check: true, "
+                                              "host_op_us: 3.5}"))
                                .framework;
   EXPECT_DOUBLE_EQ(h.host_launch_us, 0.0);
+  EXPECT_DOUBLE_EQ(h.host_op_us, 3.5);
   EXPECT_TRUE(h.list_collectives);
   EXPECT_TRUE(h.loss_nan_check);
   // ZeRO-3's copies: DeepSpeed's and FSDP2's own, none for the Megatron presets (their
@@ -227,6 +231,8 @@ TEST(Framework, BadValuesAreLocated) {
            Bad{"framework: {host_launch_us: -1}", "framework.host_launch_us", ""},
            Bad{"framework: {host_launch_us: 5000}", "framework.host_launch_us", ""},
            Bad{"framework: {host_launch_us: fast}", "framework.host_launch_us", ""},
+           Bad{"framework: {host_op_us: -0.5}", "framework.host_op_us", ""},
+           Bad{"framework: {host_op_us: 2000}", "framework.host_op_us", ""},
            Bad{"framework: {list_collectives: 2}", "framework.list_collectives", ""},
            Bad{"framework: {zero3_fetch_sync: later}", "framework.zero3_fetch_sync", ""},
            Bad{"framework: {zero3_copies: torch}", "framework.zero3_copies",
