@@ -388,6 +388,7 @@ class Lowerer {
   // output layer defers its weight gradient (and, under sequence parallel, the input's
   // re-gather) to the drain after the stage's last backward; the drain itself.
   bool output_wgrad_deferred(const Unit& u, int mb) const;
+  long long output_call_entry(const Unit& u, int mb) const;
   double deferred_wgrad_bytes(const Unit& u) const;
   void emit_output_wgrad_drain(Emit& e);
   double held_grad_output_bytes(const Unit& u) const;

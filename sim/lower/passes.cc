@@ -483,12 +483,16 @@ void Lowerer::emit_weight_grads(Emit& e, const Unit& u, int mb, int c,
   e.pending.insert(e.pending.end(), stash.begin(), stash.end());
 }
 
+// The index of a call of the output layer among the step's calls (its buffer entry).
+long long Lowerer::output_call_entry(const Unit& u, int mb) const {
+  return static_cast<long long>(mb) * (arch_.mtp_layers + 1) + u.output_call;
+}
+
 bool Lowerer::output_wgrad_deferred(const Unit& u, int mb) const {
   const FrameworkRules& f = sc_.framework;
   if (!f.defer_embedding_wgrad_compute || u.output_call < 0) return false;
   // Megatron counts the buffered calls: the first wgrad_deferral_limit of the step (0: all).
-  const long long entry = static_cast<long long>(mb) * (arch_.mtp_layers + 1) + u.output_call;
-  return f.wgrad_deferral_limit == 0 || entry < f.wgrad_deferral_limit;
+  return f.wgrad_deferral_limit == 0 || output_call_entry(u, mb) < f.wgrad_deferral_limit;
 }
 
 // What a deferred call keeps: its output gradient [T, V/tp] (grad_output_buffer) and its
@@ -519,16 +523,16 @@ void Lowerer::emit_output_wgrad_drain(Emit& e) {
   for (int c = 0; c < v_; ++c)
     for (const Unit& u : chunks_[static_cast<size_t>(vstage(c, e.coord.pp))])
       for (int mb = 0; mb < m_; ++mb)
-        if (output_wgrad_deferred(u, mb))
-          calls.push_back(
-              {static_cast<long long>(mb) * (arch_.mtp_layers + 1) + u.output_call, &u, mb, c});
+        if (output_wgrad_deferred(u, mb)) calls.push_back({output_call_entry(u, mb), &u, mb, c});
   std::sort(calls.begin(), calls.end(),
             [](const Call& a, const Call& b) { return a.entry < b.entry; });
   // Issued before the GEMM of call i - 1, so after the GEMM of call i - 2 (or the backward).
+  const bool gathered = par_.tp > 1 && par_.sequence_parallel;
   auto gather = [&](size_t i) -> int {
     const Call& k = calls[i];
+    if (!gathered) return -1;
     for (const Step& st : k.u->ops->bwd_input)
-      if (st.is_comm && !st.comm.feeds_wgrad.empty() && par_.tp > 1 && par_.sequence_parallel) {
+      if (st.is_comm && !st.comm.feeds_wgrad.empty()) {
         std::vector<int> deps;
         if (e.last_compute >= 0) deps.push_back(e.last_compute);
         return emit_collective(e, CollOp::kAllGather, GroupKind::kTp, StreamKind::kTp,
