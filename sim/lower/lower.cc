@@ -61,17 +61,6 @@ Lowerer::Lowerer(const Scenario& sc, const LowerOptions& opt)
   // sim/plan/framework.h); TE's userbuffers overlap runs in the same order.
   te_order_ = par_.overlap_tp_comm || (sc_.framework.async_tp_dgrad_reduce && par_.tp > 1);
   shard_ = shard_spec(sc, par_);
-  shard_.dispatcher = par_.moe_dispatcher;
-  shard_.shared_expert_overlap = par_.overlap_moe_shared;
-  {
-    // Nodes one ep group spans (ranks are numbered node by node): DeepEP sends a token once
-    // per destination node (model/moe.cc).
-    const int per_node = std::max(1, sc.profile.node.gpus);
-    std::vector<int> nodes;
-    for (int r : layout_.ep_group(0)) nodes.push_back(r / per_node);
-    std::sort(nodes.begin(), nodes.end());
-    shard_.ep_nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
-  }
   STEPCAST_CHECK(
       shard_.seq_len % (par_.cp > 1 ? 2 * par_.cp : 1) == 0,
       fmt::format("seq_len {} must split into 2*cp = {} chunks", shard_.seq_len, 2 * par_.cp));
@@ -309,6 +298,19 @@ ShardSpec shard_spec(const Scenario& sc, const ParallelSpec& par) {
   shard.fused_cross_entropy = sc.framework.fused_cross_entropy;
   shard.loss_nan_check = sc.framework.loss_nan_check;
   shard.fp8_recipe = sc.training.fp8_recipe;
+  shard.dispatcher = par.moe_dispatcher;
+  shard.shared_expert_overlap = par.overlap_moe_shared;
+  if (par.ep > 1) {
+    // Nodes one ep group spans (ranks are numbered node by node): DeepEP sends a token once
+    // per destination node (model/moe.cc). Rank 0's group; every group spans as many.
+    const RankLayout layout(par.tp, par.cp, par.dp, par.pp, par.ep,
+                            expert_tp_of(par.tp, par.ep, par.expert_tp));
+    const int per_node = std::max(1, sc.profile.node.gpus);
+    std::vector<int> nodes;
+    for (int r : layout.ep_group(0)) nodes.push_back(r / per_node);
+    std::sort(nodes.begin(), nodes.end());
+    shard.ep_nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+  }
   return shard;
 }
 

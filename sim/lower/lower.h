@@ -62,8 +62,9 @@ Program lower(const Scenario& sc, const LowerOptions& opt = {});
 std::vector<std::array<double, 3>> training_state_bytes(const Scenario& sc);
 
 // The shard of the model one rank's layers see under `par` (ShardSpec, model/workload.h) with
-// sc's sequence, dtype and attention kernel, as lower() builds its units before it adds the
-// MoE dispatcher's settings; the step bound (sim/report/search_bound.cc) costs layers with it.
+// sc's sequence, dtype and attention kernel and the plan's MoE dispatcher (its kind, the
+// shared experts' overlap, the nodes an ep group spans): lower() builds its units with it, and
+// the step bound (sim/report/search_bound.cc) costs layers with it.
 ShardSpec shard_spec(const Scenario& sc, const ParallelSpec& par);
 
 // Transformer layers per virtual stage (index chunk * pp + stage): parallel.pipeline_layers

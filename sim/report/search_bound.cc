@@ -83,32 +83,68 @@ TimeNs collective_ns(CollOp op, double bytes, const GroupShape& g, const HwProfi
   return to_ns(collective_time(op, bytes, g, hw).time_s);
 }
 
-// The TP collectives the compute stream waits for in one forward of a unit (search_bound.h),
-// as emit_comm_point and emit_tp_overlap emit them.
-TimeNs forward_tp_comm_ns(const std::vector<Step>& fwd, const ParallelSpec& par,
-                          const GroupShape& tp_group, const HwProfile& hw) {
-  if (par.tp <= 1 || tp_group.ranks <= 1) return 0;
-  for (const Step& st : fwd)
+// The communication the compute stream waits for in one pass over `steps` (search_bound.h):
+// each run of communication steps between two compute steps. Every collective of a run
+// starts after the compute task before it (emit_comm_point: it depends on last_compute) and
+// the compute task after it waits for it (`pending`), so the stream is idle between them for
+// at least the longest of the run's per-stream sums (a stream runs its collectives one at a
+// time; the TP and the EP streams side by side). Counted: the TP collectives when `tp`, as
+// emit_comm_point and emit_tp_overlap emit them (the ring all-gather under its GEMM adds
+// nothing, the overlapped reduce-scatter its last chunk, bytes / tp); the expert-parallel
+// ones when `ep` (the dispatcher's all-to-alls, count and notify gathers, all-gather and
+// reduce-scatter, DeepEP's kernels costed as DeepEP's). None when a step runs beside the
+// communication (the MoE shared experts' overlap), nor a collective that feeds only a
+// weight gradient (it runs beside the input-gradient GEMM).
+TimeNs comm_waits_ns(const std::vector<Step>& steps, const ParallelSpec& par,
+                     const GroupShape& tp_group, const GroupShape& ep_group, const HwProfile& hw,
+                     bool tp, bool ep) {
+  for (const Step& st : steps)
     if (st.beside_comm) return 0;  // its communication is waited for after the run beside it
-  TimeNs sum = 0;
-  for (const Step& st : fwd) {
-    if (!st.is_comm || !st.comm.feeds_wgrad.empty()) continue;
-    const CommPoint& cp = st.comm;
-    CollOp op;
-    if (cp.kind == CommPointKind::kTpReduce)
-      op = par.sequence_parallel ? CollOp::kReduceScatter : CollOp::kAllReduce;
-    else if (cp.kind == CommPointKind::kTpGather && par.sequence_parallel)
-      op = CollOp::kAllGather;
-    else
+  TimeNs sum = 0, run_tp = 0, run_ep = 0;
+  auto close_run = [&] {
+    sum += std::max(run_tp, run_ep);
+    run_tp = run_ep = 0;
+  };
+  for (const Step& st : steps) {
+    if (!st.is_comm) {
+      close_run();
       continue;
-    if (par.overlap_tp_comm && cp.gemm_overlap && op != CollOp::kAllReduce) {
-      // The ring exchange of an all-gather runs under its GEMM; of a reduce-scatter the
-      // last chunk, bytes / tp, follows the GEMM and the next kernel waits for it.
-      if (op == CollOp::kReduceScatter) sum += collective_ns(op, cp.bytes / par.tp, tp_group, hw);
-    } else {
-      sum += collective_ns(op, cp.bytes, tp_group, hw);
+    }
+    const CommPoint& cp = st.comm;
+    if (!cp.feeds_wgrad.empty()) continue;
+    switch (cp.kind) {
+      case CommPointKind::kTpReduce:
+      case CommPointKind::kTpGather: {
+        if (!tp || par.tp <= 1 || tp_group.ranks <= 1) break;
+        CollOp op;
+        if (cp.kind == CommPointKind::kTpReduce)
+          op = par.sequence_parallel ? CollOp::kReduceScatter : CollOp::kAllReduce;
+        else if (par.sequence_parallel)
+          op = CollOp::kAllGather;
+        else
+          break;
+        if (par.overlap_tp_comm && cp.gemm_overlap && op != CollOp::kAllReduce) {
+          if (op == CollOp::kReduceScatter)
+            run_tp += collective_ns(op, cp.bytes / par.tp, tp_group, hw);
+        } else {
+          run_tp += collective_ns(op, cp.bytes, tp_group, hw);
+        }
+        break;
+      }
+      case CommPointKind::kEpDispatch:
+      case CommPointKind::kEpCombine:
+      case CommPointKind::kEpGather:
+      case CommPointKind::kEpScatter: {
+        if (!ep || par.ep <= 1 || ep_group.ranks <= 1) break;
+        const CollOp op = cp.kind == CommPointKind::kEpGather    ? CollOp::kAllGather
+                          : cp.kind == CommPointKind::kEpScatter ? CollOp::kReduceScatter
+                                                                 : CollOp::kAllToAll;
+        run_ep += to_ns(collective_time(op, cp.bytes, ep_group, hw, !cp.ep_kernels).time_s);
+        break;
+      }
     }
   }
+  close_run();
   return sum;
 }
 
@@ -130,7 +166,8 @@ size_t StepBound::shapes_costed() const {
 }
 
 StepBound::UnitCost StepBound::cost_unit(UnitKind kind, const ParallelSpec& par,
-                                         const GroupShape& tp_group) const {
+                                         const GroupShape& tp_group,
+                                         const GroupShape& ep_group) const {
   const ModelArch& arch = base_.model;
   const HwProfile& hw = base_.profile;
   const ShardSpec shard = shard_spec(base_, par);  // as the lowering's
@@ -158,7 +195,12 @@ StepBound::UnitCost StepBound::cost_unit(UnitKind kind, const ParallelSpec& par,
     c.rc_full = pass_ns(ops.fwd, 2, false);
     c.rc_selective = pass_ns(ops.fwd, 2, true);
   }
-  if (comm_counted()) c.fwd_comm = forward_tp_comm_ns(ops.fwd, par, tp_group, hw);
+  if (comm_counted()) {
+    c.fwd_comm = comm_waits_ns(ops.fwd, par, tp_group, ep_group, hw, true, false);
+    // Recomputation passes add their own waits; left out (they only add).
+    c.ep_comm = comm_waits_ns(ops.fwd, par, tp_group, ep_group, hw, true, true) - c.fwd_comm +
+                comm_waits_ns(ops.bwd_input, par, tp_group, ep_group, hw, false, true);
+  }
   // Parameters as the lowering's units hold them (lower.cc, build_units / make_aux).
   c.expert_params = is_layer(kind) ? ops.expert_param_count : 0.0;
   c.dense_params = ops.param_count - c.expert_params;
@@ -166,20 +208,24 @@ StepBound::UnitCost StepBound::cost_unit(UnitKind kind, const ParallelSpec& par,
 }
 
 StepBound::UnitCost StepBound::unit_cost(UnitKind kind, const ParallelSpec& par,
-                                         const GroupShape& tp_group) {
-  const Key key{static_cast<int>(kind),
-                par.microbatch,
-                par.tp,
-                par.cp,
-                par.ep,
-                par.expert_tp,
-                static_cast<int>(par.cp_kind),
-                par.sequence_parallel,
-                par.overlap_tp_comm,
-                {tp_group.ranks, tp_group.nodes, tp_group.ranks_per_node, tp_group.pods}};
+                                         const GroupShape& tp_group, const GroupShape& ep_group) {
+  const Key key{
+      .kind = static_cast<int>(kind),
+      .microbatch = par.microbatch,
+      .tp = par.tp,
+      .cp = par.cp,
+      .ep = par.ep,
+      .expert_tp = par.expert_tp,
+      .cp_kind = static_cast<int>(par.cp_kind),
+      .dispatcher = static_cast<int>(par.moe_dispatcher),
+      .sequence_parallel = par.sequence_parallel,
+      .overlap_tp_comm = par.overlap_tp_comm,
+      .overlap_moe_shared = par.overlap_moe_shared,
+      .tp_group = {tp_group.ranks, tp_group.nodes, tp_group.ranks_per_node, tp_group.pods},
+      .ep_group = {ep_group.ranks, ep_group.nodes, ep_group.ranks_per_node, ep_group.pods}};
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = memo_.find(key);
-  if (it == memo_.end()) it = memo_.emplace(key, cost_unit(kind, par, tp_group)).first;
+  if (it == memo_.end()) it = memo_.emplace(key, cost_unit(kind, par, tp_group, ep_group)).first;
   return it->second;
 }
 
@@ -241,6 +287,7 @@ TimeNs StepBound::dp_stream_floor(const ParallelSpec& par, int s, double dense,
 StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
   if (!base_.stragglers.empty()) return {};  // a GPU off nominal speed: no bound
   const int p = par.pp, nv = par.pp * par.vpp;
+  const bool paired = par.overlap_moe_ep && par.ep > 1;  // as the lowering (lower.cc)
   const ModelArch& arch = base_.model;
   if (p < 1 || nv < 1 || par.dp < 1 || par.microbatch < 1) return {};
   const std::int64_t m = base_.training.global_batch / (par.dp * par.microbatch);
@@ -263,16 +310,20 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
     StageFloors out;
     std::array<UnitCost, 6> kinds{};  // by UnitKind, costed when first met
     std::array<bool, 6> costed{};
-    GroupShape costed_for{0, 0, 0, 0};
+    std::array<GroupShape, 2> costed_for{GroupShape{0, 0, 0, 0}, GroupShape{0, 0, 0, 0}};
     for (int s = 0; s < p; ++s) {
-      // The TP group of the rank a folded program lowers for stage s.
+      // The TP and EP groups of the rank a folded program lowers for stage s.
+      const int rank = layout.rank(0, 0, 0, s);
       const GroupShape tp_group =
-          group_shape(layout.tp_group(layout.rank(0, 0, 0, s)), hw.node.gpus, hw.fabric.pod_gpus);
-      if (!(tp_group == costed_for)) costed.fill(false);
-      costed_for = tp_group;
+          group_shape(layout.tp_group(rank), hw.node.gpus, hw.fabric.pod_gpus);
+      const GroupShape ep_group =
+          par.ep > 1 ? group_shape(layout.ep_group(rank), hw.node.gpus, hw.fabric.pod_gpus)
+                     : GroupShape{1, 1, 1, 1};
+      if (!(tp_group == costed_for[0]) || !(ep_group == costed_for[1])) costed.fill(false);
+      costed_for = {tp_group, ep_group};
       auto cost = [&](UnitKind k) -> const UnitCost& {
         const auto i = static_cast<size_t>(k);
-        if (!costed[i]) kinds[i] = unit_cost(k, par, tp_group);
+        if (!costed[i]) kinds[i] = unit_cost(k, par, tp_group, ep_group);
         costed[i] = true;
         return kinds[i];
       };
@@ -282,15 +333,19 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
                                                                    : TimeNs{0};
         return u.fwd + u.bwd_input + u.bwd_weight + rc;
       };
-      TimeNs work = 0, comm = 0, first = 0, first_comm = 0, last = 0;
+      TimeNs work = 0, comm = 0, ep_comm = 0, first = 0, first_comm = 0, last = 0;
       double dense = 0, expert = 0;
       for (int c = 0; c < par.vpp; ++c) {
         const int vs = virtual_stage(par.schedule, c, s, p);
         int layer = first_layer_of[static_cast<size_t>(vs)];
         auto add = [&](const UnitCost& u, bool head) {
           work += all(u);
-          // DualPipeV's overlapped pairs run the other pass's kernels in the gaps.
-          if (par.schedule != Schedule::kDualPipeV) comm += u.fwd_comm;
+          // DualPipeV's overlapped pairs run the other pass's kernels in the gaps; so do the
+          // pairs of the MoE all-to-all overlap (sim/lower/moe_overlap.cc) in a MoE layer's.
+          if (par.schedule != Schedule::kDualPipeV && !(paired && u.ep_comm > 0)) {
+            comm += u.fwd_comm;
+            ep_comm += u.ep_comm;
+          }
           if (c == 0) {
             first += u.fwd;
             first_comm += u.fwd_comm;
@@ -312,6 +367,7 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
       }
       out.compute.push_back(m * work);
       out.fwd_comm.push_back(m * comm);
+      out.ep_comm.push_back(m * ep_comm);
       out.first_forward.push_back(first);
       out.first_forward_comm.push_back(first_comm);
       // Schedules whose last pass on every stage is B(m - 1, chunk 0) (search_bound.h).
@@ -343,7 +399,7 @@ TimeNs StepBound::step_floor_ns(const ParallelSpec& par) {
   TimeNs best = 0, head = 0, tail = 0;
   for (size_t s = 0; s < f.compute.size(); ++s) {
     const TimeNs opt = f.optimizer[s];
-    best = std::max(best, head + f.compute[s] + f.fwd_comm[s] + std::max(tail, opt));
+    best = std::max(best, head + f.compute[s] + f.fwd_comm[s] + f.ep_comm[s] + std::max(tail, opt));
     best = std::max(best, f.dp_comm[s] + opt);  // the optimizer waits for the DP stream
     // Stage s's first forward, with its TP waits, which stage s + 1 waits for; and its last
     // backward.

@@ -36,10 +36,18 @@
 //    stream's span grows by it: all of them without TP overlap; with it, the last chunk of
 //    each reduce-scatter (emit_tp_overlap: bytes / tp after the GEMM). Costed as the coster
 //    costs them (same op, bytes, group shape), counted in C(s) and in the first forward of
-//    head(s). Collectives that feed only a weight gradient, the expert-parallel ones and
-//    units with steps beside their communication (MoE shared experts) add nothing; nor, in
-//    C(s), do DualPipeV's, whose forwards run interleaved with another microbatch's
-//    backward, which fills the gaps (sim/lower/moe_overlap.cc).
+//    head(s). Collectives that feed only a weight gradient and units with steps beside their
+//    communication (MoE shared experts) add nothing; nor, in C(s), do DualPipeV's, whose
+//    forwards run interleaved with another microbatch's backward, which fills the gaps
+//    (sim/lower/moe_overlap.cc).
+//  - Likewise the expert-parallel collectives of a MoE layer, forward and backward: the
+//    dispatcher's all-to-alls (or all-gather and reduce-scatter), its count gathers, DeepEP's
+//    notify, dispatch and combine (costed as DeepEP's kernels), each emitted behind the last
+//    compute task and waited for by the next one, in the backward after the weight gradient
+//    before it (emit_backward_te_order). A run of collectives between two kernels counts its
+//    longest per-stream sum: the EP and TP streams run side by side. Counted in C(s) only,
+//    and not under DualPipeV nor, in MoE layers, under the all-to-all overlap
+//    (overlap.moe_ep_comm), whose paired passes fill the gaps.
 //  - The data-parallel stream of stage s runs its collectives one at a time, so the step
 //    is at least their sum. Per kind of collective and group (dense over dp (x cp), experts
 //    over the expert-dp group) the bytes it moves in a step are known without lowering
@@ -95,9 +103,12 @@ class StepBound {
   // those of its first forward (added to its first forward in head(s)); dp_comm[s], the
   // floor of its data-parallel stream; optimizer[s], its optimizer step. All 0 under
   // network: flow.
+  // ep_comm[s]: the expert-parallel collectives its compute stream waits for in one step,
+  // forward and backward, beyond the TP waits (added to C(s); none under DualPipeV, nor in a
+  // MoE layer under the all-to-all overlap, whose paired passes fill the gaps).
   struct StageFloors {
     std::vector<TimeNs> compute, first_forward, last_backward;
-    std::vector<TimeNs> fwd_comm, first_forward_comm, dp_comm, optimizer;
+    std::vector<TimeNs> fwd_comm, ep_comm, first_forward_comm, dp_comm, optimizer;
   };
   StageFloors stage_floors(const ParallelSpec& par);
 
@@ -107,23 +118,34 @@ class StepBound {
   // Per unit and microbatch, the compute-stream cost of: forward, input gradient, weight
   // gradient, full recompute, selective recompute; the TP collectives its forward's compute
   // waits for (above); its dense and expert parameters on a rank (LayerOps::param_count).
+  // ep_comm: the expert-parallel waits of its forward (beyond fwd_comm, in the same runs)
+  // and of its input-gradient pass.
   struct UnitCost {
     TimeNs fwd = 0, bwd_input = 0, bwd_weight = 0, rc_full = 0, rc_selective = 0;
-    TimeNs fwd_comm = 0;
+    TimeNs fwd_comm = 0, ep_comm = 0;
     double dense_params = 0, expert_params = 0;
   };
   // Layers by kind as the lowering shapes them (layer_ops depends on the layer only through
   // is_moe_layer and windowed_layer).
   enum class UnitKind { kEmbed, kDenseLayer, kMoeLayer, kHead, kWindowedDense, kWindowedMoe };
   // The memoised cost of one unit under `par` (the shard its ops take: microbatch, tp, cp
-  // and its kind, ep, expert tp, sequence parallelism; the TP overlap), its TP collectives
-  // on a group of shape `tp_group` (fwd_comm 0 without one).
-  UnitCost unit_cost(UnitKind kind, const ParallelSpec& par, const GroupShape& tp_group = {});
+  // and its kind, ep, expert tp, sequence parallelism, the MoE dispatcher and shared-expert
+  // overlap; the TP overlap), its TP collectives on a group of shape `tp_group` (fwd_comm 0
+  // without one), its expert-parallel ones on `ep_group` (ep_comm 0 without one).
+  UnitCost unit_cost(UnitKind kind, const ParallelSpec& par, const GroupShape& tp_group = {},
+                     const GroupShape& ep_group = {});
 
  private:
-  using Key =
-      std::tuple<int, std::int64_t, int, int, int, int, int, bool, bool, std::array<int, 4>>;
-  UnitCost cost_unit(UnitKind kind, const ParallelSpec& par, const GroupShape& tp_group) const;
+  struct Key {
+    int kind;
+    std::int64_t microbatch;
+    int tp, cp, ep, expert_tp, cp_kind, dispatcher;
+    bool sequence_parallel, overlap_tp_comm, overlap_moe_shared;
+    std::array<int, 4> tp_group, ep_group;
+    auto operator<=>(const Key&) const = default;
+  };
+  UnitCost cost_unit(UnitKind kind, const ParallelSpec& par, const GroupShape& tp_group,
+                     const GroupShape& ep_group) const;
   // The floor of stage s's data-parallel stream (above) for a stage holding `dense` and
   // `expert` parameters per rank.
   TimeNs dp_stream_floor(const ParallelSpec& par, int s, double dense, double expert) const;

@@ -1,8 +1,8 @@
-// Plan search speed (issue #29): `search` of the shipped GPT-3 175B (1,024 A100s) and
-// Llama 3 405B (16,384 H100s) scenarios on 2 threads, as `stepcast search SCENARIO
-// --threads 2` runs it (run_search, the best 10). Reported per search: the plans considered,
-// those lowered (any part) and simulated, the plans per CPU-second (process CPU time, both
-// threads) and the bound's tightness (simulated step / closed-form bound over the simulated
+// Plan search speed (issue #29): `search` of the shipped GPT-3 175B (1,024 A100s), Llama 3
+// 405B (16,384 H100s) and Mixtral 8x7B (64 H100s, MoE) scenarios on 2 threads, as `stepcast
+// search SCENARIO --threads 2` runs it (run_search, the best 10). Reported per search: the plans
+// considered, those lowered (any part) and simulated, the plans per CPU-second (process CPU time,
+// both threads) and the bound's tightness (simulated step / closed-form bound over the simulated
 // plans: median and worst). Also the enumeration alone (search_candidates: the space and
 // each plan's closed-form bound, no lowering). The scenario is loaded outside the timed loop.
 #include <string>
@@ -53,6 +53,10 @@ BENCHMARK_CAPTURE(search, gpt3_175b_1024_a100, "gpt3-175b-128node-a100.yaml")
     ->Iterations(1)
     ->MeasureProcessCPUTime();
 BENCHMARK_CAPTURE(search, llama3_405b_16384_h100, "llama3-405b-2048node-h100.yaml")
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->MeasureProcessCPUTime();
+BENCHMARK_CAPTURE(search, mixtral_8x7b_64_h100, "mixtral-8x7b-8node-h100.yaml")
     ->Unit(benchmark::kSecond)
     ->Iterations(1)
     ->MeasureProcessCPUTime();

@@ -22,7 +22,7 @@ namespace {
 // chunk 0), the work of its data-parallel stream and its optimizer step, from the durations
 // the coster gives them.
 struct Lowered {
-  TimeNs tp_fwd = 0, tp_first = 0, dp = 0, optimizer = 0;
+  TimeNs tp_fwd = 0, tp_first = 0, ep = 0, dp = 0, optimizer = 0;
 };
 
 Lowered lowered_terms(const RankProgram& rp, const Durations::Row& d) {
@@ -33,21 +33,31 @@ Lowered lowered_terms(const RankProgram& rp, const Durations::Row& d) {
       out.tp_fwd += d[i];
       if (t.microbatch == 0 && t.chunk == 0) out.tp_first += d[i];
     }
+    // The expert-parallel collectives of the forwards and input-gradient passes (not those
+    // a full recomputation repeats).
+    if (t.kind == TaskKind::kCollective && t.stream == StreamKind::kEp &&
+        (t.phase == Phase::kFwd || t.phase == Phase::kBwdInput))
+      out.ep += d[i];
     if (t.stream == StreamKind::kDp) out.dp += d[i];
     if (t.what == "optimizer_step") out.optimizer += d[i];
   }
   return out;
 }
 
-// Over random plans of the six spaces: without TP overlap, fwd_comm and first_forward_comm
+// Over random plans of the eight spaces: without TP overlap, fwd_comm and first_forward_comm
 // are the sums of the lowered forwards' TP collectives (each waited for by the next kernel:
-// emit_comm_point); with it, at most those (the ring all-gathers run under their GEMMs).
+// emit_comm_point); with it, at most those (the ring all-gathers run under their GEMMs);
+// under the MoE all-to-all overlap, at most those (a MoE layer's are not counted). ep_comm
+// is the sum of the lowered forward and input-gradient passes' expert-parallel collectives
+// when no run of collectives mixes them with TP ones (experts whole on each rank: every ep
+// collective sits between two kernels) and no pass is paired; at most that otherwise, and
+// 0 under the all-to-all overlap.
 // dp_comm is at most the lowered DP stream's work (the buckets' times add up to at least the
 // time of all their bytes at once) and positive for some plans whose DP groups span nodes
 // (else the term would be untested). The optimizer term is the lowered step's.
 TEST(StepBoundComm, TermsAgainstTheLoweredStreams) {
   std::mt19937 rng(1729);
-  int checked = 0, with_dp_floor = 0, with_tp_waits = 0;
+  int checked = 0, with_dp_floor = 0, with_tp_waits = 0, with_ep_waits = 0;
   for (const Scenario& base : test_plans::scenarios()) {
     for (const Scenario& sc : test_plans::random_plans(base, 10, rng)) {
       StepBound bound(sc);
@@ -59,13 +69,23 @@ TEST(StepBoundComm, TermsAgainstTheLoweredStreams) {
         const Lowered low = lowered_terms(prog.ranks[r], d[r]);
         const size_t s = static_cast<size_t>(prog.ranks[r].pp_stage);
         const std::string what = sc.file + " stage " + std::to_string(s);
-        if (sc.parallel.overlap_tp_comm) {
+        const bool paired = sc.parallel.overlap_moe_ep && sc.parallel.ep > 1;
+        if (sc.parallel.overlap_tp_comm || paired) {
           EXPECT_LE(f.fwd_comm[s], low.tp_fwd) << what;
           EXPECT_LE(f.first_forward_comm[s], low.tp_first) << what;
         } else {
           EXPECT_EQ(f.fwd_comm[s], low.tp_fwd) << what;
           EXPECT_EQ(f.first_forward_comm[s], low.tp_first) << what;
         }
+        const bool whole_experts =
+            expert_tp_of(sc.parallel.tp, sc.parallel.ep, sc.parallel.expert_tp) == 1;
+        if (paired || sc.parallel.schedule == Schedule::kDualPipeV)
+          EXPECT_EQ(f.ep_comm[s], 0) << what;
+        else if (whole_experts)
+          EXPECT_EQ(f.ep_comm[s], low.ep) << what;
+        else
+          EXPECT_LE(f.ep_comm[s], low.ep) << what;
+        with_ep_waits += f.ep_comm[s] > 0;
         EXPECT_LE(f.dp_comm[s], low.dp) << what;
         EXPECT_EQ(f.optimizer[s], low.optimizer) << what;
         with_dp_floor += f.dp_comm[s] > 0;
@@ -77,6 +97,7 @@ TEST(StepBoundComm, TermsAgainstTheLoweredStreams) {
   EXPECT_GE(checked, 50);
   EXPECT_GE(with_dp_floor, 10);
   EXPECT_GE(with_tp_waits, 10);
+  EXPECT_GE(with_ep_waits, 5);
 }
 
 // What the data-parallel floor rests on: the modelled time f of a collective (no calibrated

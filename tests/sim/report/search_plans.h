@@ -39,7 +39,13 @@ inline std::vector<Scenario> scenarios() {
   moe["cluster"]["nodes"] = 1;
   moe["parallel"]["dp"] = 4;  // tp 2 x dp 4 = 8 GPUs, ep 8 cut from them
   moe["training"]["global_batch"] = 16;
-  out.push_back(load_scenario_node(moe, "mixtral-1node.yaml"));
+  out.push_back(load_scenario_node(YAML::Clone(moe), "mixtral-1node.yaml"));
+  moe["parallel"]["moe_dispatcher"] = "deepep";
+  out.push_back(load_scenario_node(YAML::Clone(moe), "mixtral-1node-deepep.yaml"));
+  moe["parallel"]["moe_dispatcher"] = "alltoall";
+  moe["parallel"]["overlap"]["moe_ep_comm"] = true;
+  moe["parallel"]["recompute"] = "none";
+  out.push_back(load_scenario_node(moe, "mixtral-1node-a2a-overlap.yaml"));
   doc["cluster"]["profile"] = "a100-80g-sxm";
   doc["cluster"]["nodes"] = 4;
   doc["training"]["seq_len"] = 4096;
