@@ -79,8 +79,9 @@ TEST(StepBound, StageTermsAreTheLoweredComputeStream) {
   EXPECT_GE(checked, 24);
 }
 
-// The property: over random plans of the four spaces, the bound is positive and never above
-// the simulated step (all schedules, ZeRO stages, recompute, overlap and cp kinds drawn).
+// The property: over random plans of the test spaces (search_plans.h), the bound is positive
+// and never above the simulated step (all schedules, ZeRO stages, recompute, overlap and cp
+// kinds drawn).
 // The simulated step over the bound is printed: how tight it is on these plans.
 TEST(StepBound, NeverAboveTheSimulatedStep) {
   std::mt19937 rng(2029);

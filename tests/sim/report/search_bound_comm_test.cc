@@ -44,10 +44,10 @@ Lowered lowered_terms(const RankProgram& rp, const Durations::Row& d) {
   return out;
 }
 
-// Over random plans of the eight spaces: without TP overlap, fwd_comm and first_forward_comm
-// are the sums of the lowered forwards' TP collectives (each waited for by the next kernel:
-// emit_comm_point); with it, at most those (the ring all-gathers run under their GEMMs);
-// under the MoE all-to-all overlap, at most those (a MoE layer's are not counted). ep_comm
+// Over random plans of the test spaces (search_plans.h): without TP overlap, fwd_comm and
+// first_forward_comm are the sums of the lowered forwards' TP collectives (each waited for by
+// the next kernel: emit_comm_point); with it, at most those (the ring all-gathers run under their
+// GEMMs); under the MoE all-to-all overlap, at most those (a MoE layer's are not counted). ep_comm
 // is the sum of the lowered forward and input-gradient passes' expert-parallel collectives
 // when no run of collectives mixes them with TP ones (experts whole on each rank: every ep
 // collective sits between two kernels) and no pass is paired; at most that otherwise, and
@@ -152,7 +152,7 @@ TEST(StepBoundComm, DataParallelFloorBoundsFsdp) {
   EXPECT_LE(to_s(floor), predict(sc).result.step_time_s);
 }
 
-// The activation floor (held_activation_floor_bytes): over random plans of the six spaces,
+// The activation floor (held_activation_floor_bytes): over random plans of the test spaces,
 // the training state plus the activations a stage holds at its first backward is never
 // above the lowered rank's own peak of compute-stream allocations (memory_floor_bytes,
 // itself below the simulated peak), and is above the state alone whenever the stage runs

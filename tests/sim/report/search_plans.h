@@ -21,7 +21,9 @@ inline YAML::Node shipped(const std::string& name) {
 // Small scenarios whose search spaces cover every axis the bound depends on: Llama 3 8B on
 // one node (tp, pp with 1F1B / ZB-H1 / interleaved, microbatch, recompute, ZeRO, TP overlap),
 // with 16k-token sequences (cp, ring and all-gather), on two nodes (uneven stages), and
-// Mixtral 8x7B on one node (MoE layers, ep); and data-parallel groups across nodes whose
+// Mixtral 8x7B on one node (MoE layers, ep) with the all-to-all dispatcher, with DeepEP and
+// with the all-to-all overlap, and on two nodes (ep groups across them); and data-parallel
+// groups across nodes whose
 // collectives no calibrated entry covers: Llama 3 8B on four A100 nodes, and with FSDP
 // (ZeRO-3 per unit) on four H200 nodes.
 inline std::vector<Scenario> scenarios() {
@@ -45,7 +47,12 @@ inline std::vector<Scenario> scenarios() {
   moe["parallel"]["moe_dispatcher"] = "alltoall";
   moe["parallel"]["overlap"]["moe_ep_comm"] = true;
   moe["parallel"]["recompute"] = "none";
-  out.push_back(load_scenario_node(moe, "mixtral-1node-a2a-overlap.yaml"));
+  out.push_back(load_scenario_node(YAML::Clone(moe), "mixtral-1node-a2a-overlap.yaml"));
+  moe["cluster"]["nodes"] = 2;  // tp 2 x ep 8 (etp 1): ep groups across both nodes
+  moe["parallel"]["dp"] = 8;
+  moe["parallel"]["overlap"]["moe_ep_comm"] = false;
+  moe["training"]["global_batch"] = 32;
+  out.push_back(load_scenario_node(moe, "mixtral-2node.yaml"));
   doc["cluster"]["profile"] = "a100-80g-sxm";
   doc["cluster"]["nodes"] = 4;
   doc["training"]["seq_len"] = 4096;
