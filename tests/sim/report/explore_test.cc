@@ -91,10 +91,11 @@ TEST(Search, SkippingPlansThatCannotFitChangesNothing) {
 }
 
 // Skipping the plans whose compute lower bound exceeds the first pass's top-th best step
-// time changes neither the best plans nor their order or numbers, on three scenarios (8B on
+// time changes neither the best plans nor their order or numbers, on four scenarios (8B on
 // 8 GPUs; the same with 16k-token sequences, so cp and its kinds are searched; 8B on 16 GPUs
-// with a global batch of 32), and it does skip plans. Each pruned plan's bound is above
-// the threshold, and the threshold is at least the top-th best step time.
+// with a global batch of 32; a MoE model with DeepEP and the all-to-all overlap, where the
+// bound counts the expert-parallel waits), and it does skip plans. Each pruned plan's bound is
+// above the threshold, and the threshold is at least the top-th best step time.
 TEST(Search, SkippingPlansThatCannotBeBestKeepsTheBest) {
   std::vector<Scenario> scenarios = {small_llama3_8b()};
   YAML::Node doc = llama3_8b_doc();
@@ -105,6 +106,19 @@ TEST(Search, SkippingPlansThatCannotBeBestKeepsTheBest) {
   doc["training"]["global_batch"] = 32;
   doc["cluster"]["nodes"] = 2;
   scenarios.push_back(load_scenario_node(doc, "two-nodes.yaml"));
+  // Qwen3-30B-A3B on one node with DeepEP, with and without the all-to-all overlap (ZeRO 1
+  // only, 1k-token sequences: fast enough to simulate every plan).
+  YAML::Node moe =
+      YAML::LoadFile(std::string(STEPCAST_SOURCE_DIR) + "/scenarios/mixtral-8x7b-8node-h100.yaml");
+  moe["model"] = "qwen3-30b-a3b";
+  moe["cluster"]["nodes"] = 1;
+  moe["parallel"]["dp"] = 4;
+  moe["parallel"]["moe_dispatcher"] = "deepep";
+  moe["training"]["global_batch"] = 16;
+  moe["training"]["seq_len"] = 1024;
+  moe["search"]["zero"] = YAML::Load("[1]");
+  moe["search"]["moe_ep_comm"] = YAML::Load("[false, true]");
+  scenarios.push_back(load_scenario_node(moe, "qwen3-moe-deepep.yaml"));
   for (const Scenario& sc : scenarios) {
     SearchOptions pruned;
     pruned.top = 10;
