@@ -113,8 +113,12 @@ double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec&
   // (R x h: the dispatched tokens themselves), the act input (R x 2f gated), the fc2 input
   // (R x f) and the fp32 probability (since Megatron-Core 0.13 the probabilities weight
   // the activation, so the expert output is not kept for the unpermute backward).
-  // Transformer Engine keeps the fp8 copies of the GEMM inputs when GEMMs run in fp8
-  // (the fc1 and fc2 inputs: 1 byte). Shared experts as a tp-split dense MLP.
+  // Where the stack saves Transformer Engine's narrow copies (ShardSpec::te_fp8_storage)
+  // and the GEMMs run narrow, those copies are the fc1 and fc2 inputs kept (1 byte, with
+  // the block scales under mxfp8 and nvfp4); else they are kept in 16 bits. Shared experts
+  // as a tp-split dense MLP, under fp8 stored as the dense MLP is (sim/lower/fp8.cc,
+  // te_fp8_activation_delta): its fc2 input as the fp8 copy, and its fc1's fp8 copy of the
+  // input beside the router's 16-bit one.
   const MoeSpec& m = *arch.moe;
   const double etp = expert_tp_of(shard);
   const bool expert_tp = etp > 1 && shard.ep == 1;
@@ -124,10 +128,14 @@ double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec&
   bytes += (whole_input ? tn : routed_tokens) * h * e;           // router / shared fc1 input
   bytes += routed_tokens * m.experts * (4.0 + 4.0 + 1.0 + 4.0);  // logits, probs, map, ids
   const double ffn_e = d(m.ffn_hidden) / etp;
-  const double gemm_in = std::min(dtype_storage_bytes(shard.dtype), e);  // fp8 kept by TE
+  const double gemm_in =
+      shard.te_fp8_storage ? std::min(dtype_storage_bytes(shard.dtype), e) : e;  // TE's copies
   bytes += ld.rows * ((h + ffn_e) * gemm_in + gate * ffn_e * e + 4.0);
   const double ffn_s = m.shared_experts * d(m.ffn_hidden) / t;
-  bytes += tokens * ffn_s * (gate + 1.0) * e;  // shared act input, fc2 input
+  const bool shared_fp8 =
+      m.shared_experts > 0 && shard.te_fp8_storage && shard.dtype == DType::kFp8;
+  bytes += tokens * ffn_s * (gate * e + (shared_fp8 ? 1.0 : e));  // shared act, fc2 inputs
+  if (shared_fp8) bytes += tn * h;                                // shared fc1's fp8 copy
   return bytes;
 }
 

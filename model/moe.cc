@@ -328,16 +328,20 @@ Block moe_block(const ModelArch& a, const Local& l) {
   // Router GEMM (replicated over tp; fp32 logits), then the fused score + top-k kernel
   // (TE fused_topk_with_score_function: reads the [T, E] fp32 logits, writes the [T, E]
   // fp32 probabilities and the bool routing map; backward reads the saved scores and the
-  // probability gradient, writes the logit gradient).
+  // probability gradient, writes the logit gradient). The router runs in the activation
+  // dtype under every GEMM dtype: Megatron-Core's RouterGatingLinearFunction calls TE's
+  // general_gemm on the 16-bit input and weight, outside the fp8 autocast.
+  Local lr = l;
+  lr.dt = l.act;
   const Linear router{"router", ld.tokens, a.hidden, m.experts, 1};
-  blk.fwd.push_back(op_step(router.fwd(l)));
-  rev.push_back(op_step(router.dgrad(l)));
+  blk.fwd.push_back(op_step(router.fwd(lr)));
+  rev.push_back(op_step(router.dgrad(lr)));
   blk.params += (h + (a.has_bias() ? 1.0 : 0.0)) * m.experts;
   blk.fwd.push_back(op_step(memory_op("moe.topk", te * 4.0, te * 5.0)));
   rev.push_back(op_step(memory_op("moe.topk", te * 8.0, te * 4.0)));
 
   routed_path(a, l, ld, blk, rev, overlap_shared && m.shared_experts > 0 ? &shared : nullptr);
-  blk.bwd_weight.push_back(op_step(router.wgrad(l)));
+  blk.bwd_weight.push_back(op_step(router.wgrad(lr)));
 
   if (gather) rev.push_back(dispatcher_comm_step(CommPointKind::kTpGather, full, "mlp.out"));
   if (reduce) blk.fwd.push_back(dispatcher_comm_step(CommPointKind::kTpReduce, full, "mlp.out"));

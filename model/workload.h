@@ -167,6 +167,10 @@ struct ShardSpec {
   bool fused_cross_entropy = false;    // FrameworkRules::fused_cross_entropy (logits_loss_ops)
   bool loss_nan_check = false;         // FrameworkRules::loss_nan_check (logits_loss_ops)
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // training.fp8_recipe (fp8 only)
+  // FrameworkRules::te_fp8_storage: Transformer Engine saves the narrow copies of its linear
+  // layers' inputs for backward (model/memory.cc: the MoE experts' and shared experts'; the
+  // dense linears' in the lowering, sim/lower/fp8.cc).
+  bool te_fp8_storage = true;
 };
 
 // The expert tensor parallel size of a shard: ShardSpec::expert_tp when set, else tp without

@@ -38,13 +38,14 @@ double Lowerer::grad_bucket_bytes(int stage, int chunk) const {
 }
 
 // ZeRO-3 / FSDP: gather one unit's parameters (dense over dp(xcp), experts over edp) and
-// allocate the gathered copy. Returns the collective ids.
+// allocate the gathered copy (zero3_gathered_bytes: a group of one rank holds its part
+// whole, nothing to gather). Returns the collective ids.
 std::vector<int> Lowerer::zero3_gather(Emit& e, const Unit& u, int mb, int chunk, Phase phase,
                                        const char* tag, std::vector<int> deps) {
   std::vector<int> ids;
   const std::string what = make_label("zp", u.name, tag, mb);
-  emit_mem(e, TaskKind::kAlloc, (u.dense_params + u.expert_params) * act_elem_bytes_, what, phase,
-           u.layer, mb, chunk, StreamKind::kDp, deps);
+  emit_mem(e, TaskKind::kAlloc, zero3_gathered_bytes(u), what, phase, u.layer, mb, chunk,
+           StreamKind::kDp, deps);
   if (u.dense_params > 0 && dense_dp_size() > 1)
     ids.push_back(emit_collective(e, CollOp::kAllGather, dense_dp_kind(), StreamKind::kDp,
                                   Category::kDpComm, u.dense_params * act_elem_bytes_, act_dtype_,
@@ -65,8 +66,7 @@ double Lowerer::zero3_gathered_bytes(const Unit& u) const {
 }
 
 void Lowerer::zero3_free(Emit& e, const Unit& u, std::string what, int mb, int chunk, Phase phase) {
-  emit_mem(e, TaskKind::kFree, (u.dense_params + u.expert_params) * act_elem_bytes_,
-           std::move(what), phase, u.layer, mb, chunk);
+  emit_mem(e, TaskKind::kFree, zero3_gathered_bytes(u), std::move(what), phase, u.layer, mb, chunk);
 }
 
 std::vector<std::string>* Lowerer::zero3_unsharded(RankState& rs, int chunk) const {

@@ -298,6 +298,7 @@ ShardSpec shard_spec(const Scenario& sc, const ParallelSpec& par) {
   shard.fused_cross_entropy = sc.framework.fused_cross_entropy;
   shard.loss_nan_check = sc.framework.loss_nan_check;
   shard.fp8_recipe = sc.training.fp8_recipe;
+  shard.te_fp8_storage = sc.framework.te_fp8_storage;
   shard.dispatcher = par.moe_dispatcher;
   shard.shared_expert_overlap = par.overlap_moe_shared;
   if (par.ep > 1) {

@@ -213,6 +213,67 @@ TEST(Moe, MemoryKeepsNoExpertOutputAndFp8GemmInputs) {
   EXPECT_DOUBLE_EQ(bf16, want);
 }
 
+// The experts' narrow copies are Transformer Engine's (FrameworkRules::te_fp8_storage): a
+// stack that does not save them (every preset but megatron-core) keeps the fc1 and fc2
+// inputs in 16 bits under fp8 too, R (h + f) bytes more; and so under mxfp8, where they
+// are 1 + 1/32 bytes with it.
+TEST(Moe, ExpertInputsAreNarrowOnlyWhereTheStackSavesThem) {
+  const ModelArch a = small_moe();
+  ShardSpec s = shard(4);
+  const double bf16 = layer_activation_bytes(a, 0, s, Recompute::kNone, true);
+  const double R = 4096.0 * 2, hf = 1024 + 1024;
+  for (DType dt : {DType::kFp8, DType::kMxfp8}) {
+    s.dtype = dt;
+    s.te_fp8_storage = true;
+    const double te = layer_activation_bytes(a, 0, s, Recompute::kNone, true);
+    s.te_fp8_storage = false;
+    const double plain = layer_activation_bytes(a, 0, s, Recompute::kNone, true);
+    EXPECT_DOUBLE_EQ(plain, bf16);
+    EXPECT_DOUBLE_EQ(plain - te, R * hf * (2 - dtype_storage_bytes(dt)));
+  }
+}
+
+// Shared experts under fp8 are stored as the dense MLP is (sim/lower/fp8.cc): the fc2 input
+// as its 1-byte copy (T f_s bytes less than bf16) and the fc1's fp8 copy of its input beside
+// the router's bf16 one (T h more). One shared expert of f_s = 1024 on small_moe at tp 1
+// (T = 4096 tokens, h = 1024): +4096 * 1024 - 4096 * 1024 * (2 - 1) = 0 net in bytes, so
+// give it f_s = 2048: +T h - T f_s = -T (f_s - h). Without TE's storage, bf16 throughout.
+TEST(Moe, SharedExpertsUnderFp8AreStoredAsADenseMlp) {
+  ModelArch a = small_moe();
+  a.moe->shared_experts = 2;  // f_s = 2 x 1024
+  ShardSpec s = shard(4);
+  s.dtype = DType::kFp8;
+  const double with = layer_activation_bytes(a, 0, s, Recompute::kNone, true);
+  a.moe->shared_experts = 0;
+  const double without = layer_activation_bytes(a, 0, s, Recompute::kNone, true);
+  const double T = 4096, h = 1024, fs = 2048, gate = 2;
+  // With shared experts the router input is the whole [T, h] (as here, tp 1: the same).
+  EXPECT_DOUBLE_EQ(with - without, T * fs * gate * 2 + T * fs * 1 + T * h * 1);
+  s.te_fp8_storage = false;
+  a.moe->shared_experts = 2;
+  const double plain_with = layer_activation_bytes(a, 0, s, Recompute::kNone, true);
+  a.moe->shared_experts = 0;
+  const double plain_without = layer_activation_bytes(a, 0, s, Recompute::kNone, true);
+  EXPECT_DOUBLE_EQ(plain_with - plain_without, T * fs * (gate + 1) * 2);
+}
+
+// The router GEMM runs in the activation dtype whatever the experts' GEMM dtype (Megatron-
+// Core's RouterGatingLinearFunction, outside the fp8 autocast): bf16 under fp8, no quantize
+// kernel; the experts' GEMMs in fp8.
+TEST(Moe, RouterGemmStaysBf16UnderFp8) {
+  const ModelArch a = small_moe();
+  ShardSpec s = shard(4);
+  s.dtype = DType::kFp8;
+  const LayerOps o = layer_ops(a, 0, s);
+  const Step* r = find(o.fwd, "router");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->op.gemm.dtype, DType::kBf16);
+  EXPECT_DOUBLE_EQ(r->op.bytes_read, (4096.0 * 1024 + 1024.0 * 8) * 2);
+  EXPECT_EQ(find(o.bwd_input, "router")->op.gemm.dtype, DType::kBf16);
+  EXPECT_EQ(find(o.fwd, "router.quant"), nullptr);
+  EXPECT_EQ(find(o.fwd, "moe.fc1")->op.gemm.dtype, DType::kFp8);
+}
+
 TEST(Moe, Fp8ExpertGemmOperandsAreQuantizedByTheirOwnKernels) {
   // small_moe at ep 4, T = 4096, k = 2, capacity 1: 2 local experts of 4096 * 2 / 8 * 4 =
   // 4096 rows, R = 8192 rows, h = 1024, f = 1024 (SwiGLU: fc1 out 2f). Per-tensor fp8: each

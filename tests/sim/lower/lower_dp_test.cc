@@ -357,6 +357,39 @@ TEST(Lower, ExpertGradientsAreReducedOverTheExpertDataParallelGroupWhole) {
   run(prog);
 }
 
+TEST(Lower, Zero3GathersAllocateWhatTheyGather) {
+  // tiny_moe under ZeRO-3 at dp 4: each unit's gathered copy is the parameters its
+  // all-gathers bring, dense over dp and experts over the expert data-parallel group. At
+  // ep 4 that group is dp / ep = 1 rank: the experts are whole in the rank's weights, not
+  // gathered, and no copy of them is allocated (it was, 2 bytes a local expert parameter).
+  for (int ep : {2, 4}) {
+    Plan p;
+    p.dp = 4;
+    p.ep = ep;
+    p.zero = 3;
+    p.microbatches = 1;
+    const Program prog = lower(make_scenario(tiny_moe(8), p));
+    double allocated = 0, freed = 0, gathered = 0, expert_gathered = 0;
+    for (const Task& t : prog.ranks[0].tasks) {
+      if (t.what.rfind("zp.", 0) == 0) (t.kind == TaskKind::kAlloc ? allocated : freed) += t.bytes;
+      if (t.kind == TaskKind::kCollective && t.coll == CollOp::kAllGather &&
+          t.category == Category::kDpComm) {
+        gathered += t.bytes;
+        const GroupKind k = prog.groups[static_cast<size_t>(prog.ranks[0].group_of(t))].kind;
+        if (k == GroupKind::kEdp) expert_gathered += t.bytes;
+      }
+    }
+    EXPECT_GT(gathered, 0) << "ep " << ep;
+    EXPECT_DOUBLE_EQ(allocated, gathered) << "ep " << ep;
+    EXPECT_DOUBLE_EQ(freed, allocated) << "ep " << ep;
+    if (ep == 4)
+      EXPECT_EQ(expert_gathered, 0);
+    else
+      EXPECT_GT(expert_gathered, 0);
+    run(prog);
+  }
+}
+
 TEST(Lower, ExpertGroupsFollowTheExpertTensorParallelSize) {
   // tiny_moe at tp 2, dp 4 (8 ranks a stage). The expert-gradient group of rank 0:
   //   ep 1 (experts split over tp by default): its dp group at tp 0, ranks {0, 2, 4, 6};
