@@ -139,6 +139,11 @@ double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec&
   return bytes;
 }
 
+double head_activation_bytes(const ModelArch& arch, const ShardSpec& shard) {
+  const double bytes = shard.fused_cross_entropy ? dtype_bytes(activation_dtype(shard.dtype)) : 4.0;
+  return d(shard.microbatch) * d(shard.seq_len / shard.cp) * d(arch.vocab) / shard.tp * bytes;
+}
+
 double layer_activation_bytes(const ModelArch& arch, const ShardSpec& shard, Recompute rc,
                               bool flash_attention) {
   // The largest over the layers (dense and MoE layers differ).

@@ -40,4 +40,11 @@ double layer_activation_bytes(const ModelArch& arch, const ShardSpec& shard, Rec
 double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec& shard,
                               Recompute rc, bool flash_attention);
 
+// What the output layer's loss saves for its backward, one microbatch on one rank: Megatron's
+// vocab-parallel cross entropy (tensor_parallel/cross_entropy.py) the fp32 softmax of the
+// rank's vocabulary slice, b x s/cp x V/tp x 4 bytes; Transformer Engine's fused kernel
+// (ShardSpec::fused_cross_entropy) the 16-bit logits buffer instead, which its forward
+// overwrote with the gradient.
+double head_activation_bytes(const ModelArch& arch, const ShardSpec& shard);
+
 }  // namespace stepcast

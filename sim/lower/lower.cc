@@ -212,15 +212,7 @@ Unit Lowerer::make_layer(int layer, int like) {
 
 Unit Lowerer::make_head(const char* name) {
   Unit u = make_aux(Unit::Kind::kHead, &head_ops_, name);
-  // Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py) saves the
-  // fp32 softmax of this rank's vocabulary slice for the backward: b x s/cp x V/tp x 4.
-  // Transformer Engine's fused kernel (FrameworkRules::fused_cross_entropy) keeps the
-  // 16-bit logits buffer instead, which its forward overwrote with the gradient.
-  const double bytes =
-      shard_.fused_cross_entropy ? dtype_bytes(activation_dtype(shard_.dtype)) : 4.0;
-  u.act_bytes = static_cast<double>(par_.microbatch) *
-                static_cast<double>(shard_.seq_len / par_.cp) * static_cast<double>(arch_.vocab) /
-                par_.tp * bytes;
+  u.act_bytes = head_activation_bytes(arch_, shard_);  // the loss's saved softmax or logits
   return u;
 }
 

@@ -175,7 +175,10 @@ ParallelSpec plan_spec(const ParallelSpec& base, const PlanAxes& a) {
   return p;
 }
 
-PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a, bool bucket_axis) {
+// bucket_axis, cp_kind_axis: the space varies the bucket size, the context-parallel kind
+// (a column each, the same for every plan of the space).
+PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a, bool bucket_axis,
+                             bool cp_kind_axis) {
   PlanCandidate c;
   // Built when evaluated (PlanCandidate::make_doc); the lambda shares the scenario's
   // document (a YAML::Node is a reference) and copies the axes.
@@ -191,7 +194,7 @@ PlanCandidate plan_candidate(const Scenario& base, const PlanAxes& a, bool bucke
                 {"dp", text(a.dp)},
                 {"cp", text(a.cp)}};
   if (base.model.moe) c.settings.emplace_back("ep", text(a.ep));
-  if (base.training.seq_len >= kCpMinSeqLen) c.settings.emplace_back("cp_kind", a.cp_kind);
+  if (cp_kind_axis) c.settings.emplace_back("cp_kind", a.cp_kind);
   c.settings.insert(c.settings.end(), {{"vpp", text(a.vpp)},
                                        {"mb", text(a.mb)},
                                        {"sched", a.schedule},
@@ -299,6 +302,10 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
                        std::int64_t micro) {
   const ModelArch& m = base.model;
   const int tp = lay.tp, pp = lay.pp, cp = lay.cp, dp = lay.dp, vpp = lay.vpp;
+  // The context-parallel kind is a column wherever the space has cp > 1: long sequences, or
+  // a search: section that lists it (else its ring and all-gather plans print alike).
+  const bool cp_kind_axis = base.training.seq_len >= kCpMinSeqLen ||
+                            std::any_of(sp.cp.begin(), sp.cp.end(), [](int v) { return v > 1; });
   std::vector<int> split;  // uneven stages: balanced, the short ones at the ends
   if (m.layers % (pp * vpp) != 0) {
     split = balanced_stage_layers(m.layers, pp * vpp);
@@ -395,7 +402,7 @@ static void add_layout(std::vector<PlanCandidate>& cands, const Scenario& base,
                 a.cp_kind = ck;
                 a.bucket_mb = bucket;
                 a.ep_overlap = eo;
-                cands.push_back(plan_candidate(base, a, !sp.bucket_mb.empty()));
+                cands.push_back(plan_candidate(base, a, !sp.bucket_mb.empty(), cp_kind_axis));
                 PlanCandidate& c = cands.back();
                 c.first_pass = sched == schedules.front() && ck == cp_kinds.front() &&
                                zero == (dp > 1 ? 2 : 0) && ov == tp_overlaps.front() &&

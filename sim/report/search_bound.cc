@@ -254,15 +254,25 @@ TimeNs StepBound::dp_stream_floor(const ParallelSpec& par, int s, double dense,
   const RankLayout layout(par.tp, par.cp, par.dp, par.pp, par.ep,
                           expert_tp_of(par.tp, par.ep, par.expert_tp));
   const int rank = layout.rank(0, 0, 0, s);  // the rank a folded program lowers (lower.cc)
+  const FrameworkRules& fw = base_.framework;
   const double grad_bytes = dtype_bytes(grad_reduce_dtype(base_.training));
   const double param_bytes = dtype_bytes(activation_dtype(base_.training.dtype));
+  // FP8 primary weights (fp8_param_gather): ZeRO 1 and 2 gather the dense fp8 linears'
+  // weights at 1 byte (data_parallel.cc); 1 byte for all dense parameters is a floor.
+  const bool fp8_gather = fw.fp8_param_gather && fw.te_fp8_storage &&
+                          base_.training.dtype == DType::kFp8 && (par.zero == 1 || par.zero == 2);
   const double m = static_cast<double>(base_.training.global_batch / (par.dp * par.microbatch));
   // Gradient reductions and parameter gathers per step, in units of the stage's gradients
-  // and parameters (search_bound.h).
-  const double reduces = par.zero >= 2 ? m : 1.0;
-  const bool per_unit_z3 = base_.framework.zero3_gather != GatherUnit::kSubmodule;
+  // and parameters (search_bound.h). ZeRO 3 without zero3_reduce_every_microbatch reduces
+  // once a step; with either reshard rule off a unit stays gathered between passes for as
+  // long as the schedule lets it (passes.cc), so only its first gather of the step is sure.
+  const double reduces = par.zero == 3   ? (fw.zero3_reduce_every_microbatch ? m : 1.0)
+                         : par.zero == 2 ? m
+                                         : 1.0;
+  const bool per_unit_z3 = fw.zero3_gather != GatherUnit::kSubmodule;
+  const bool reshard_each_pass = fw.zero3_reshard_after_forward && fw.zero3_reshard_after_backward;
   const double gathers = par.zero == 1 || par.zero == 2 ? 1.0
-                         : par.zero == 3 && per_unit_z3 ? 2.0 * m
+                         : par.zero == 3 && per_unit_z3 ? (reshard_each_pass ? 2.0 * m : 1.0)
                                                         : 0.0;
   const CollOp reduce_op = par.zero >= 1 ? CollOp::kReduceScatter : CollOp::kAllReduce;
   // Float sums of the same bytes in another order may differ in the last bits: a margin.
@@ -279,7 +289,7 @@ TimeNs StepBound::dp_stream_floor(const ParallelSpec& par, int s, double dense,
     if (!(params > 0)) continue;
     const GroupShape g = dp_group_shape(layout, rank, x);
     add(reduce_op, reduces * params * grad_bytes, g);
-    add(CollOp::kAllGather, gathers * params * param_bytes, g);
+    add(CollOp::kAllGather, gathers * params * (fp8_gather && !x ? 1.0 : param_bytes), g);
   }
   return floor;
 }
@@ -333,7 +343,7 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
                                                                    : TimeNs{0};
         return u.fwd + u.bwd_input + u.bwd_weight + rc;
       };
-      TimeNs work = 0, comm = 0, ep_comm = 0, first = 0, first_comm = 0, last = 0;
+      TimeNs work = 0, comm = 0, ep_comm = 0, first = 0, first_comm = 0, last = 0, deferred = 0;
       double dense = 0, expert = 0;
       for (int c = 0; c < par.vpp; ++c) {
         const int vs = virtual_stage(par.schedule, c, s, p);
@@ -351,6 +361,10 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
             first_comm += u.fwd_comm;
             last += all(u) - u.fwd;
           }
+          // Megatron-Core's deferred output-layer weight gradients run after the stage's
+          // last backward (emit_output_wgrad_drain): all of them, whatever the limit, is
+          // the safe side (step_floor_ns).
+          if (head && base_.framework.defer_embedding_wgrad_compute) deferred += u.bwd_weight;
           // The tied output layer on the embedding's stage is held once (build_units).
           double own = u.dense_params;
           if (head && arch.tied_embeddings &&
@@ -368,6 +382,7 @@ StepBound::StageFloors StepBound::stage_floors(const ParallelSpec& par) {
       out.compute.push_back(m * work);
       out.fwd_comm.push_back(m * comm);
       out.ep_comm.push_back(m * ep_comm);
+      out.deferred_wgrad.push_back(m * deferred);
       out.first_forward.push_back(first);
       out.first_forward_comm.push_back(first_comm);
       // Schedules whose last pass on every stage is B(m - 1, chunk 0) (search_bound.h).
@@ -399,7 +414,13 @@ TimeNs StepBound::step_floor_ns(const ParallelSpec& par) {
   TimeNs best = 0, head = 0, tail = 0;
   for (size_t s = 0; s < f.compute.size(); ++s) {
     const TimeNs opt = f.optimizer[s];
-    best = std::max(best, head + f.compute[s] + f.fwd_comm[s] + f.ep_comm[s] + std::max(tail, opt));
+    // The deferred output-layer weight gradients W (in C(s)) run after the stage's last
+    // backward, beside the drain of the stages before it, and the optimizer after them:
+    // head + (C - W) + max(tail, W + opt). A W above the stage's true deferred work still
+    // bounds the step: the compute stream alone needs C + opt.
+    const TimeNs w = f.deferred_wgrad[s];
+    best = std::max(
+        best, head + f.compute[s] + f.fwd_comm[s] + f.ep_comm[s] - w + std::max(tail, w + opt));
     best = std::max(best, f.dp_comm[s] + opt);  // the optimizer waits for the DP stream
     // Stage s's first forward, with its TP waits, which stage s + 1 waits for; and its last
     // backward.
@@ -432,9 +453,7 @@ std::vector<double> held_activation_floor_bytes(const Scenario& sc) {
     double& b = per_chunk[static_cast<size_t>(vs)];
     for (int i = 0; i < layers[static_cast<size_t>(vs)]; ++i, ++layer)
       b += layer_activation_bytes(arch, layer, shard, par.recompute, shard.flash_attention);
-    if (vs == nv - 1)
-      b += static_cast<double>(par.microbatch) * static_cast<double>(shard.seq_len / par.cp) *
-           static_cast<double>(arch.vocab) / par.tp * 4.0;
+    if (vs == nv - 1) b += head_activation_bytes(arch, shard);  // as the lowering's head
   }
   std::vector<std::vector<PassOp>> orders;
   try {

@@ -14,7 +14,8 @@
 //    compute task of exactly this cost (emit_compute, task_ns(compute_time_s)), on the one
 //    compute stream of the rank, which runs one kernel at a time; the engine only ever
 //    lengthens a kernel (SM and HBM interference); zeroing the gradients, ZeRO-2's copies,
-//    the gradient buckets' NaN checks and the optimizer are left out (they only add). So stage s's
+//    ZeRO-3's copies (FSDP2, DeepSpeed), TE's fp8 weight casts, the gradient buckets' NaN
+//    checks and the optimizer are left out (they only add). So stage s's
 //    compute stream is busy C(s) at least after its first forward starts, whatever the schedule,
 //    ZeRO stage, overlap or bucket size.
 //  - head(s) is the sum over the stages j < s of their first forward (microbatch 0, chunk 0):
@@ -52,17 +53,23 @@
 //    is at least their sum. Per kind of collective and group (dense over dp (x cp), experts
 //    over the expert-dp group) the bytes it moves in a step are known without lowering
 //    (data_parallel.cc): ZeRO 0 all-reduces the gradients G once, ZeRO 1 reduce-scatters
-//    them once, ZeRO 2 and 3 in every one of the m microbatches; ZeRO 1 and 2 all-gather
-//    the parameters P once, ZeRO 3 (per unit, not DeepSpeed's per-submodule fetches) in
-//    every forward and every backward, 2 m P. A collective's modelled time is the cheapest
-//    of affine functions of the bytes with positive latency (sim/cost/collective.cc), a
-//    concave function f with f(0) > 0, so f(a) + f(b) >= f(a + b) + f(0): however the
-//    lowering cuts those bytes into buckets, their times add up to at least f(all bytes).
-//    Groups whose op has a calibrated entry (measured, not affine in the bytes) add
-//    nothing. The optimizer step waits for every gradient collective, so the bound of
-//    stage s is at least this sum plus the step.
+//    them once, ZeRO 2 and 3 in every one of the m microbatches (ZeRO 3 once without
+//    zero3_reduce_every_microbatch); ZeRO 1 and 2 all-gather the parameters P once (the
+//    dense ones at 1 byte a parameter at least with fp8_param_gather), ZeRO 3 (per unit,
+//    not DeepSpeed's per-submodule fetches) in every forward and every backward, 2 m P, or
+//    with either zero3_reshard rule off once (a unit is kept gathered between passes as
+//    long as the schedule lets it: only its first gather is sure). A collective's modelled time is
+//    the cheapest of affine functions of the bytes with positive latency (sim/cost/collective.cc),
+//    a concave function f with f(0) > 0, so f(a) + f(b) >= f(a + b) + f(0): however the lowering
+//    cuts those bytes into buckets, their times add up to at least f(all bytes). Groups whose op
+//    has a calibrated entry (measured, not affine in the bytes) add nothing. The optimizer step
+//    waits for every gradient collective, so the bound of stage s is at least this sum plus the
+//    step.
 //  - The optimizer step (optimizer_op on the rank's shard) runs on the compute stream after
 //    the stage's last backward, beside the drain: head(s) + C(s) + max(tail(s), opt(s)).
+//    When Megatron-Core defers the output layer's weight gradients (W(s) of C(s), on the
+//    last stage) they too run after that backward, beside the drain, and the optimizer
+//    after them: head(s) + C(s) - W(s) + max(tail(s), W(s) + opt(s)).
 // The rest of the communication is not counted (any of it may overlap compute). Scenarios
 // with stragglers (a GPU faster or slower than nominal) get no bound (0), nor do plans whose
 // ops the model cannot shape (the full evaluation reports why).
@@ -106,9 +113,12 @@ class StepBound {
   // ep_comm[s]: the expert-parallel collectives its compute stream waits for in one step,
   // forward and backward, beyond the TP waits (added to C(s); none under DualPipeV, nor in a
   // MoE layer under the all-to-all overlap, whose paired passes fill the gaps).
+  // deferred_wgrad[s]: the output layer's weight gradients in C(s) when Megatron-Core defers
+  // them to after the stage's last backward (defer_embedding_wgrad_compute), else 0.
   struct StageFloors {
     std::vector<TimeNs> compute, first_forward, last_backward;
     std::vector<TimeNs> fwd_comm, ep_comm, first_forward_comm, dp_comm, optimizer;
+    std::vector<TimeNs> deferred_wgrad;
   };
   StageFloors stage_floors(const ParallelSpec& par);
 
@@ -167,10 +177,10 @@ class StepBound {
 // schedule.h: 1F1B's p - s warm-up and steady forwards, the interleaved warm-up of every
 // chunk) and freed none of them (the lowering frees a unit's activations in its backward,
 // passes.cc), each unit's as the lowering sizes it (layer_activation_bytes under the plan's
-// recompute, the head's fp32 softmax slice; the embedding saves none). Added to the training
-// state, which is allocated all step, it bounds the simulated peak from below. Empty (no
-// floor) for MoE models and fp8-family dtypes, whose saved activations the lowering sizes
-// with more inputs (the dispatcher, Transformer Engine's fp8 copies).
+// recompute, the loss's saved softmax or logits, head_activation_bytes; the embedding saves none).
+// Added to the training state, which is allocated all step, it bounds the simulated peak from
+// below. Empty (no floor) for MoE models and fp8-family dtypes, whose saved activations the
+// lowering sizes with more inputs (the dispatcher, Transformer Engine's fp8 copies).
 std::vector<double> held_activation_floor_bytes(const Scenario& sc);
 
 }  // namespace stepcast

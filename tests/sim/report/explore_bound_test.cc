@@ -28,10 +28,15 @@ using test_plans::scenarios;
 using test_plans::shipped;
 
 bool left_out_of_the_bound(const Task& t) {
-  // Zeroing the gradients, ZeRO-2's copies into its buckets, Megatron-Core's NaN check of
-  // each gradient bucket and the optimizer step (search_bound.h: left out, they only add).
-  return t.what == "zero_grad" || t.what == "optimizer_step" || t.what == "grad_copy" ||
-         t.what == "grad_copy_x" || t.what == "grad_norm_check";
+  // Zeroing the gradients, ZeRO-2's copies into its buckets, ZeRO-3's copies out of its
+  // gathers and into its reduce-scatters (FSDP2, DeepSpeed), Transformer Engine's fp8 weight
+  // casts, Megatron-Core's NaN check of each gradient bucket and the optimizer step
+  // (search_bound.h: left out, they only add).
+  for (const char* w :
+       {"zero_grad", "optimizer_step", "grad_copy", "grad_copy_x", "grad_norm_check", "z3_copy_out",
+        "z3_cat", "z3_chunk_cat", "fp8_weight_cast"})
+    if (t.what == w) return true;
+  return false;
 }
 
 // C(s) is the sum of the lowered stage's compute-stream kernels (the three left out aside),
@@ -168,7 +173,8 @@ TEST(SearchBound, PlansAboveTheThresholdAreNeverLowered) {
 
 // The search: section replaces an axis's values: tp 2 only, ZeRO 1 only and both TP overlap
 // settings give every candidate those; cp 2 given for 4k-token sequences (which the default
-// space searches with cp 1 only) is searched.
+// space searches with cp 1 only) is searched, with its kind a column, so that no two
+// candidates print alike (the ring and the all-gather plans did).
 TEST(SearchBound, SearchSectionShapesTheSpace) {
   YAML::Node doc = shipped("llama3-8b-1node-h100.yaml");
   doc["training"]["global_batch"] = 16;
@@ -178,11 +184,15 @@ TEST(SearchBound, SearchSectionShapesTheSpace) {
   doc["search"]["cp"] = YAML::Load("[1, 2]");
   doc["search"]["bucket_mb"] = YAML::Load("[10, 40]");
   const Scenario sc = load_scenario_node(doc, "narrow.yaml");
-  std::set<std::string> cps, buckets;
+  std::set<std::string> cps, buckets, cp_kinds;
+  std::set<std::vector<std::pair<std::string, std::string>>> distinct;
   const auto cands = search_candidates(sc);
   ASSERT_FALSE(cands.empty());
   for (const auto& c : cands) {
+    distinct.insert(c.settings);
     const std::map<std::string, std::string> kv(c.settings.begin(), c.settings.end());
+    ASSERT_EQ(kv.count("cp_kind"), 1u);
+    if (kv.at("cp") == "2") cp_kinds.insert(kv.at("cp_kind"));
     EXPECT_EQ(kv.at("tp"), "2");
     EXPECT_EQ(kv.at("zero"), kv.at("dp") == "1" ? "0" : "1");
     cps.insert(kv.at("cp"));
@@ -193,6 +203,8 @@ TEST(SearchBound, SearchSectionShapesTheSpace) {
   }
   EXPECT_EQ(cps, (std::set<std::string>{"1", "2"}));
   EXPECT_EQ(buckets, (std::set<std::string>{"10", "40"}));
+  EXPECT_EQ(cp_kinds, (std::set<std::string>{"allgather", "ring"}));
+  EXPECT_EQ(distinct.size(), cands.size());
 }
 
 // DualPipeV, searched when the search: section names it (vpp 2, at least 2 pp microbatches,

@@ -25,7 +25,7 @@ inline YAML::Node shipped(const std::string& name) {
 // with the all-to-all overlap, and on two nodes (ep groups across them); and data-parallel
 // groups across nodes whose
 // collectives no calibrated entry covers: Llama 3 8B on four A100 nodes, and with FSDP
-// (ZeRO-3 per unit) on four H200 nodes.
+// (ZeRO-3 per unit) on four H200 nodes; and the framework rules below.
 inline std::vector<Scenario> scenarios() {
   std::vector<Scenario> out;
   YAML::Node doc = shipped("llama3-8b-1node-h100.yaml");
@@ -59,7 +59,25 @@ inline std::vector<Scenario> scenarios() {
   out.push_back(load_scenario_node(doc, "a100-four-nodes.yaml"));
   YAML::Node fsdp = shipped("llama3-8b-fsdp-4node-h200.yaml");
   fsdp["training"]["seq_len"] = 4096;
-  out.push_back(load_scenario_node(fsdp, "fsdp-four-nodes.yaml"));
+  out.push_back(load_scenario_node(YAML::Clone(fsdp), "fsdp-four-nodes.yaml"));
+  // Framework rules the bounds read: Megatron-Core's deferred output-layer weight gradients
+  // with TE's fused cross entropy, and its FP8 primary weights gathered at 1 byte (two H100
+  // nodes, so pipelines drain and data-parallel groups cross nodes); FSDP2 keeping units
+  // gathered between passes and reducing once a step (TorchTitan's settings under pp).
+  YAML::Node rules = shipped("llama3-8b-1node-h100.yaml");
+  rules["training"]["global_batch"] = 32;
+  rules["cluster"]["nodes"] = 2;
+  rules["framework"] = YAML::Load(
+      "{name: megatron-core, defer_embedding_wgrad_compute: true, "
+      "fused_cross_entropy: true}");
+  out.push_back(load_scenario_node(YAML::Clone(rules), "defer-fused-ce.yaml"));
+  rules["framework"] = YAML::Load("{name: megatron-core, fp8_param_gather: true}");
+  rules["training"]["dtype"] = "fp8";
+  out.push_back(load_scenario_node(rules, "fp8-param-gather.yaml"));
+  fsdp["framework"] = YAML::Load(
+      "{name: fsdp2, zero3_reshard_after_forward: false, "
+      "zero3_reshard_after_backward: false, zero3_reduce_every_microbatch: false}");
+  out.push_back(load_scenario_node(fsdp, "fsdp2-kept.yaml"));
   return out;
 }
 
