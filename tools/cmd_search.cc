@@ -22,8 +22,25 @@ int run_search(const SearchFlags& f, Context& ctx) {
   SearchOptions so;
   so.top = f.top;
   so.threads = f.threads;
+  std::vector<PlanCandidate> cands = search_candidates(s);
+  if (cands.empty()) {
+    // Every combination of the space was refused (a tp that does not divide the heads or
+    // fit the node, sizes that do not divide the GPUs): bad input, at the search: section
+    // when the scenario has one.
+    const YAML::Node source = s.source;
+    const YAML::Node sec = source["search"];
+    InputIssue issue{f.scenario, 0, 0, "search",
+                     "no valid plan in the search space of this model and cluster (tp must "
+                     "divide the heads and KV heads and fit a node; tp x pp x cp must divide "
+                     "the GPUs)"};
+    if (sec) {
+      issue.line = sec.Mark().line + 1;
+      issue.column = sec.Mark().column + 1;
+    }
+    throw InputError(std::move(issue));
+  }
   auto out = search_in_chunks(
-      search_candidates(s), search_run_options(so), f.top,
+      cands, search_run_options(so), f.top,
       [&](const std::vector<PlanCandidate>& c, const SearchRunOptions& run_opt,
           const Progress& progress) {
         return ctx.evaluate_split(c, s, run_opt, f.threads, progress);

@@ -1,4 +1,5 @@
 // `stepcast sweep`: runs the scenario's sweep: block (what-if), split across mpirun ranks.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -20,6 +21,14 @@ int run_sweep(const SweepFlags& f, Context& ctx) {
   std::cout << render_points(pts);
   if (!f.csv_out.empty()) write_file(f.csv_out, points_csv(pts));
   if (!f.table_html.empty()) write_file(f.table_html, points_html(pts, "sweep: " + s.name));
+  // Some points may be plans the model or the stack cannot run (shown as such); a sweep
+  // none of whose points runs is bad input.
+  const bool any =
+      std::any_of(pts.begin(), pts.end(), [](const ExplorePoint& p) { return p.valid; });
+  if (!pts.empty() && !any) {
+    std::cerr << "stepcast: " << f.scenario << ": sweep: no point of the sweep can run (above)\n";
+    return kExitBadInput;
+  }
   return kExitOk;
 }
 

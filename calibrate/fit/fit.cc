@@ -15,6 +15,8 @@
 #include "calibrate/fit/fit_internal.h"
 #include "model/error.h"
 #include "sim/cluster/profile.h"
+#include "sim/io/json_locator.h"
+#include "sim/io/yaml_util.h"
 
 namespace stepcast {
 
@@ -81,14 +83,34 @@ void fit_profile(const std::vector<std::string>& measurements_paths,
 
   fit_collectives(m, base, rep);
   write_yaml(base, rep, m, out_yaml);
-  // What was written must load as any profile does (fitted values are kept in range, so a
-  // failure here is a bug of the writer, not of the input).
+  // What was written must load as any profile does: fitted values are kept in range, and
+  // measurements no GPU could give are refused above, so a failure is a value the input
+  // drove out of range (a collective's time near zero: an unbounded bandwidth): bad input.
   try {
     load_profile(out_yaml, default_profiles_dir());
   } catch (const InputError& e) {
-    STEPCAST_CHECK(false, std::string("the fitted profile does not load: ") + e.what());
+    throw InputError(InputIssue{
+        m.file, 0, 0, "",
+        fmt::format("these measurements fit a profile that does not load ({}): a measured time "
+                    "too small for its work?",
+                    e.issues().empty() ? std::string(e.what()) : e.issues().front().str())});
   }
   if (report) *report = std::move(rep);
 }
+
+namespace fit_detail {
+
+void throw_measurement_issues(std::vector<InputIssue> issues, const Measurements& m) {
+  if (issues.empty()) return;
+  if (m.file.find(", ") == std::string::npos) {  // one file: place each issue in its text
+    try {
+      locate_json_pointer_issues(issues, read_text_file(m.file, "JSON"));
+    } catch (const InputError&) {  // the file is gone: the pointers still say where
+    }
+  }
+  throw InputError(std::move(issues));
+}
+
+}  // namespace fit_detail
 
 }  // namespace stepcast

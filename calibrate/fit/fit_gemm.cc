@@ -217,10 +217,22 @@ void fit_gemm(const Measurements& m, const HwProfile& base, FitReport& rep) {
   std::vector<GemmSample> main_s, fp8_s;
   std::vector<const MeasuredGemm*> main_p, fp8_p;
   std::set<DType> no_peak;
+  std::vector<InputIssue> impossible;
   for (const MeasuredGemm& g : m.gemm) {
     auto it = base.gpu.peak_flop_per_s.find(g.dtype);
     if (it == base.gpu.peak_flop_per_s.end() || it->second <= 0) {
       no_peak.insert(g.dtype);
+      continue;
+    }
+    // A GEMM faster than the tensor cores' peak was not measured (a time too small for its
+    // FLOPs, or the wrong GPU's base profile): it would fit a profile faster than the GPU.
+    if (!(g.flop_per_s <= it->second)) {
+      impossible.push_back(InputIssue{
+          m.file, 0, 0, g.pointer + "/time_us",
+          fmt::format("{:.4g} TFLOP/s for a {}x{}x{} {} GEMM, above the base profile's peak "
+                      "of {:.4g} TFLOP/s",
+                      g.flop_per_s / 1e12, g.batch * g.m, g.n, g.k, dtype_name(g.dtype),
+                      it->second / 1e12)});
       continue;
     }
     const GemmSample s{static_cast<double>(g.batch) * static_cast<double>(g.m),
@@ -232,6 +244,7 @@ void fit_gemm(const Measurements& m, const HwProfile& base, FitReport& rep) {
     (g.dtype == DType::kFp8 ? fp8_s : main_s).push_back(s);
     (g.dtype == DType::kFp8 ? fp8_p : main_p).push_back(&g);
   }
+  throw_measurement_issues(std::move(impossible), m);
   for (DType d : no_peak)
     rep.warnings.push_back(
         fmt::format("gemm: no {} peak in the base profile: those points are "

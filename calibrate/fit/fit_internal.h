@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,10 @@ namespace stepcast::fit_detail {
 
 // A relative error as a percentage with two decimals ("1.25%").
 inline std::string pct(double f) { return fmt::format("{:.2f}%", 100 * f); }
+
+// Throws InputError with `issues` (keys: JSON pointers into the measurements) unless it is
+// empty, each placed at its line and column when the measurements are one file (fit.cc).
+void throw_measurement_issues(std::vector<InputIssue> issues, const Measurements& m);
 
 // fit_gemm.cc: the GEMM efficiency curve (and the gemm_table of shapes it misses).
 void fit_gemm(const Measurements& m, const HwProfile& base, FitReport& rep);

@@ -440,12 +440,7 @@ void parse_overlap(Reader& r, const json& doc, Measurements& out) {
 }  // namespace
 
 static Measurements parse_unlocated(const std::string& text, const std::string& file) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw InputError(json_syntax_issue(text, file, e.byte, e.what()));
-  }
+  const json doc = parse_json(text, file);
   IssueList issues;
   Reader r(file, issues);
   Measurements out;

@@ -22,6 +22,30 @@ InputIssue json_syntax_issue(const std::string& text, const std::string& file, s
       "invalid JSON: " + (colon == std::string::npos ? what : what.substr(colon + 2))};
 }
 
+nlohmann::json parse_json(const std::string& text, const std::string& file) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(json_syntax_issue(text, file, e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    // No position: the message quotes the offending token ("number overflow parsing
+    // '1e400'"); its first occurrence in the text places it.
+    const std::string what = e.what();
+    const std::size_t a = what.find('\''), b = what.rfind('\'');
+    std::size_t byte = 0;
+    if (a != std::string::npos && b > a + 1) {
+      const std::size_t at = text.find(what.substr(a + 1, b - a - 1));
+      if (at != std::string::npos) byte = at + 1;
+    }
+    InputIssue issue = json_syntax_issue(text, file, byte, what);
+    // "[json.exception.out_of_range.406] number overflow ..." -> "number overflow ...".
+    const std::size_t tag = what.find("] ");
+    if (tag != std::string::npos) issue.message = "invalid JSON: " + what.substr(tag + 2);
+    if (byte == 0) issue.line = issue.column = 0;
+    throw InputError(std::move(issue));
+  }
+}
+
 void locate_json_pointer_issues(std::vector<InputIssue>& issues, const std::string& text) {
   bool any = false;
   for (const InputIssue& i : issues)

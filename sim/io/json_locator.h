@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "model/error.h"
 
 namespace stepcast {
@@ -143,6 +145,11 @@ class JsonLocator {
 // at line 1, column 2: syntax error ..."), kept from its first ": ".
 InputIssue json_syntax_issue(const std::string& text, const std::string& file, std::size_t byte,
                              const std::string& what);
+
+// `text` parsed, or InputError naming `file`, the line and column and what is wrong: a syntax
+// error, or a value the parser cannot hold (a number beyond a double, "1e400": nlohmann's
+// out_of_range, located at the first occurrence of the token its message quotes).
+nlohmann::json parse_json(const std::string& text, const std::string& file);
 
 // Fills the line and column of each issue that has none and whose key is a JSON pointer
 // ("/gemm/3/time_us", numeric segments are list indices) or "" (the whole document, line 1)

@@ -362,12 +362,7 @@ void throw_located(std::vector<InputIssue> issues, const std::string& text) {
 }  // namespace
 
 Program program_from_json(const std::string& text, const std::string& file) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw InputError(json_syntax_issue(text, file, e.byte, e.what()));
-  }
+  const json j = parse_json(text, file);
   std::vector<InputIssue> issues;
   Reader rd(file, issues);
   Program p;

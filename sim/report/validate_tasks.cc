@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <tuple>
 
@@ -41,12 +42,7 @@ bool compared(TaskKind k) {
 std::map<int, std::vector<std::pair<double, double>>> read_timeline(const Program& prog,
                                                                     const std::string& text,
                                                                     const std::string& file) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(json_syntax_issue(text, file, e.byte, e.what()));
-  }
+  const nlohmann::json j = parse_json(text, file);
   std::vector<InputIssue> issues;
   auto add = [&](const std::string& key, const std::string& msg) {
     issues.push_back(InputIssue{file, 0, 0, key, msg});
@@ -64,10 +60,17 @@ std::map<int, std::vector<std::pair<double, double>>> read_timeline(const Progra
         add(at, "expected {\"rank\": integer, \"tasks_s\": [[start_s, end_s], ...]}");
         continue;
       }
-      const int rank = e["rank"].get<int>();
-      if (rank < 0 || rank >= static_cast<int>(prog.ranks.size())) {
-        add(at + "/rank", fmt::format("rank {} is not in the scenario's Program ({} ranks)", rank,
-                                      prog.ranks.size()));
+      const nlohmann::json& r = e["rank"];
+      if (r.is_number_unsigned() ? r.get<std::uint64_t>() >= prog.ranks.size()
+                                 : (r.get<std::int64_t>() < 0 ||
+                                    r.get<std::int64_t>() >= std::int64_t(prog.ranks.size()))) {
+        add(at + "/rank", fmt::format("rank {} is not in the scenario's Program ({} ranks)",
+                                      r.dump(), prog.ranks.size()));
+        continue;
+      }
+      const int rank = r.get<int>();
+      if (out.count(rank)) {
+        add(at + "/rank", fmt::format("rank {} is given twice", rank));
         continue;
       }
       const nlohmann::json& ts = e["tasks_s"];

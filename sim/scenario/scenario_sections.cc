@@ -261,10 +261,21 @@ void Loader::parse_moe(const YAML::Node& moe, ModelArch& out, std::optional<std:
   if (experts && top_k && *top_k > *experts)
     r_.error(moe["top_k"], join_path(p, "top_k"),
              fmt::format("top_k ({}) must not exceed experts ({})", *top_k, *experts));
-  if (layers && first_dense && *first_dense >= *layers)
+  if (layers && first_dense && *first_dense >= *layers) {
     r_.error(moe["first_dense_layers"], join_path(p, "first_dense_layers"),
              fmt::format("expected fewer than layers ({}) leading dense layers, got {}", *layers,
                          *first_dense));
+  } else if (layers && every) {
+    // The first MoE layer l >= first_dense_layers with (l + 1) % every == 0
+    // (ModelArch::is_moe_layer) must exist, else the model runs dense under its moe: block.
+    const std::int64_t fd = first_dense.value_or(0);
+    const std::int64_t first_moe = (fd + *every) / *every * *every - 1;
+    if (first_moe >= *layers)
+      r_.error(moe["every"], join_path(p, "every"),
+               fmt::format("no layer would be a MoE layer: every {} with {} leading dense "
+                           "layers over {} layers",
+                           *every, fd, *layers));
+  }
   out.moe = s;
 }
 

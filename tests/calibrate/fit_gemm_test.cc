@@ -141,5 +141,29 @@ TEST(FitGemm, RefitDropsTheTablePointsItNowReproduces) {
   EXPECT_EQ(two.compute.gemm_table.size(), one.compute.gemm_table.size() - 1);
 }
 
+// A GEMM faster than the base profile's peak was not measured: bad input at its time, line
+// and column (it fitted a 34x-peak table point; a time of 1e-300 us stopped the fit with an
+// internal error). 2 x 256^3 FLOP in 0.001 us is 3.4e16 FLOP/s against H100's 9.894e14.
+TEST(FitGemm, AGemmFasterThanThePeakIsBadInput) {
+  const std::string text =
+      "{\"schema\": \"stepcast.measurements/1\", \"source\": \"typo\",\n"
+      " \"provenance\": {\"gpu_name\": \"NVIDIA H100 80GB HBM3\", \"gpu_count\": 1},\n"
+      " \"gemm\": [{\"m\": 256, \"n\": 256, \"k\": 256, \"dtype\": \"bf16\",\n"
+      "            \"time_us\": 0.001}]}";
+  const std::string in = write_file("fast.json", text);
+  try {
+    fit_profile(in, "h100-sxm", out_path("fast.yaml"), nullptr);
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    const InputIssue& i = e.issues()[0];
+    EXPECT_EQ(i.file, in);
+    EXPECT_EQ(i.key, "/gemm/0/time_us");
+    EXPECT_EQ(i.line, 4);
+    EXPECT_NE(i.message.find("above the base profile's peak of 989.4 TFLOP/s"), std::string::npos)
+        << i.message;
+  }
+}
+
 }  // namespace
 }  // namespace stepcast

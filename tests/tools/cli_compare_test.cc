@@ -254,6 +254,20 @@ TEST(Cli, ValidateGroupsCasesAndLeavesOneFamilyOut) {
   EXPECT_EQ(r.err, "stepcast: --scan: prints a table: not with --json\n");
 }
 
+// A case predicted over its GPUs' memory is marked in the table and named below it (the run
+// fit: a memory miss the step's MAPE does not show); the JSON says fits_memory.
+TEST(Cli, ValidateMarksCasesPredictedOverMemory) {
+  CliRun r = stepcast("validate --cases " + cases_file({"nemo2407-h100-nemotron4-340b"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(" over 86.3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("predicted not to fit in GPU memory, though the run did: "
+                       "nemo2407-h100-nemotron4-340b (86.3 of 79.6 GiB)"),
+            std::string::npos)
+      << r.out;
+  r = stepcast("validate --json --cases " + cases_file({"nemo2407-h100-nemotron4-340b"}));
+  EXPECT_FALSE(nlohmann::json::parse(r.out)["cases"][0]["fits_memory"].get<bool>());
+}
+
 // validate --cases --override [PROFILE:]KEY=VALUE: sets a profile key for every case of
 // that profile (how the README's scan of compute.sustained_clock is reproduced). A slower
 // sustained clock slows the H100 case and leaves the A100 case alone; without a profile
@@ -287,6 +301,13 @@ TEST(Cli, ValidateOverridesAProfileKeyForItsCases) {
   CliRun r = stepcast(base + " --override compute.nope=1");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "stepcast: --override: compute.nope: unknown key\n");
+  // A profile no case runs on (a typo in its name) would change nothing and leave the key
+  // unchecked: refused.
+  r = stepcast(base + " --override h100-sx:compute.sustained_clock=0.5");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "stepcast: --override: no case runs on profile \"h100-sx\" (the cases' profiles: "
+            "a100-80g-sxm, h100-sxm)\n");
   // A flag that would do nothing is refused, not ignored.
   r = stepcast("run " + kDefault + " --trace-ranks 0");
   EXPECT_EQ(r.code, 2);

@@ -452,6 +452,23 @@ TEST(Cli, SweepRunsEveryCombination) {
   EXPECT_EQ(std::count(c.begin(), c.end(), '\n'), 5);
 }
 
+// A sweep none of whose points can run, and a search whose space holds no valid plan, are
+// bad input (exit 2), not an empty success: vpp 3 with 1F1B (interleaving needs its
+// schedule), tp 3 for 32 heads.
+TEST(Cli, SweepAndSearchWithNothingToRunAreBadInput) {
+  fs::path d = tmpdir();
+  write(d / "sw.yaml", std::string(kSmall) + "sweep:\n  parallel.vpp: [3]\n");
+  CliRun r = stepcast("sweep " + (d / "sw.yaml").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.out.find("invalid:"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("sweep: no point of the sweep can run"), std::string::npos) << r.err;
+  write(d / "se.yaml", std::string(kSmall) + "search:\n  tp: [3]\n");
+  r = stepcast("search " + (d / "se.yaml").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("se.yaml:8:3: search: no valid plan in the search space"), std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, TraceSvgAndHtmlAreWritten) {
   fs::path d = tmpdir();
   write(d / "s.yaml", kSmall);

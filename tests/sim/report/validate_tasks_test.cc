@@ -171,6 +171,20 @@ TEST(ValidateTasks, BadTimelinesNameTheKeyAndLine) {
   m["timeline"][0]["tasks_s"][5] = {2.0, 1.0};
   i = only_issue(m.dump());
   EXPECT_EQ(i.key, "/timeline/0/tasks_s/5");
+  // A rank given twice (it read past the Program's tasks: a crash), a rank beyond an int
+  // (it wrapped to 0), a number beyond a double (the parser's out_of_range: exit 1).
+  nlohmann::json twice = nlohmann::json::parse(measured_from_prediction(s, 1.0));
+  twice["timeline"].push_back(twice["timeline"][0]);
+  i = only_issue(twice.dump());
+  EXPECT_EQ(i.key, "/timeline/1/rank");
+  EXPECT_NE(i.message.find("given twice"), std::string::npos);
+  i = only_issue(R"({"timeline": [{"rank": 4294967296, "tasks_s": []}]})");
+  EXPECT_EQ(i.key, "/timeline/0/rank");
+  EXPECT_NE(i.message.find("4294967296"), std::string::npos);
+  i = only_issue("{\"timeline\": [\n {\"rank\": 0, \"tasks_s\": [[0, 1e400]]}]}");
+  EXPECT_EQ(i.line, 2);
+  EXPECT_EQ(i.column, 30);  // where "1e400" starts
+  EXPECT_NE(i.message.find("number overflow"), std::string::npos);
 }
 
 }  // namespace

@@ -286,6 +286,20 @@ TEST(ScenarioRules, MoeRanges) {
       base().set(7, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1024, first_dense_layers: 8}"),
       "model.moe.first_dense_layers", 7,
       "expected fewer than layers (8) leading dense layers, got 8");
+  // No layer l >= first_dense_layers has (l + 1) % every == 0: the model would run dense
+  // (8 layers: every 9; every 4 after 5 dense layers, whose first candidate is layer 7
+  // (8 % 4 == 0), is fine; every 3 after 6 dense layers would be layer 8, out of range).
+  expect_issue(base().set(7, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1024, every: 9}"),
+               "model.moe.every", 7,
+               "no layer would be a MoE layer: every 9 with 0 leading dense layers over 8 layers");
+  expect_issue(base().set(7,
+                          "  moe: {experts: 4, top_k: 1, ffn_hidden: 1024, every: 3, "
+                          "first_dense_layers: 6}"),
+               "model.moe.every", 7, "no layer would be a MoE layer");
+  EXPECT_TRUE(issues_of(base().set(7,
+                                   "  moe: {experts: 4, top_k: 1, ffn_hidden: 1024, every: 4, "
+                                   "first_dense_layers: 5}"))
+                  .empty());
   expect_issue(base().set(7, "  moe: {experts: 4, top_k: 1, ffn_hidden: 1024, capacity_factor: 0}"),
                "model.moe.capacity_factor", 7, "expected a positive number");
   expect_issue(base().set(7, "  moe: {experts: 0, top_k: 1, ffn_hidden: 1024}"),
