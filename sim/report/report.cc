@@ -352,7 +352,7 @@ nlohmann::json result_to_json(const Result& r) {
   j["memory_peak_gib"] = r.memory_peak_gib;
   j["memory_peak_gib_per_stage"] = r.memory_peak_gib_per_stage;
   j["memory_capacity_gib"] = r.memory_capacity_gib;
-  if (r.memory_reserved_gib > 0) j["memory_reserved_gib"] = r.memory_reserved_gib;
+  j["memory_reserved_gib"] = r.memory_reserved_gib;  // 0 when the profile reserves none
   j["fits_memory"] = r.fits_memory;
   nlohmann::json b = nlohmann::json::object();
   for (int i = 0; i <= kCategoryCount; ++i)
