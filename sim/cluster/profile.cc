@@ -189,6 +189,8 @@ HwProfile parse_profile(YamlReader& r, const YAML::Node& root) {
   return prof;
 }
 
+void check_line_rates(YamlReader& r, const YAML::Node& root, const HwProfile& prof);  // below
+
 namespace {
 
 // Profiles that loaded without a problem, by path and file text. A search or a sweep loads
@@ -226,13 +228,38 @@ HwProfile parse_profile_file(const std::string& path, const std::string& text) {
   if (parsed_profiles().find(path, text, prof)) return prof;
   IssueList issues;
   YamlReader r(path, issues);
-  prof = parse_profile(r, load_yaml_text(text, path));
+  const YAML::Node root = load_yaml_text(text, path);
+  prof = parse_profile(r, root);
+  if (issues.empty()) check_line_rates(r, root, prof);
   issues.throw_if_any();
   parsed_profiles().keep(path, text, prof);
   return prof;
 }
 
 }  // namespace
+
+// A measured bus bandwidth above the line rate it runs over was not measured there: a NIC's
+// (collectives.nic_busbw, per NIC) above node.nic, the intra-node ring's above node.nvlink
+// (per direction; NVLink SHARP's nvls_busbw may exceed it: the switch reduces). An override
+// of a line rate rescales the measured figures first (scale_measured_to_overrides), so only a
+// profile written so, or an override setting the figure itself, is refused.
+void check_line_rates(YamlReader& r, const YAML::Node& root, const HwProfile& prof) {
+  auto at = [&](const char* section, const char* key) {
+    const YAML::Node sec = root[section];
+    return sec && sec.IsMap() && sec[key] ? sec[key] : root;
+  };
+  const CollectiveParams& c = prof.collectives;
+  const double nic = prof.node.nic_bytes_per_s, nvl = prof.node.nvlink_bytes_per_s;
+  if (nic > 0 && c.nic_busbw > nic * (1 + 1e-9))
+    r.error(at("collectives", "nic_busbw"), "collectives.nic_busbw",
+            fmt::format("{:.4g} GB/s is above node.nic, the line rate of one NIC ({:.4g} GB/s)",
+                        c.nic_busbw / 1e9, nic / 1e9));
+  if (nvl > 0 && c.intra_ring_busbw > nvl * (1 + 1e-9))
+    r.error(at("collectives", "intra_ring_busbw"), "collectives.intra_ring_busbw",
+            fmt::format("{:.4g} GB/s is above node.nvlink, the NVLink line rate per direction "
+                        "({:.4g} GB/s)",
+                        c.intra_ring_busbw / 1e9, nvl / 1e9));
+}
 
 HwProfile load_profile(const std::string& name_or_path, const std::string& profiles_dir,
                        const YAML::Node& overrides, const std::string& overrides_file) {
@@ -289,10 +316,12 @@ HwProfile load_profile(const std::string& name_or_path, const std::string& profi
   HwProfile base;
   try {
     base = parse_profile_file(path, text);
+    scale_measured_to_overrides(base, prof);
   } catch (const InputError&) {
-    return prof;  // the overrides mended the file: no base figures to scale from
+    // The overrides mended the file: no base figures to scale from.
   }
-  scale_measured_to_overrides(base, prof);
+  check_line_rates(r, root, prof);
+  issues.throw_if_any();
   return prof;
 }
 

@@ -559,9 +559,39 @@ TEST(ProfileOverrides, LineRateOverrideScalesMeasuredBandwidths) {
   EXPECT_DOUBLE_EQ(half.collectives.intra_ring_busbw, base.collectives.intra_ring_busbw / 2);
   EXPECT_DOUBLE_EQ(half.collectives.nvls_busbw, base.collectives.nvls_busbw / 2);
   // An explicit override of the measured figure wins over the scaling.
-  YAML::Node both = YAML::Load("{node.nic: 200 Gb/s, collectives.nic_busbw: 40 GB/s}");
+  YAML::Node both = YAML::Load("{node.nic: 200 Gb/s, collectives.nic_busbw: 20 GB/s}");
   EXPECT_DOUBLE_EQ(stepcast::load_profile("h100-sxm", dir, both, "s.yaml").collectives.nic_busbw,
-                   40e9);
+                   20e9);
+}
+
+// A bus bandwidth above the line rate it runs over is refused (check_line_rates): a copy of
+// h100-sxm with node.nic 100 Gb/s (12.5 GB/s a NIC) and its measured 48 GB/s nic_busbw ran
+// as if nothing changed, while the same change as an override rescales it to 12 GB/s; an
+// override setting the figure itself above the line rate is refused at its own key.
+TEST(ProfileOverrides, BusBandwidthAboveTheLineRateIsRefused) {
+  const std::string dir = stepcast::default_profiles_dir();
+  std::string text = stepcast::read_text_file(dir + "/h100-sxm.yaml");
+  const size_t at = text.find("nic: 400 Gb/s");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 13, "nic: 100 Gb/s");
+  const std::string path = testing::TempDir() + "stepcast_slow_nic.yaml";
+  std::ofstream(path, std::ios::trunc) << text;
+  try {
+    stepcast::load_profile(path, dir);
+    ADD_FAILURE() << "no InputError";
+  } catch (const stepcast::InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(e.issues()[0].key, "collectives.nic_busbw");
+    EXPECT_GT(e.issues()[0].line, 0);
+    EXPECT_NE(e.issues()[0].message.find("48 GB/s is above node.nic"), std::string::npos)
+        << e.issues()[0].message;
+  }
+  std::remove(path.c_str());
+  YAML::Node slow = YAML::Load("{node.nic: 100 Gb/s}");
+  EXPECT_DOUBLE_EQ(stepcast::load_profile("h100-sxm", dir, slow, "s.yaml").collectives.nic_busbw,
+                   12e9);
+  YAML::Node fast = YAML::Load("{collectives.intra_ring_busbw: 500 GB/s}");
+  EXPECT_THROW(stepcast::load_profile("h100-sxm", dir, fast, "s.yaml"), stepcast::InputError);
 }
 
 // compute.attention.kernel selects the attention implementation; anything else is an error.
