@@ -224,8 +224,10 @@ CriticalPathSummary summarize_critical_path(const Program& p, const Timeline& t,
     const Task& task = rp.tasks[static_cast<size_t>(id)];
     const TaskTiming& tt = t.ranks[static_cast<size_t>(ri)].tasks[static_cast<size_t>(id)];
     if (tt.start > prev_end) {  // a kernel waiting for its launch (critical_path.h)
-      out.total_s += to_s(tt.start - prev_end);
-      out.by_category_s["host"] += to_s(tt.start - prev_end);
+      // "host" in each breakdown, so that every one of them adds up to total_s.
+      const double wait = to_s(tt.start - prev_end);
+      out.total_s += wait;
+      for (auto* by : {&out.by_category_s, &out.by_kind_s, &out.by_phase_s}) (*by)["host"] += wait;
     }
     prev_end = tt.end;
     if (prev_rank >= 0 && rp.rank != prev_rank) ++out.rank_changes;
