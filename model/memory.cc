@@ -132,8 +132,7 @@ double layer_activation_bytes(const ModelArch& arch, int layer, const ShardSpec&
       shard.te_fp8_storage ? std::min(dtype_storage_bytes(shard.dtype), e) : e;  // TE's copies
   bytes += ld.rows * ((h + ffn_e) * gemm_in + gate * ffn_e * e + 4.0);
   const double ffn_s = m.shared_experts * d(m.ffn_hidden) / t;
-  const bool shared_fp8 =
-      m.shared_experts > 0 && shard.te_fp8_storage && shard.dtype == DType::kFp8;
+  const bool shared_fp8 = m.shared_experts > 0 && te_fp8_copies(shard);
   bytes += tokens * ffn_s * (gate * e + (shared_fp8 ? 1.0 : e));  // shared act, fc2 inputs
   if (shared_fp8) bytes += tn * h;                                // shared fc1's fp8 copy
   return bytes;

@@ -173,6 +173,10 @@ struct ShardSpec {
   bool te_fp8_storage = true;
 };
 
+// Whether Transformer Engine's per-tensor fp8 copies replace the 16-bit saved inputs of the
+// linear layers (and fill its fp8 weight cache): the stack keeps them and the GEMMs run fp8.
+inline bool te_fp8_copies(const ShardSpec& s) { return s.te_fp8_storage && s.dtype == DType::kFp8; }
+
 // The expert tensor parallel size of a shard: ShardSpec::expert_tp when set, else tp without
 // expert parallelism (the experts split like the dense MLP) and 1 with it (each rank holds
 // its local experts whole: the usual setting with ep, e.g. DeepSeek-V3's; Megatron-Core's

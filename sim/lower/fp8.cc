@@ -5,9 +5,7 @@
 
 namespace stepcast::lowering {
 
-bool Lowerer::te_fp8() const {
-  return sc_.framework.te_fp8_storage && sc_.training.dtype == DType::kFp8;
-}
+bool Lowerer::te_fp8() const { return te_fp8_copies(shard_); }
 
 // The change to a layer's saved activations (layer_activation_bytes counts them in the
 // activation dtype, e bytes) when Transformer Engine runs its linears in fp8: each linear

@@ -79,8 +79,9 @@ UnitKind layer_kind(bool moe, bool windowed) {
 bool is_layer(UnitKind k) { return k != UnitKind::kEmbed && k != UnitKind::kHead; }
 
 // A collective's time as the coster has it (sim/cost/coster.cc, task_durations).
-TimeNs collective_ns(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw) {
-  return to_ns(collective_time(op, bytes, g, hw).time_s);
+TimeNs collective_ns(CollOp op, double bytes, const GroupShape& g, const HwProfile& hw,
+                     bool nccl = true) {
+  return to_ns(collective_time(op, bytes, g, hw, nccl).time_s);
 }
 
 // The communication the compute stream waits for in one pass over `steps` (search_bound.h):
@@ -139,7 +140,7 @@ TimeNs comm_waits_ns(const std::vector<Step>& steps, const ParallelSpec& par,
         const CollOp op = cp.kind == CommPointKind::kEpGather    ? CollOp::kAllGather
                           : cp.kind == CommPointKind::kEpScatter ? CollOp::kReduceScatter
                                                                  : CollOp::kAllToAll;
-        run_ep += to_ns(collective_time(op, cp.bytes, ep_group, hw, !cp.ep_kernels).time_s);
+        run_ep += collective_ns(op, cp.bytes, ep_group, hw, !cp.ep_kernels);
         break;
       }
     }

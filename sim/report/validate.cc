@@ -309,12 +309,8 @@ nlohmann::json validation_to_json(const ValidationReport& r) {
   return j;
 }
 
-static nlohmann::json parse_json_text(const std::string& text, const std::string& file) {
-  return parse_json(text, file);
-}
-
 nlohmann::json read_json_file(const std::string& path) {
-  return parse_json_text(read_text_file(path, "JSON"), path);
+  return parse_json(read_text_file(path, "JSON"), path);
 }
 
 namespace {
@@ -385,8 +381,8 @@ std::vector<InputIssue> result_issues(const nlohmann::json& j, const std::string
 std::string compare_results(const std::string& pred_text, const std::string& pred_file,
                             const std::string& meas_text, const std::string& meas_file,
                             nlohmann::json* json_out) {
-  const nlohmann::json pred = parse_json_text(pred_text, pred_file);
-  const nlohmann::json meas = parse_json_text(meas_text, meas_file);
+  const nlohmann::json pred = parse_json(pred_text, pred_file);
+  const nlohmann::json meas = parse_json(meas_text, meas_file);
   std::vector<InputIssue> issues = result_issues(pred, pred_text, pred_file, false);
   for (InputIssue& i : result_issues(meas, meas_text, meas_file, true))
     issues.push_back(std::move(i));
