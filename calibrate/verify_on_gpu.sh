@@ -13,7 +13,9 @@
 #                    measurements-attention.json, so that `stepcast fit OUT/measurements-*.json`
 #                    fits GEMM, memory and attention at once
 #   5. the executor on the 1-GPU cases of tests/data/exec (tiny_1gpu, mcore_1.7B_1gpu),
-#      issued on streams, then as a CUDA graph with and without the task events (--untimed):
+#      issued on streams (attention fused through cuDNN where the build has it: summary.txt
+#      says how each case's ran), again with every attention task unfused, then as a CUDA
+#      graph with and without the task events (--untimed):
 #      Programs and predictions from LOWERED=DIR (made elsewhere by
 #      `LOWER_ONLY=1 calibrate/run_on_gpu.sh DIR`) or lowered here by $STEPCAST /
 #      build/stepcast when one exists; `stepcast validate` when the CLI is here.
@@ -166,6 +168,12 @@ if ((exec_built == 0)); then
     # mcore_1.7B_1gpu needs ~53 GB of GPU memory: exit 3 where it does not fit.
     step "exec-$c" 150 "$exec_bin" "$o.program.json" --warmup 2 --timeline \
       -o "$o.measured.json" || continue
+    # How its attention ran (fused through cuDNN, or unfused and why), then the same Program
+    # with every attention task unfused, for the difference.
+    grep -o '"attention[a-z_]*": *"[^"]*"' "$o.measured.json" | sed "s/^/exec-$c: /" |
+      tee -a "$summary"
+    step "exec-$c-unfused" 150 "$exec_bin" "$o.program.json" --attention unfused --warmup 2 \
+      -o "$o.unfused.measured.json"
     # Replayed as a CUDA graph, and again without the task events: the step training pays
     # (step_time_untimed_s) beside the timed one, whose events hold the stream ~1.3 us each.
     step "exec-$c-graph" 90 "$exec_bin" "$o.program.json" --graph --untimed --warmup 2 \

@@ -1,5 +1,6 @@
 // What one rank holds on its GPU (gpu_local.h): set-up, the scratch buffers memory-bound
-// tasks stream through, the cuBLASLt runners and the unfused attention's parts, tear-down.
+// tasks stream through, the cuBLASLt runners, the fused attention graphs or the unfused
+// attention's parts, tear-down.
 #include "gpu_local.h"
 
 #include <algorithm>
@@ -74,6 +75,35 @@ void* scratch(std::size_t bytes, cudaStream_t s, const std::string& dtype) {
   return p;
 }
 
+// The fused attention graph of an attention task, or nullptr (and the reason in l.attn_why
+// for the rank's first such task) when it runs unfused.
+Sdpa* fused_attention_of(Local& l, const Task& t, bool wanted, bool usable,
+                         const std::string& unusable) {
+  std::string why = wanted ? unusable : "--attention unfused";
+  Sdpa* f = nullptr;
+  if (wanted && usable) {
+    SdpaShape sh;
+    sh.batch = t.batch;
+    sh.heads = t.heads;
+    sh.kv_heads = t.kv_heads > 0 ? t.kv_heads : t.heads;
+    sh.seq_q = t.seq_q;
+    sh.seq_kv = t.seq_kv;
+    sh.head_dim = t.head_dim;
+    sh.causal = t.causal;
+    sh.backward = t.backward;
+    sh.fp16 = t.dtype == "fp16";
+    f = l.sdpa->plan(sh, why);
+  }
+  if (f) {
+    ++l.attn_fused;
+    if (f->grouped()) ++l.attn_grouped;
+  } else {
+    ++l.attn_unfused;
+    if (l.attn_why.empty()) l.attn_why = why;
+  }
+  return f;
+}
+
 }  // namespace
 
 void launch_memory(Local& l, cudaStream_t s, double read, double written, MemOp op) {
@@ -109,7 +139,7 @@ GemmRunner* gemm_for(Local& l, std::int64_t m, std::int64_t n, std::int64_t k, s
 }
 
 // Streams, events, GEMM runners and scratch buffers of one rank.
-void set_up(const Plan& plan, Local& l, bool graph) {
+void set_up(const Plan& plan, Local& l, bool graph, bool fused_attention) {
   if (l.streams.size() != kStreams.size())
     throw BenchError("internal: " + std::to_string(kStreams.size()) + " Program streams, " +
                      std::to_string(l.streams.size()) + " CUDA streams per rank");
@@ -136,11 +166,21 @@ void set_up(const Plan& plan, Local& l, bool graph) {
   }
   double mem = 16, coll = 16, p2p = 16;
   l.attention.resize(tasks.size());
+  l.fused.assign(tasks.size(), nullptr);
+  std::string unusable;
+  bool usable = false;
+  if (fused_attention) {
+    l.sdpa = std::make_unique<SdpaRank>();
+    usable = l.sdpa->open(unusable);
+  }
   for (const Task& t : tasks) {
     if (t.kind == Kind::kGemm)
       gemm_for(l, t.m, t.n, t.k, t.batch, t.dtype, t.stream, kPhases[static_cast<size_t>(t.phase)]);
-    if (t.kind == Kind::kAttention)
-      l.attention[static_cast<size_t>(t.id)] = attention_parts(l, t, mem);
+    if (t.kind == Kind::kAttention) {
+      Sdpa*& f = l.fused[static_cast<size_t>(t.id)];
+      f = fused_attention_of(l, t, fused_attention, usable, unusable);
+      if (!f) l.attention[static_cast<size_t>(t.id)] = attention_parts(l, t, mem);
+    }
     if (t.kind == Kind::kMemoryBound) mem = std::max({mem, t.bytes_read, t.bytes_written});
     if (t.kind == Kind::kCollective) coll = std::max(coll, t.bytes);
     if (t.kind == Kind::kSend || t.kind == Kind::kRecv) p2p = std::max(p2p, t.bytes);
@@ -165,6 +205,7 @@ void set_up(const Plan& plan, Local& l, bool graph) {
   STEPCAST_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&l.pool, l.device));
   std::uint64_t keep = UINT64_MAX;
   STEPCAST_CUDA_CHECK(cudaMemPoolSetAttribute(l.pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  if (l.sdpa) l.sdpa->bind(s0);  // the attention buffers, outside the pool like the scratch
   STEPCAST_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -173,6 +214,8 @@ void tear_down(Local& l) {
   cudaSetDevice(l.device);
   cudaDeviceSynchronize();
   l.gemms.clear();
+  l.fused.clear();
+  l.sdpa.reset();
   for (void* p : {l.mem_src, l.mem_dst, l.coll_send, l.coll_recv, l.p2p_send, l.p2p_recv})
     cudaFree(p);
   for (auto& e : l.start) cudaEventDestroy(e);

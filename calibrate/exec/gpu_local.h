@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "attention_cudnn.h"
 #include "gemm_runner.h"
 #include "gpu_runner.h"
 #include "kernels.h"
@@ -53,7 +54,13 @@ struct Local {
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::string, int>,
            std::unique_ptr<bench::GemmRunner>>
       gemms;
-  std::vector<std::vector<AttnPart>> attention;  // per task (attention tasks only)
+  std::vector<std::vector<AttnPart>> attention;  // per task (attention tasks run unfused)
+  // Fused attention (attention_cudnn.h): the rank's cuDNN state, and per task its graph
+  // (nullptr: unfused); how many attention tasks ran which way, and why the first unfused.
+  std::unique_ptr<SdpaRank> sdpa;
+  std::vector<Sdpa*> fused;
+  int attn_fused = 0, attn_grouped = 0, attn_unfused = 0;
+  std::string attn_why;
   void* mem_src = nullptr;
   void* mem_dst = nullptr;
   std::size_t mem_bytes = 0, mem_offset = 0;  // scratch size; where the next launch starts
@@ -85,9 +92,10 @@ bench::GemmRunner* gemm_for(Local& l, std::int64_t m, std::int64_t n, std::int64
                             std::int64_t batch, const std::string& dtype, int stream,
                             const std::string& phase);
 
-// Streams, events, GEMM runners and scratch buffers of one rank (graph: the --graph events
-// too); tear_down frees them and never throws.
-void set_up(const Plan& plan, Local& l, bool graph);
+// Streams, events, GEMM runners, attention graphs and scratch buffers of one rank (graph:
+// the --graph events too; fused_attention: attention through cuDNN where it runs the task's
+// shape, else unfused); tear_down frees them and never throws.
+void set_up(const Plan& plan, Local& l, bool graph, bool fused_attention);
 void tear_down(Local& l);
 
 }  // namespace stepcast::exec

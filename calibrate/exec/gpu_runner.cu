@@ -13,11 +13,14 @@
 //    calls it in the task's phase (bench::cublas_gemm: forward TN, input gradient NN, weight
 //    gradient NT; fp8 TN always, as cuBLASLt requires); the task's layout key, the
 //    simulator's alignment convention, is not what cuBLAS is given;
-//  - attention: unfused — per (batch x head): S = Q K^T, a softmax pass over S (read and
-//    write, 2 bytes per element), O = P V; backward: dP = dO V^T, dV = P^T dO, a softmax
-//    backward pass (read P and dP, write dS), dQ = dS K, dK = dS^T Q. Causal masking is not
-//    exploited: the full seq_q x seq_kv product runs (README: how this biases the result).
-//    Batched GEMMs over heads in chunks whose S is at most kAttnChunkBytes;
+//  - attention: cuDNN's fused scaled-dot-product attention, forward or backward, causal,
+//    grouped-query in the forward (attention_cudnn.h), where the build has cuDNN and cuDNN
+//    runs the shape; otherwise (or with --attention unfused) unfused — per (batch x head):
+//    S = Q K^T, a softmax pass over S (read and write, 2 bytes per element), O = P V;
+//    backward: dP = dO V^T, dV = P^T dO, a softmax backward pass (read P and dP, write
+//    dS), dQ = dS K, dK = dS^T Q, the full seq_q x seq_kv product even when causal (README:
+//    how this biases the result), batched GEMMs over heads in chunks whose S is at most
+//    kAttnChunkBytes. The result's provenance says how many tasks ran each way;
 //  - memory_bound: a kernel doing the task's arithmetic (kernels.h: norm, softmax, Adam,
 //    elementwise) reading bytes_read and writing bytes_written (over 4 GiB in pieces of
 //    4 GiB, see launch_memory), at addresses that move on through scratch buffers larger than
@@ -80,6 +83,10 @@ void launch_compute(Local& l, const Task& t) {
           ->launch();
       return;
     case Kind::kAttention:
+      if (Sdpa* f = l.fused[static_cast<size_t>(t.id)]) {
+        f->launch(s);
+        return;
+      }
       for (const AttnPart& part : l.attention[static_cast<size_t>(t.id)])
         for (int i = 0; i < part.launches; ++i) {
           if (part.gemm)
@@ -454,6 +461,24 @@ static void record_provenance(std::map<std::string, std::string>& provenance, in
                               : "streams behind a hold kernel, issued each run";
 }
 
+// How this process's attention tasks ran: fused through cuDNN (how many grouped) or
+// unfused, and why the first unfused one was.
+static void record_attention(std::map<std::string, std::string>& provenance,
+                             const std::vector<Local>& locals, bool wanted) {
+  int fused = 0, grouped = 0, unfused = 0;
+  std::string why;
+  for (const Local& l : locals) {
+    fused += l.attn_fused;
+    grouped += l.attn_grouped;
+    unfused += l.attn_unfused;
+    if (why.empty()) why = l.attn_why;
+  }
+  provenance["attention"] = std::to_string(fused) + " tasks fused (" + std::to_string(grouped) +
+                            " grouped-query), " + std::to_string(unfused) + " unfused";
+  provenance["attention_library"] = wanted ? SdpaRank::library() : "none (--attention unfused)";
+  if (unfused > 0) provenance["attention_unfused_because"] = why;
+}
+
 Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
                      std::map<std::string, std::string>& provenance) {
   Runner run{
@@ -472,7 +497,7 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
       for (Local& l : r.locals) tear_down(l);
     }
   } cleanup{run};
-  for (Local& l : run.locals) set_up(plan, l, opt.graph);
+  for (Local& l : run.locals) set_up(plan, l, opt.graph, opt.fused_attention);
 
   // Communicators: one per group with collectives, one per directed send/recv pair.
   const Program& p = *plan.program;
@@ -567,6 +592,7 @@ Recorded run_on_gpus(const Plan& plan, const GpuOptions& opt,
   record_provenance(provenance, run.locals.empty() ? 0 : run.locals[0].device, run.locals.size(),
                     mpi ? std::to_string(plan.world_size()) : "1", opt.warmup, opt.graph,
                     holds_timed_out);
+  record_attention(provenance, run.locals, opt.fused_attention);
   return rec;
 }
 

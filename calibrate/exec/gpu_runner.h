@@ -25,6 +25,9 @@ class OutOfMemory : public std::runtime_error {
 struct GpuOptions {
   int warmup = 1;      // whole-Program runs before the timed one (cuBLASLt / NCCL setup, clocks)
   bool graph = false;  // capture each GPU's Program into a CUDA graph once, replay it
+  // Attention through cuDNN's fused SDPA where the build has cuDNN and cuDNN runs the
+  // task's shape (attention_cudnn.h); false: every attention task unfused.
+  bool fused_attention = true;
   // With graph: after the timed replay, capture the Program again with no timing event
   // around its tasks (only the events other streams wait on) and time that replay's step.
   bool untimed = false;

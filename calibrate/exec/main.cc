@@ -46,12 +46,16 @@ constexpr const char* kUsage =
     "  --untimed     with --graph: also replay the Program captured with no event around\n"
     "                its tasks and write that step as step_time_untimed_s (each event\n"
     "                holds its stream ~1.3 us on an H200)\n"
+    "  --attention fused|unfused\n"
+    "                attention through cuDNN's fused SDPA where cuDNN runs the shape (the\n"
+    "                default; the others unfused, as the provenance says), or all unfused\n"
     "One process drives all local GPUs (one per rank); built with -DSTEPCAST_BENCH_MPI=ON\n"
     "and started with mpirun -np WORLD_SIZE, one process per GPU across nodes.\n";
 
 struct Args {
   std::string program, out;
   bool dry_run = false, timeline = false, host = false, graph = false, untimed = false;
+  bool fused_attention = true, attention_given = false;
   int gpus = -1, warmup = 1, task_ns = 1000;
 };
 
@@ -90,6 +94,13 @@ Args parse_args(int argc, char** argv) {
       a.graph = true;
     } else if (s == "--untimed") {
       a.untimed = true;
+    } else if (s == "--attention") {
+      const std::string v = next();
+      if (v != "fused" && v != "unfused")
+        throw stepcast::exec::ProgramError("--attention: expected fused or unfused, got \"" + v +
+                                           "\"");
+      a.fused_attention = v == "fused";
+      a.attention_given = true;
     } else if (s == "--gpus") {
       a.gpus = to_int(s, next(), 1);
     } else if (s == "--warmup") {
@@ -112,6 +123,9 @@ Args parse_args(int argc, char** argv) {
   if (a.graph && (a.host || a.dry_run))
     throw stepcast::exec::ProgramError(
         "--graph applies to a run on GPUs (not --host or --dry-run)");
+  if (a.attention_given && (a.host || a.dry_run))
+    throw stepcast::exec::ProgramError(
+        "--attention applies to a run on GPUs (not --host or --dry-run)");
   if (a.untimed && !a.graph)
     throw stepcast::exec::ProgramError(
         "--untimed needs --graph (the untimed step is a replay of the Program captured "
@@ -169,6 +183,7 @@ int run(int argc, char** argv) {
   opt.warmup = args.warmup;
   opt.graph = args.graph;
   opt.untimed = args.untimed;
+  opt.fused_attention = args.fused_attention;
   int process = 0;
 #ifdef STEPCAST_EXEC_WITH_MPI
   int processes = 1;

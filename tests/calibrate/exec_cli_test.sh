@@ -72,5 +72,11 @@ expect 2 "--gpus applies to --dry-run only" "$exec_bin" "$out/one.json" --gpus 2
 expect 2 "--graph applies to a run on GPUs" "$exec_bin" "$out/one.json" --graph --dry-run
 expect 2 "--graph applies to a run on GPUs" "$exec_bin" "$out/one.json" --graph --host
 expect 2 "--untimed needs --graph" "$exec_bin" "$out/one.json" --untimed
+expect 2 "--attention: expected fused or unfused, got \"flash\"" "$exec_bin" "$out/one.json" \
+  --attention flash
+expect 2 "--attention: needs a value" "$exec_bin" "$out/one.json" --attention
+expect 2 "--attention applies to a run on GPUs" "$exec_bin" "$out/one.json" --attention unfused \
+  --dry-run
+expect 2 "--attention applies to a run on GPUs" "$exec_bin" "$out/one.json" --attention fused --host
 expect 2 "--untimed needs --graph" "$exec_bin" "$out/one.json" --untimed --dry-run
 exit $fail

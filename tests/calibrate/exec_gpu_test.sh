@@ -21,3 +21,15 @@ for c in "${cases[@]}"; do
   "$exec_bin" "$out/$c.program.json" -o "$out/$c.measured.json"
   "$stepcast" validate "$out/$c.predicted.json" "$out/$c.measured.json"
 done
+# Attention ran fused through cuDNN where the build has it (attention_cudnn.h): the
+# provenance counts the tasks each way and names the library; an unfused task in a cuDNN
+# build is cuDNN refusing a shape, with the reason beside it.
+for c in "${cases[@]}"; do
+  grep -o '"attention[a-z_]*": *"[^"]*"' "$out/$c.measured.json"
+  if grep -q '"attention_library": *"cudnn ' "$out/$c.measured.json" &&
+    ! grep -q '"attention": *"[0-9]* tasks fused ([0-9]* grouped-query), 0 unfused"' \
+      "$out/$c.measured.json"; then
+    echo "FAIL: $c: attention tasks ran unfused in a cuDNN build"
+    exit 1
+  fi
+done
