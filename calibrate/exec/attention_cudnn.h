@@ -17,9 +17,10 @@
 // pseudo-random values in shared buffers (the rank's attention tasks run one at a time on
 // its compute stream), so the backward reads the Stats and O of whichever forward ran last:
 // finite values, the same kernels. Grouped-query attention runs grouped in the forward
-// (K and V with kv_heads heads, as TE passes them); in the backward as multi-head attention
-// with K and V repeated per query head, when cuDNN has no grouped graph for the shape: the
-// same FLOPs (every product is per query head), K/V read h/kv_heads times over. fp8 tasks
+// (K and V with kv_heads heads, as TE passes them; as multi-head attention where cuDNN
+// refuses the grouped graph); the backward always as multi-head attention with K and V
+// repeated per query head (the graph here has no reduction of dK and dV over a head
+// group): the same FLOPs (every product is per query head), K/V read h/kv_heads times over. fp8 tasks
 // run in bf16, as the simulator costs fused attention at the 16-bit rate whatever the GEMM
 // dtype (sim/cost/compute.cc); dropout is off, as in the runs the cases model.
 #pragma once
