@@ -11,7 +11,8 @@
 namespace stepcast {
 
 StateBytesPerParam state_bytes_per_param(DType dtype, bool adam, int zero_stage, int dp,
-                                         int grad_bytes, bool fp32_shards) {
+                                         int grad_bytes, bool fp32_shards,
+                                         bool master_remainders) {
   STEPCAST_CHECK(zero_stage >= 0 && zero_stage <= 3,
                  "zero stage must be 0..3, got " + std::to_string(zero_stage));
   STEPCAST_CHECK(dp >= 1, "dp must be >= 1, got " + std::to_string(dp));
@@ -23,6 +24,11 @@ StateBytesPerParam state_bytes_per_param(DType dtype, bool adam, int zero_stage,
   s.grads = grad_bytes;
   // fp32 master copy (absent when the weights are already fp32) + Adam m, v or momentum.
   s.optimizer = (fp32 ? 0.0 : 4.0) + (adam ? 8.0 : 4.0);
+  if (master_remainders && zero_stage >= 1) {
+    STEPCAST_CHECK(activation_dtype(dtype) == DType::kBf16,
+                   "master weight remainders need bf16 weights");
+    s.optimizer -= 2.0;  // the fp32 master's low half only; the bf16 weight is its high half
+  }
   if (fp32_shards && zero_stage == 3) {
     // FSDP2: the fp32 shard is parameter and master at once
     // (torch/distributed/fsdp/_fully_shard/_fsdp_param.py); with fp32 compute it already

@@ -26,8 +26,12 @@ struct StateBytesPerParam {
 // fp32_shards (FSDP2's ZeRO-3, FrameworkRules::zero3_fp32_shards): the fp32 shard is the
 // parameter and the master at once (counted under optimizer), no 16-bit shard beside it,
 // and the gradient shard is fp32: (0 + 4 + 12) / d bytes with Adam.
+// master_remainders (FrameworkRules::master_weight_remainders, bf16 weights): a sharded
+// optimizer (zero >= 1) keeps the low 16 bits of the fp32 master beside the bf16 weight,
+// 2 bytes instead of 4: 2 + g + (2 + 8) / d with Adam.
 StateBytesPerParam state_bytes_per_param(DType dtype, bool adam, int zero_stage, int dp,
-                                         int grad_bytes = 4, bool fp32_shards = false);
+                                         int grad_bytes = 4, bool fp32_shards = false,
+                                         bool master_remainders = false);
 inline double total_bytes(const StateBytesPerParam& s) { return s.weights + s.grads + s.optimizer; }
 
 // Stored activation bytes of one transformer layer for one microbatch on one rank.

@@ -79,10 +79,11 @@ Lowerer::StageState Lowerer::stage_state(int s) const {
   const bool adam = sc_.training.optimizer == Optimizer::kAdam;
   const int gb = static_cast<int>(grad_bytes_per_param_);
   const bool fp32_shards = sc_.framework.zero3_fp32_shards;
-  const auto sd =
-      state_bytes_per_param(sc_.training.dtype, adam, par_.zero, dense_dp_size(), gb, fp32_shards);
-  const auto se =
-      state_bytes_per_param(sc_.training.dtype, adam, par_.zero, expert_dp_size(), gb, fp32_shards);
+  const bool remainders = sc_.framework.master_weight_remainders;
+  const auto sd = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, dense_dp_size(), gb,
+                                        fp32_shards, remainders);
+  const auto se = state_bytes_per_param(sc_.training.dtype, adam, par_.zero, expert_dp_size(), gb,
+                                        fp32_shards, remainders);
   st.bytes = {st.dense * sd.weights + st.expert * se.weights,
               st.dense * sd.grads + st.expert * se.grads,
               st.dense * sd.optimizer + st.expert * se.optimizer};

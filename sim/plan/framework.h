@@ -276,6 +276,16 @@ struct FrameworkRules {
   // one pass over the shard per arithmetic step, with sqrt(v) held beside the state
   // (model/workload.h optimizer_op, optimizer_temp_bytes).
   bool fused_optimizer = true;
+  // The sharded optimizer keeps only the low 16 bits of each fp32 master weight, the bf16
+  // weight being its high half: 2 bytes of master state a parameter instead of 4. Apex's
+  // DistributedFusedAdam `store_param_remainders` (apex/contrib/optimizers/
+  // distributed_fused_adam.py), which NeMo turns on whenever the model is bf16 and the
+  // optimizer state fp32 (nemo/collections/nlp/models/language_modeling/megatron_base_model.py
+  // setup_optimization: store_params False, store_param_remainders True); the step reads and
+  // writes the same bytes (the bf16 weight and its remainder make the fp32 value). Needs bf16
+  // weights (bf16 or fp8 training); a rule of the sharded optimizer, so nothing at zero 0.
+  // Megatron-Core's distributed optimizer and every preset: off (fp32 master weights).
+  bool master_weight_remainders = false;
 
   // ---- the host (docs/model.md, "The host") -------------------------------------------
   // Host time to issue one kernel or collective from eager PyTorch (Python, the

@@ -42,6 +42,18 @@ void Loader::cross_checks(Scenario& sc) {
   }
   // Sequence against cp and tp.
   if (parallel_ok_ && training_ok_) check_sequence(par, sc);
+  // The optimizer's master-weight remainders are the low half of an fp32 value whose high
+  // half is the bf16 weight (framework rule master_weight_remainders).
+  if (training_ok_ && sc.framework.master_weight_remainders &&
+      activation_dtype(sc.training.dtype) != DType::kBf16) {
+    const YAML::Node f = root_["framework"];
+    const char* key = "master_weight_remainders";
+    r_.error(f && f.IsMap() && f[key] ? f[key] : f, std::string("framework.") + key,
+             fmt::format("needs bf16 weights (training.dtype bf16 or fp8, got {}): the "
+                         "remainder is the low half of an fp32 master weight whose high half "
+                         "is the bf16 weight",
+                         dtype_name(sc.training.dtype)));
+  }
   // What the plan asks of the stack: a zero level it has (and runs with a pipeline), the TP
   // overlap, a pipeline schedule it runs; and what the deferred output-layer weight
   // gradients run with (at the framework rule, which the scenario set).

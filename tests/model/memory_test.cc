@@ -27,6 +27,27 @@ TEST(StateBytes, MegatronMixedPrecision) {
   EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kBf16, false, 0, 1)), 14.0);
 }
 
+// Apex DistributedFusedAdam's store_param_remainders (master_remainders): the fp32 master's
+// low half only, 2 bytes instead of 4, so Adam 2 + g + (2 + 8)/d and SGD 2 + g + (2 + 4)/d
+// from zero 1 on; an unsharded optimizer (zero 0) keeps its fp32 masters: 18 with Adam.
+// fp16 weights are no fp32 value's high half: refused.
+TEST(StateBytes, MasterWeightRemaindersHalveTheMaster) {
+  for (int d : {1, 2, 8, 64}) {
+    EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kBf16, true, 1, d, 2, false, true)),
+                     2 + 2 + 10.0 / d)
+        << d;
+    EXPECT_DOUBLE_EQ(state_bytes_per_param(DType::kFp8, true, 2, d, 4, false, true).optimizer,
+                     10.0 / d)
+        << d;
+    EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kBf16, false, 1, d, 4, false, true)),
+                     2 + 4 + 6.0 / d)
+        << d;
+  }
+  EXPECT_DOUBLE_EQ(total_bytes(state_bytes_per_param(DType::kBf16, true, 0, 8, 4, false, true)),
+                   18.0);
+  EXPECT_THROW(state_bytes_per_param(DType::kFp16, true, 1, 8, 4, false, true), InvariantError);
+}
+
 // FSDP2's ZeRO-3 (fp32_shards): the fp32 shard is parameter and master at once, the
 // gradient shard fp32 whatever the reduce dtype: (0 + 4 + 12) / d with Adam, (0 + 4 + 8) / d
 // with SGD, against Megatron-FSDP's (2 + 4 + 12) / d. Below ZeRO-3 nothing changes.

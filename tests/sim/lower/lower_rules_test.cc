@@ -204,6 +204,26 @@ TEST(LowerRules, TeFp8SavesFp8InputsAndCachesFp8Weights) {
                    alloc_bytes(lower(off).ranks[0], "act.L0.mb0"));
 }
 
+// Apex DistributedFusedAdam's master-weight remainders, dp 2 with the sharded optimizer: the
+// optimizer state drops from (4 + 8) / 2 = 6 to (2 + 8) / 2 = 5 bytes a parameter, weights
+// and gradients unchanged; the optimizer step moves the same bytes (the bf16 weight and its
+// remainder read and written where the fp32 master was).
+TEST(LowerRules, MasterWeightRemaindersShrinkTheOptimizerState) {
+  Plan p;
+  p.dp = 2;
+  p.zero = 1;
+  Scenario sc = make_scenario(tiny_gpt(), p);
+  Scenario rem = sc;
+  rem.framework.master_weight_remainders = true;
+  const Program full = lower(sc), half = lower(rem);
+  const double opt = alloc_bytes(full.ranks[0], "optimizer");
+  ASSERT_GT(opt, 0);
+  EXPECT_DOUBLE_EQ(alloc_bytes(half.ranks[0], "optimizer"), opt * 5.0 / 6.0);
+  EXPECT_DOUBLE_EQ(alloc_bytes(half.ranks[0], "weights"), alloc_bytes(full.ranks[0], "weights"));
+  EXPECT_DOUBLE_EQ(alloc_bytes(half.ranks[0], "grads"), alloc_bytes(full.ranks[0], "grads"));
+  EXPECT_DOUBLE_EQ(training_state_bytes(rem)[0][2], training_state_bytes(sc)[0][2] * 5.0 / 6.0);
+}
+
 // FP8 primary weights (fp8_param_gather), dp 2 with the distributed optimizer: the fp8 data
 // and its transpose are the weight (the 16-bit "weights" allocation's 2 bytes a parameter),
 // so no cache beside it; the first microbatch's pass only transposes (1 byte read, 1

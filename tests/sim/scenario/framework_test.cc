@@ -420,6 +420,24 @@ TEST(Framework, DeepSpeedPipelinesRun1f1bOnly) {
                   .framework.name == Framework::kDeepSpeed);
 }
 
+TEST(Framework, MasterWeightRemaindersNeedBf16Weights) {
+  // Apex DistributedFusedAdam's store_param_remainders: off in every preset; it loads with
+  // bf16 or fp8 training (bf16 weights); fp16 weights are an error at
+  // framework.master_weight_remainders (line 2), a non-boolean at the same key.
+  for (const std::string& name : framework_names())
+    EXPECT_FALSE(load(base().insert(2, "framework: " + name)).framework.master_weight_remainders)
+        << name;
+  auto doc = [](const std::string& dtype) {  // training.dtype at line 16
+    return base().insert(2, "framework: {master_weight_remainders: true}").insert(16,
+                                                                                  "  dtype: " + dtype);
+  };
+  EXPECT_TRUE(load(doc("bf16")).framework.master_weight_remainders);
+  EXPECT_TRUE(load(doc("fp8")).framework.master_weight_remainders);
+  const std::string key = "framework.master_weight_remainders";
+  expect_issue(doc("fp16"), key, 2, "needs bf16 weights (training.dtype bf16 or fp8, got fp16)");
+  expect_issue(base().insert(2, "framework: {master_weight_remainders: 2}"), key, 2, "");
+}
+
 TEST(Framework, DeferredOutputWgradOnlyWhereItIsModelled) {
   // Megatron-Core's defer_embedding_wgrad_compute with its wgrad_deferral_limit (0: every
   // call): off in every preset; set, it loads under Megatron-Core with zero 0 or 1 and a
