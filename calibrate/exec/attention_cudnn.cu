@@ -56,6 +56,7 @@ Sdpa* SdpaRank::plan(const SdpaShape&, std::string& why) {
   return nullptr;
 }
 void SdpaRank::bind(cudaStream_t) {}
+std::string SdpaRank::failure(const Sdpa*) const { return library(); }
 void SdpaRank::close() {}
 
 #else
@@ -441,6 +442,7 @@ struct SdpaRank::Impl {
   cudnnHandle_t handle = nullptr;
   std::map<SdpaShape, std::unique_ptr<SdpaGraph>> graphs;
   std::map<SdpaShape, std::string> failed;  // shapes cuDNN cannot run, and why
+  std::map<const Sdpa*, std::string> broken;  // planned, but their first run was refused
   Buffers buf;
 };
 
@@ -529,10 +531,24 @@ void SdpaRank::bind(cudaStream_t s) {
   alloc(b.stats, 4 * rows, false);
   alloc(b.rowsum, 4 * rows, false);
   alloc(b.workspace, ws, false);
-  for (auto& [sh, g] : impl_->graphs) g->bind(b);
-  for (auto& [sh, g] : impl_->graphs)  // finite O and Stats before any backward reads them
-    if (!sh.backward) g->launch(s);
+  // Each graph once, the forwards first (finite O and Stats before any backward reads
+  // them): a run cuDNN refuses drops the graph, whose tasks then run unfused.
+  for (bool backward : {false, true})
+    for (auto& [sh, g] : impl_->graphs) {
+      if (sh.backward != backward) continue;
+      try {
+        g->bind(b);
+        g->launch(s);
+      } catch (const CudnnError& e) {
+        impl_->broken.emplace(g.get(), e.what());
+      }
+    }
   STEPCAST_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+std::string SdpaRank::failure(const Sdpa* g) const {
+  auto it = impl_->broken.find(g);
+  return it == impl_->broken.end() ? std::string() : "cuDNN refused its first run: " + it->second;
 }
 
 void SdpaRank::close() {

@@ -67,9 +67,13 @@ class SdpaRank {
   // cannot run it; a backward shape also plans its forward, which fills O and Stats.
   Sdpa* plan(const SdpaShape& shape, std::string& why);
   // After every plan: allocates the shared buffers (values, not zeros) and the workspace
-  // for the largest shape, binds every graph to them and runs each backward's forward once.
-  // Throws bench::BenchError on a CUDA or cuDNN failure.
+  // for the largest shape, binds every graph to them and runs each once, the forwards
+  // first (they fill O and Stats for the backwards). A graph whose run cuDNN refuses is
+  // dropped: `failure` then says why, and its tasks run unfused. Throws bench::BenchError on
+  // a CUDA failure.
   void bind(cudaStream_t s);
+  // Why a planned graph was dropped by bind, or "" when it runs.
+  std::string failure(const Sdpa* g) const;
   void close();  // frees everything, never throws
 
  private:

@@ -186,6 +186,23 @@ void set_up(const Plan& plan, Local& l, bool graph, bool fused_attention) {
     if (t.kind == Kind::kSend || t.kind == Kind::kRecv) p2p = std::max(p2p, t.bytes);
   }
   cudaStream_t s0 = l.streams[0];
+  // The attention buffers (outside the pool, like the scratch) and each graph's first run:
+  // the tasks of a graph cuDNN refused to run go unfused.
+  if (l.sdpa) {
+    l.sdpa->bind(s0);
+    for (const Task& t : tasks) {
+      Sdpa*& f = l.fused[static_cast<size_t>(t.id)];
+      if (t.kind != Kind::kAttention || !f) continue;
+      const std::string why = l.sdpa->failure(f);
+      if (why.empty()) continue;
+      --l.attn_fused;
+      if (f->grouped()) --l.attn_grouped;
+      ++l.attn_unfused;
+      if (l.attn_why.empty()) l.attn_why = why;
+      f = nullptr;
+      l.attention[static_cast<size_t>(t.id)] = attention_parts(l, t, mem);
+    }
+  }
   // launch_memory streams larger tasks in pieces; twice the L2 beyond the largest piece lets
   // consecutive tasks move on to bytes that are not in L2.
   int l2 = 0;
@@ -205,7 +222,6 @@ void set_up(const Plan& plan, Local& l, bool graph, bool fused_attention) {
   STEPCAST_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&l.pool, l.device));
   std::uint64_t keep = UINT64_MAX;
   STEPCAST_CUDA_CHECK(cudaMemPoolSetAttribute(l.pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  if (l.sdpa) l.sdpa->bind(s0);  // the attention buffers, outside the pool like the scratch
   STEPCAST_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
