@@ -62,6 +62,22 @@ std::optional<double> get_fraction(YamlReader& r, const YAML::Node& map, const s
   return r.get_double(map, path, key, 0.01, 1.0);
 }
 
+// compute.gemm.grouped_efficiency: a factor of the dense curve's time, in (0, 2]: 0 would
+// make grouped GEMMs take forever, and a grouped GEMM more than twice as fast as its own
+// experts' GEMMs at the dense curve is no measurement (the fit keeps its value in range).
+std::optional<double> get_grouped_efficiency(YamlReader& r, const YAML::Node& map,
+                                             const std::string& path) {
+  const auto v = r.get_double(map, path, "grouped_efficiency", -kInf, kInf);
+  if (v && !(*v > 0 && *v <= 2)) {
+    r.error(map["grouped_efficiency"], join_path(path, "grouped_efficiency"),
+            fmt::format("expected a number in (0, 2] (1: Transformer Engine's per-expert "
+                        "GEMMs at the dense curve), got {}",
+                        *v));
+    return std::nullopt;
+  }
+  return v;
+}
+
 std::optional<DType> get_dtype(YamlReader& r, const YAML::Node& map, const std::string& path,
                                const std::string& key) {
   auto s = r.get_enum(map, path, key, {"bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"});
@@ -225,10 +241,10 @@ void parse_compute_params(YamlReader& r, const YAML::Node& node, const std::stri
     return;
   if (const YAML::Node g = node["gemm"]) {
     const std::string gp = join_path(path, "gemm");
-    if (r.expect_map(
-            g, gp,
-            {"max_efficiency", "half_m", "half_n", "half_k", "fp8_max_efficiency", "fp8_half_m",
-             "fp8_half_n", "fp8_half_k", "fixed_time", "unaligned_efficiency"})) {
+    if (r.expect_map(g, gp,
+                     {"max_efficiency", "half_m", "half_n", "half_k", "fp8_max_efficiency",
+                      "fp8_half_m", "fp8_half_n", "fp8_half_k", "fixed_time",
+                      "unaligned_efficiency", "grouped_efficiency"})) {
       set_if(get_fraction(r, g, gp, "max_efficiency"), out.gemm_max_eff);
       // Half-saturation sizes: 0 means "no size penalty" on that dimension.
       set_if(r.get_double(g, gp, "half_m", 0.0, 1e9), out.gemm_half_m);
@@ -240,6 +256,7 @@ void parse_compute_params(YamlReader& r, const YAML::Node& node, const std::stri
       set_if(r.get_double(g, gp, "fp8_half_k", 0.0, 1e9), out.fp8_half_k);
       set_if(r.get_quantity(g, gp, "fixed_time", Dimension::kTime), out.gemm_fixed_time_s);
       set_if(r.get_double(g, gp, "unaligned_efficiency", 0.01, 1.0), out.gemm_unaligned_eff);
+      set_if(get_grouped_efficiency(r, g, gp), out.gemm_grouped_eff);
     }
   }
   if (const YAML::Node a = node["attention"]) {

@@ -6,7 +6,7 @@
 // YAML keys (profile sections; every key optional, defaults below; units strict):
 //   compute:
 //     gemm: {max_efficiency: 0.80, half_m: 64, half_n: 64, half_k: 64,
-//            fp8_max_efficiency: 0.70}
+//            fp8_max_efficiency: 0.70, grouped_efficiency: 1.0}
 //     attention: {fwd_efficiency: 0.60, bwd_efficiency: 0.50, half_seq: 256}
 //     memory_bound_efficiency: 0.85
 //     launch_overhead: 4 us
@@ -72,6 +72,13 @@ struct ComputeParams {
   // tensor-core kernels (sim/cost/compute.cc says which dimensions lead per layout).
   // YAML: compute.gemm.unaligned_efficiency (a fraction). 1: no penalty.
   double gemm_unaligned_eff = 1.0;
+  // Grouped expert GEMMs (a GEMM task with batch > 1: Transformer Engine's GroupedLinear,
+  // one cuBLAS GEMM per local expert over 4 streams) run at this factor of the time the
+  // dense curve gives them (sim/cost/compute.cc, grouped_gemm_kernel_time_s): their FLOP
+  // time is divided by it. 1: exactly TE's per-expert GEMMs at the dense curve, nothing
+  // more. `stepcast fit` fits it on grouped-GEMM measurements (calibrate/fit/fit_grouped.cc).
+  // YAML: compute.gemm.grouped_efficiency (a number in (0, 2]).
+  double gemm_grouped_eff = 1.0;
   // Attention (flash) efficiency of the bf16 peak, forward and backward, and the sequence
   // length at which it reaches half of it.
   double attn_fwd_eff = 0.6, attn_bwd_eff = 0.5, attn_half_seq = 256;

@@ -26,11 +26,17 @@
 // M, n and k are each within a factor kTableMatchRatio of a point of the same dtype (the
 // nearest such point in log-distance wins); the point's throughput is then the kernel's.
 //
+// Grouped expert GEMMs (GEMM tasks with batch G > 1, the MoE experts) run as Transformer
+// Engine's GroupedLinear: G cuBLAS GEMMs of the expert's own [m, n, k] over 4 streams
+// (grouped_gemm_kernel_time_s), that time divided by compute.gemm.grouped_efficiency (1 by
+// default; fitted by `stepcast fit` on stepcast-bench's grouped-GEMM measurements).
+//
 // Attention (flash kernels), of the bf16 peak:
 //   eff = E_pass * s/(s + half_seq) * d/(d + half_head_dim),
 // s = keys per query row: seq_kv, halved for causal square blocks (a row sees half the keys
 // on average); E_pass = attn_fwd_eff or attn_bwd_eff. Fitted per kernel on the FA3 paper's
 // H100 figures 5 (fwd) and 6 (bwd) by the same script; see the report in the test.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -155,27 +161,37 @@ double gemm_efficiency(const GemmShape& g, const HwProfile& hw) {
   return flops / (peak * t_kernel);
 }
 
+double grouped_gemm_kernel_time_s(const GemmShape& g, const HwProfile& hw) {
+  // Transformer Engine's GroupedLinear runs one cuBLAS GEMM per group, spread round-robin
+  // over its compute streams (nvte_multi_stream_cublas_gemm, 4 streams): each group runs at
+  // the efficiency of its own [m, n, k], not of a [G*m, n, k] GEMM, and the fixed
+  // per-kernel time of G kernels overlaps 4 at a time, so ceil(G/4) of them stay:
+  //   t = G * t_one - (G - ceil(G/4)) * min(fixed, t_one)
+  // (t_one: one group's kernel time, table point or curve; a table point timed below the
+  // fixed time bounds what can overlap, so t >= ceil(G/4) * t_one > 0).
+  GemmShape one = g;
+  one.batch = 1;
+  const double groups = static_cast<double>(std::max<std::int64_t>(g.batch, 1));
+  const double t_one =
+      gemm_flops(one) / (peak_flop_per_s(one.dtype, hw) * gemm_efficiency(one, hw));
+  const double waves = std::ceil(groups / kGroupedGemmStreams);
+  return groups * t_one - (groups - waves) * std::min(hw.compute.gemm_fixed_time_s, t_one);
+}
+
 double compute_time_s(const Task& t, const HwProfile& hw) {
   const ComputeParams& c = hw.compute;
   const double bytes = t.bytes_read + t.bytes_written;
   switch (t.kind) {
     case TaskKind::kGemm: {
       const double flops = t.flops > 0 ? t.flops : gemm_flops(t.gemm);
-      if (t.gemm.batch > 1 && !table_match(t.gemm, c)) {
+      if (t.gemm.batch > 1) {
         // Grouped expert GEMM (the only batched GEMM task: the model's MoE experts;
-        // unfused attention's batched GEMMs are costed above as one strided kernel).
-        // Transformer Engine's GroupedLinear runs one cuBLAS GEMM per local expert, spread
-        // over its compute streams (nvte_multi_stream_cublas_gemm, 4 streams): each group
-        // runs at the efficiency of its own [m, n, k] shape, not of a [G*m, n, k] GEMM, and
-        // the fixed per-kernel time of G kernels overlaps 4 at a time.
-        GemmShape one = t.gemm;
-        one.batch = 1;
-        const double g = static_cast<double>(t.gemm.batch);
-        const double peak = peak_flop_per_s(one.dtype, hw);
-        const double per = gemm_flops(one) / (peak * gemm_efficiency(one, hw));  // + fixed
-        const double streams = std::ceil(g / kGroupedGemmStreams);
-        const double t_flop = (g * per - (g - streams) * c.gemm_fixed_time_s) *
-                              (flops / (g * gemm_flops(one))) / c.sustained_clock;
+        // unfused attention's batched GEMMs are costed below as one strided kernel). Always
+        // per expert: a gemm_table point at M = batch * m measured one [G*m, n, k] GEMM,
+        // not G of [m, n, k] (gemm_efficiency of the expert's own shape consults the table).
+        const double t_kernel =
+            grouped_gemm_kernel_time_s(t.gemm, hw) * (flops / gemm_flops(t.gemm));
+        const double t_flop = t_kernel / (c.sustained_clock * c.gemm_grouped_eff);
         return std::max(t_flop, memory_time_s(bytes, hw)) + c.launch_overhead_s;
       }
       const double eff = gemm_efficiency(t.gemm, hw);

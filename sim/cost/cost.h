@@ -32,6 +32,13 @@ struct CollectiveChoice {
 // Compute: roofline with shape-dependent efficiency + launch overhead (sim/cost/compute.cc).
 double compute_time_s(const Task& t, const HwProfile& hw);
 double gemm_efficiency(const GemmShape& g, const HwProfile& hw);
+// Kernel time of a grouped expert GEMM (GemmShape::batch = G groups of [m, n, k]) as
+// Transformer Engine runs it — one cuBLAS GEMM per group at the dense curve (or gemm_table)
+// of its own shape, over 4 streams — at the clock the curve was measured at, before
+// compute.gemm.grouped_efficiency and without the launch (sim/cost/compute.cc). compute_time_s
+// divides it by the sustained clock and the grouped efficiency; `stepcast fit` fits the
+// latter against it.
+double grouped_gemm_kernel_time_s(const GemmShape& g, const HwProfile& hw);
 // A flash-attention kernel's fraction of the bf16 peak (sim/cost/compute.cc's curve; the
 // sustained clock not applied). `stepcast fit` reports its attention residuals with it.
 double attention_efficiency(const AttentionShape& a, const ComputeParams& c);

@@ -398,6 +398,23 @@ parallel: {tp: 8, pp: 1, microbatch: 1, schedule: 1f1b, zero: 0, sequence_parall
   EXPECT_GT(j["step_time_s"].get<double>(), 0);
 }
 
+// compute.gemm.grouped_efficiency outside (0, 2] is refused where it is written, with the
+// key (exit 2): here in a scenario's profile overrides, line 3.
+TEST(Cli, GroupedGemmEfficiencyOutOfRangeExitsTwo) {
+  fs::path d = tmpdir();
+  std::string text = kSmall;
+  text.replace(text.find("nodes: 1}"), 9,
+               "nodes: 1, overrides: {compute.gemm.grouped_efficiency: 0}}");
+  write(d / "grouped.yaml", text);
+  const CliRun r = stepcast("run " + (d / "grouped.yaml").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("grouped.yaml:3:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cluster.overrides.compute.gemm.grouped_efficiency: expected a number in "
+                       "(0, 2]"),
+            std::string::npos)
+      << r.err;
+}
+
 // A reserve the plan cannot fit beside: llama3-8b on one node (tp 2, sp) peaks at 52.61 GiB
 // (README block); 30 GiB of the H100's 79.65 kept in reserve leaves 49.65: exit 3, and the
 // message says the reserve. 20 GiB leaves 59.65: it fits.

@@ -387,3 +387,48 @@ TEST(GroupedGemm, EachGroupAtItsOwnShapeFixedTimesFourAtATime) {
 
 }  // namespace
 }  // namespace stepcast
+
+namespace stepcast {
+namespace {
+
+// compute.gemm.grouped_efficiency divides the grouped FLOP time. G = 8 groups of
+// [2048, 1536, 2048] bf16 (Qwen3-30B fc1 at 2048 rows an expert) on the test H100 (E 0.880,
+// hm 107, hn 58, hk 109, fixed 5.8 us, launch 4 us, clock 1), efficiency 0.8:
+//   shape     = 0.880 * 2048/2155 * 1536/1594 * 2048/2157 = 0.76515
+//   one group = 2*2048*1536*2048 / (989.4e12 * 0.76515) + 5.8 us = 17.0201 + 5.8 = 22.8201 us
+//   8 groups on 4 streams, 2 waves: 8 * 22.8201 - (8 - 2) * 5.8 = 147.7605 us
+//   task      = 147.7605 / 0.8 + 4 = 188.7006 us
+TEST(GroupedGemm, EfficiencyDividesTheDenseCurvesTime) {
+  HwProfile hw = h100_profile();
+  const Task t = gemm_task(2048, 1536, 2048, 8, DType::kBf16);
+  EXPECT_NEAR(compute_time_s(t, hw), 147.7605e-6 + 4e-6, 1e-10);  // default 1: the curve's
+  hw.compute.gemm_grouped_eff = 0.8;
+  EXPECT_NEAR(compute_time_s(t, hw), 188.7006e-6, 1e-10);
+  EXPECT_NEAR(grouped_gemm_kernel_time_s(t.gemm, hw), 147.7605e-6, 1e-10);  // before the factor
+}
+
+// A gemm_table point at M = G*m measured one [16384, 1536, 2048] GEMM, not 8 of [2048, 1536,
+// 2048]: the grouped task stays at the per-expert time above (147.7605 + 4 us; it was costed
+// by the point, 8 * 12.885 GFLOP / 900 TFLOP/s + 4 = 118.5 us). A point at the expert's own
+// shape is its kernel time: 12.885 GFLOP / 600 TFLOP/s = 21.4748 us a group, so
+// 8 * 21.4748 - 6 * 5.8 + 4 = 140.9987 us.
+TEST(GroupedGemm, TheTableDoesNotShortCircuitTheGroups) {
+  HwProfile hw = h100_profile();
+  const Task t = gemm_task(2048, 1536, 2048, 8, DType::kBf16);
+  hw.compute.gemm_table = {GemmPoint{16384, 1536, 2048, DType::kBf16, 900e12}};
+  EXPECT_NEAR(compute_time_s(t, hw), 151.7605e-6, 1e-10);
+  hw.compute.gemm_table.push_back(GemmPoint{2048, 1536, 2048, DType::kBf16, 600e12});
+  EXPECT_NEAR(compute_time_s(t, hw), 140.9987e-6, 1e-10);
+}
+
+// A table point timed below the fixed time (a [128, 128, 128] GEMM at 2.097152 TFLOP/s:
+// 4.194 MFLOP in 2 us, against 5.8 us fixed) overlaps no more than itself: 6 groups, 2
+// waves, 6 * 2 - (6 - 2) * 2 = 4 us (not 12 - 4 * 5.8 < 0), plus the 4 us launch.
+TEST(GroupedGemm, AFastTablePointBoundsTheOverlap) {
+  HwProfile hw = h100_profile();
+  hw.compute.gemm_table = {GemmPoint{128, 128, 128, DType::kBf16, 2.097152e12}};
+  EXPECT_NEAR(compute_time_s(gemm_task(128, 128, 128, 6, DType::kBf16), hw), 8e-6, 1e-12);
+}
+
+}  // namespace
+}  // namespace stepcast
