@@ -3,7 +3,8 @@
 # in under 9 minutes): builds only the GPU programs (stepcast-bench, stepcast-exec;
 # standalone CMake builds, sm_90 unless CUDA_ARCH says otherwise, -j every core, both at
 # once), then runs, each step under its own timeout and whatever the others did:
-#   1. bench gemm    the GEMM grid (--quick: 512/2048/8192 x bf16/fp16/fp8), plus the exact
+#   1. bench gemm    the GEMM grid (--quick: 512/2048/8192 x bf16/fp16/fp8) and the quick
+#                    grid of grouped expert GEMMs (84 a dtype, bf16 and fp8), plus the exact
 #                    GEMMs of mcore_1.7B_1gpu's Program when it is lowered (called as the
 #                    executor calls them), and those again after the grid
 #   2. bench memory  HBM bandwidth, launch overhead
@@ -144,7 +145,7 @@ if ((bench_built == 0)); then
   # gemm-program-again.json is not a measurements-*.json, so `stepcast fit` leaves it out.
   if ((${#shapes[@]} > 0)); then
     step bench-gemm-again 60 "$bench" gemm --dims 256 --dtypes bf16 --repeats 10 \
-      "${shapes[@]}" -o "$out/gemm-program-again.json"
+      --grouped-grid none "${shapes[@]}" -o "$out/gemm-program-again.json"
   fi
   step bench-memory 60 "$bench" memory --quick -o "$out/measurements-memory.json"
   if ((ngpu >= 2)); then

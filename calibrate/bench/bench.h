@@ -17,8 +17,12 @@ struct Options {
   int repeats = 20;    // timed launches; the median is kept
   std::vector<std::string> dtypes = {"bf16", "fp16", "fp8"};
   std::vector<std::int64_t> gemm_dims;  // grid of m, n, k (all combinations); empty: default
-  std::string program_file;             // --program: GEMM shapes of a Program (stepcast lower)
-  double min_bytes = 1024;              // collective sizes, doubling (or x4 with --quick)
+  // Grid of grouped expert GEMMs (gemm_bench.cu): "full", "quick" or "none"; empty: quick
+  // with --quick, else full. A Program's grouped GEMMs are timed whatever it says.
+  std::string grouped_grid;
+  std::string program_file;  // --program: GEMM shapes of a Program (stepcast lower);
+                             // its batch > 1 GEMMs are timed as grouped GEMMs
+  double min_bytes = 1024;   // collective sizes, doubling (or x4 with --quick)
   double max_bytes = 4.0 * 1024 * 1024 * 1024;
   double size_factor = 2;
   std::vector<int> group_sizes = {2, 4, 8};  // single-process communicators (<= GPUs)
@@ -56,12 +60,15 @@ inline CublasGemm cublas_gemm(const GemmShapeSpec& s) {
   return {s.n, s.m, s.phase == "bwd_input" ? "NN" : "TN"};
 }
 
+// One GEMM, or a grouped expert GEMM as Transformer Engine runs it (GroupedGemmRunner:
+// shape.batch groups of [m, n, k] in shape.phase, timed from the fork to the join).
 struct GemmResult {
   GemmShapeSpec shape;
   std::string layout;  // cuBLAS ops of A and B as run: "NN", "NT" or "TN"
   double time_us = 0;  // median over repeats (CUDA events)
   double flop_per_s = 0;
   int repeats = 0;
+  int streams = 1;  // grouped: the streams its groups were spread over
 };
 
 struct MemoryResult {
@@ -101,6 +108,7 @@ struct OverlapResult {
 
 struct Results {
   std::vector<GemmResult> gemm;
+  std::vector<GemmResult> grouped_gemm;  // grouped expert GEMMs (shape.batch: groups)
   std::vector<MemoryResult> memory;
   double launch_overhead_us = -1;  // < 0: not measured
   // Device memory in use when the memory benchmark starts, before it allocates anything

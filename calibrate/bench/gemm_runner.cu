@@ -1,6 +1,10 @@
 // GemmRunner (gemm_runner.h): one cuBLASLt GEMM with its own buffers, filled with
 // pseudo-random values (zeros would draw less power and run faster than real data).
-// Shared by the GEMM sweep, the overlap benchmark and the executor (calibrate/exec).
+// Shared by the GEMM sweep, the overlap benchmark and the executor (calibrate/exec), as is
+// GroupedGemmRunner, Transformer Engine's grouped GEMM made of them.
+#include <algorithm>
+#include <memory>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -38,6 +42,33 @@ __global__ void hold_kernel(unsigned long long ns) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
     if (now - start >= ns) break;
   }
+}
+
+// Runs `launch` `warmup` times, then `repeats` times each between two events on `stream`,
+// all queued behind hold_kernel (`per_run_ns` per timed run: the host's time to queue one),
+// and returns each timed run's span in microseconds.
+template <typename Launch>
+std::vector<double> timed_behind_hold(cudaStream_t stream, int warmup, int repeats,
+                                      unsigned long long per_run_ns, Launch launch) {
+  for (int i = 0; i < warmup; ++i) launch();
+  std::vector<cudaEvent_t> ev(2 * repeats);
+  for (auto& e : ev) STEPCAST_CUDA_CHECK(cudaEventCreate(&e));
+  hold_kernel<<<1, 1, 0, stream>>>(per_run_ns * static_cast<unsigned long long>(repeats));
+  STEPCAST_CUDA_CHECK_LAUNCH();
+  for (int i = 0; i < repeats; ++i) {
+    STEPCAST_CUDA_CHECK(cudaEventRecord(ev[2 * i], stream));
+    launch();
+    STEPCAST_CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], stream));
+  }
+  STEPCAST_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> t(repeats);
+  for (int i = 0; i < repeats; ++i) {
+    float ms = 0;
+    STEPCAST_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+    t[i] = ms * 1e3;
+  }
+  for (auto& e : ev) STEPCAST_CUDA_CHECK(cudaEventDestroy(e));
+  return t;
 }
 
 template <typename T>
@@ -83,7 +114,8 @@ bool dtype_supported(const std::string& dtype, int device) {
   return major * 10 + minor >= 89;
 }
 
-GemmRunner::GemmRunner(const GemmShapeSpec& s, cudaStream_t stream) : shape_(s), stream_(stream) {
+GemmRunner::GemmRunner(const GemmShapeSpec& s, cudaStream_t stream, void* workspace)
+    : shape_(s), stream_(stream), workspace_(workspace), own_workspace_(workspace == nullptr) {
   // A throwing constructor runs no destructor: free the buffers here, or every skipped shape
   // of a sweep (run_gemm goes on after it) leaks them.
   try {
@@ -107,7 +139,7 @@ void GemmRunner::init() {
   STEPCAST_CUDA_CHECK(cudaMalloc(&a_, a_elems * info.ab_bytes));
   STEPCAST_CUDA_CHECK(cudaMalloc(&b_, b_elems * info.ab_bytes));
   STEPCAST_CUDA_CHECK(cudaMalloc(&d_, d_elems * info.cd_bytes));
-  STEPCAST_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  if (own_workspace_) STEPCAST_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
   fill_values(a_, a_elems, s.dtype, 1, stream_);
   fill_values(b_, b_elems, s.dtype, 2, stream_);
 
@@ -169,7 +201,7 @@ void GemmRunner::release() noexcept {
   cudaFree(a_);
   cudaFree(b_);
   cudaFree(d_);
-  cudaFree(workspace_);
+  if (own_workspace_) cudaFree(workspace_);
 }
 
 void GemmRunner::launch() {
@@ -184,26 +216,88 @@ double GemmRunner::flops() const {
 }
 
 std::vector<double> GemmRunner::time_us(int warmup, int repeats) {
-  for (int i = 0; i < warmup; ++i) launch();
-  std::vector<cudaEvent_t> ev(2 * repeats);
-  for (auto& e : ev) STEPCAST_CUDA_CHECK(cudaEventCreate(&e));
   // 50 us per timed launch covers the host's cublasLtMatmul and two event records.
-  hold_kernel<<<1, 1, 0, stream_>>>(50000ull * static_cast<unsigned long long>(repeats));
-  STEPCAST_CUDA_CHECK_LAUNCH();
-  for (int i = 0; i < repeats; ++i) {
-    STEPCAST_CUDA_CHECK(cudaEventRecord(ev[2 * i], stream_));
-    launch();
-    STEPCAST_CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], stream_));
+  return timed_behind_hold(stream_, warmup, repeats, 50000, [this] { launch(); });
+}
+
+GroupedGemmRunner::GroupedGemmRunner(std::int64_t m, std::int64_t n, std::int64_t k,
+                                     std::int64_t groups, const std::string& dtype,
+                                     const std::string& phase) {
+  try {
+    init(m, n, k, groups, dtype, phase);
+  } catch (...) {
+    release();
+    throw;
   }
-  STEPCAST_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::vector<double> t(repeats);
-  for (int i = 0; i < repeats; ++i) {
-    float ms = 0;
-    STEPCAST_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-    t[i] = ms * 1e3;
+}
+
+void GroupedGemmRunner::init(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t groups,
+                             const std::string& dtype, const std::string& phase) {
+  if (m < 1 || n < 1 || k < 1 || groups < 1)
+    throw BenchError("grouped GEMM: m, n, k and groups must be positive, got " +
+                     std::to_string(groups) + " x " + std::to_string(m) + "x" + std::to_string(n) +
+                     "x" + std::to_string(k));
+  const int n_streams = static_cast<int>(std::min<std::int64_t>(groups, kStreams));
+  for (int s = 0; s < n_streams; ++s) {
+    STEPCAST_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_.emplace_back(), cudaStreamNonBlocking));
+    STEPCAST_CUDA_CHECK(cudaMalloc(&workspaces_.emplace_back(), GemmRunner::kWorkspaceBytes));
+    STEPCAST_CUDA_CHECK(cudaEventCreateWithFlags(&join_.emplace_back(), cudaEventDisableTiming));
   }
-  for (auto& e : ev) STEPCAST_CUDA_CHECK(cudaEventDestroy(e));
-  return t;
+  STEPCAST_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+  // Group g on stream g % streams, as TE assigns them; the runners of one stream share its
+  // workspace (they run one after another there).
+  GemmShapeSpec spec;
+  spec.m = m;
+  spec.n = n;
+  spec.k = k;
+  spec.dtype = dtype;
+  spec.phase = phase;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const auto s = static_cast<std::size_t>(g % n_streams);
+    gemms_.push_back(std::make_unique<GemmRunner>(spec, streams_[s], workspaces_[s]));
+  }
+  // The fills run on the side streams; run() orders every GEMM after them on its stream.
+}
+
+GroupedGemmRunner::~GroupedGemmRunner() { release(); }
+
+void GroupedGemmRunner::release() noexcept {
+  // The GEMMs first: they use the streams and workspaces. Errors are ignored here (the run
+  // already reported its own); cudaFree waits for the work using the memory.
+  gemms_.clear();
+  for (void* w : workspaces_) cudaFree(w);
+  for (cudaEvent_t e : join_)
+    if (e) cudaEventDestroy(e);
+  if (fork_) cudaEventDestroy(fork_);
+  for (cudaStream_t s : streams_)
+    if (s) cudaStreamDestroy(s);
+  workspaces_.clear();
+  join_.clear();
+  streams_.clear();
+  fork_ = nullptr;
+}
+
+void GroupedGemmRunner::run(cudaStream_t stream) {
+  STEPCAST_CUDA_CHECK(cudaEventRecord(fork_, stream));
+  for (cudaStream_t s : streams_) STEPCAST_CUDA_CHECK(cudaStreamWaitEvent(s, fork_, 0));
+  for (const auto& g : gemms_) g->launch();
+  for (std::size_t s = 0; s < streams_.size(); ++s) {
+    STEPCAST_CUDA_CHECK(cudaEventRecord(join_[s], streams_[s]));
+    STEPCAST_CUDA_CHECK(cudaStreamWaitEvent(stream, join_[s], 0));
+  }
+}
+
+std::vector<double> GroupedGemmRunner::time_us(int warmup, int repeats, cudaStream_t stream) {
+  // Per timed run the host issues a GEMM per group and 2 + 4 * streams event calls: 50 us
+  // plus 10 us per group covers them.
+  const auto per_run_ns = 50000ull + 10000ull * static_cast<unsigned long long>(gemms_.size());
+  return timed_behind_hold(stream, warmup, repeats, per_run_ns, [&] { run(stream); });
+}
+
+double GroupedGemmRunner::flops() const {
+  double f = 0;
+  for (const auto& g : gemms_) f += g->flops();
+  return f;
 }
 
 }  // namespace stepcast::bench

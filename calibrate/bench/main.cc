@@ -21,7 +21,10 @@ using namespace stepcast::bench;
 
 const char* kUsage = R"(usage: stepcast-bench SUBCOMMAND... [options] -o measurements.json
 subcommands (several may be given; all = every one):
-  gemm      cuBLASLt GEMM bf16/fp16/fp8 over a shape grid (+ --program shapes)
+  gemm      cuBLASLt GEMM bf16/fp16/fp8 over a shape grid (+ --program shapes), and
+            grouped MoE expert GEMMs as Transformer Engine runs them (one GEMM per
+            expert over 4 streams) over current models' expert shapes (+ the
+            Program's batch > 1 GEMMs)
   memory    HBM bandwidth (copy, Adam-like update) and kernel launch overhead
   nccl      allreduce, reduce_scatter, allgather, all_to_all, broadcast, send_recv
             over sizes and 2/4/8-GPU groups (or MPI: one GPU per node, all GPUs)
@@ -34,6 +37,8 @@ options:
   --dtypes LIST         GEMM dtypes, comma separated (default bf16,fp16,fp8)
   --dims LIST           GEMM grid sizes for m, n and k (default 256,...,16384)
   --program FILE        also time the GEMM shapes of a Program (stepcast lower)
+  --grouped-grid G      grouped GEMM grid: full, quick or none (default full,
+                        quick with --quick); a Program's grouped GEMMs always run
   --min-bytes N         smallest collective size S in bytes (default 1024)
   --max-bytes N         largest collective size S in bytes (default 4294967296)
   --factor F            size step (default 2)
@@ -108,6 +113,11 @@ bool parse_args(int argc, char** argv, Options& opt, std::vector<std::string>& s
       for (const auto& d : split(next())) opt.gemm_dims.push_back(integer(a, d, 1));
     } else if (a == "--program") {
       opt.program_file = next();
+    } else if (a == "--grouped-grid") {
+      opt.grouped_grid = next();
+      if (opt.grouped_grid != "full" && opt.grouped_grid != "quick" && opt.grouped_grid != "none")
+        throw UsageError{"--grouped-grid: expected full, quick or none, got \"" + opt.grouped_grid +
+                         "\""};
     } else if (a == "--min-bytes") {
       opt.min_bytes = number(a, next(), 4);
     } else if (a == "--max-bytes") {

@@ -1,6 +1,6 @@
 // measurements.json: schema "stepcast.measurements/1" (read by calibrate/fit/measurements.cc).
 // Every number's key carries its unit. Layout:
-//   {schema, source, subcommands[], provenance{...}, gemm[], memory{kernels[],
+//   {schema, source, subcommands[], provenance{...}, gemm[], grouped_gemm[], memory{kernels[],
 //    launch_overhead_us, context_memory_bytes}, collectives[], communicators[], overlap[],
 //    notes[]}
 #include <algorithm>
@@ -69,16 +69,20 @@ Json provenance(const Results& r) {
   return w;
 }
 
-Json gemm_json(const std::vector<GemmResult>& gemm) {
+// The "gemm" entries, or with `grouped` the "grouped_gemm" ones (batch as groups, with the
+// phase and the streams).
+Json gemm_json(const std::vector<GemmResult>& gemm, bool grouped) {
   Json out = Json::array();
   for (const GemmResult& g : gemm) {
     Json o;
     o["m"] = g.shape.m;
     o["n"] = g.shape.n;
     o["k"] = g.shape.k;
-    o["batch"] = g.shape.batch;
+    o[grouped ? "groups" : "batch"] = g.shape.batch;
     o["dtype"] = g.shape.dtype;
+    if (grouped) o["phase"] = g.shape.phase;
     o["layout"] = g.layout;
+    if (grouped) o["streams"] = g.streams;
     o["origin"] = g.shape.origin;
     o["time_us"] = g.time_us;
     o["flop_per_s"] = g.flop_per_s;
@@ -165,7 +169,8 @@ void write_measurements(const std::string& path, const Options& opt, const Resul
   doc["source"] = opt.source.empty() ? std::string("stepcast-bench") : opt.source;
   doc["subcommands"] = subcommands;
   doc["provenance"] = provenance(r);
-  doc["gemm"] = gemm_json(r.gemm);
+  doc["gemm"] = gemm_json(r.gemm, false);
+  doc["grouped_gemm"] = gemm_json(r.grouped_gemm, true);
   doc["memory"] = memory_json(r);
   doc["collectives"] = collectives_json(r.collectives);
   doc["communicators"] = communicators_json(r.communicators);

@@ -1,7 +1,7 @@
 // stepcast fit: measurements.json + a base profile -> a fitted hardware profile (fit.h).
 // This file: fit_profile, which runs the fit of each model in turn (fit_gemm.cc,
-// fit_memory.cc, fit_attention.cc, fit_resources.cc, fit_collectives.cc) and writes the profile
-// (fit_report.cc).
+// fit_grouped.cc, fit_memory.cc, fit_attention.cc, fit_resources.cc, fit_collectives.cc) and writes
+// the profile (fit_report.cc).
 #include "calibrate/fit/fit.h"
 
 #include <algorithm>
@@ -74,6 +74,7 @@ void fit_profile(const std::vector<std::string>& measurements_paths,
                                        m.provenance.gpu_name, base.gpu.name));
 
   fit_gemm(m, base, rep);
+  fit_grouped_gemm(m, base, rep);  // against the curve just fitted
 
   fit_memory_bandwidth(m, base, rep);
   fit_attention(m, base, rep);

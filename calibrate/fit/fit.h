@@ -12,6 +12,11 @@
 //    the ceiling alone; when only fp8 was measured, all five, shared.
 //    Measured shapes the curve misses by more than kTableTolerance go to
 //    compute.gemm_table, so the fitted profile reproduces them within that tolerance.
+//  - Grouped expert GEMMs (fit_grouped.cc; "grouped_gemm" points, which never enter the
+//    curve or gemm_table): compute.gemm.grouped_efficiency e, by least squares on log time
+//    after the GEMM fit, with t_model the simulator's grouped-GEMM time under the fitted
+//    profile (grouped_gemm_kernel_time_s: one GEMM per group at its own shape, 4 streams):
+//      t = t_model / e,  e = geometric mean of t_model / t  (capped at 2, the key's bound)
 //  - Fused attention (fit_attention.cc): sim/cost/compute.cc's curve,
 //      t = flops / (peak_bf16 * E_dir * s/(s+half_seq) * d/(d+half_head_dim)) + launch,
 //    over the cuDNN points when there are any (the kernel Transformer Engine runs), least
@@ -126,6 +131,11 @@ struct FitReport {
   int gemm_points = 0, gemm_fp8_points = 0;
   double gemm_rms_rel_err = 0, gemm_max_rel_err = 0;  // curve alone, over fitted points
   std::vector<GemmResidual> gemm_residuals;
+  // Grouped GEMM (compute.gemm.grouped_efficiency): relative error of the simulator's time
+  // over the fitted efficiency, and the range of t_model / t_measured before it
+  int grouped_gemm_points = 0;
+  double grouped_gemm_rms_rel_err = 0, grouped_gemm_max_rel_err = 0;
+  std::array<double, 2> grouped_gemm_ratio_range = {0, 0};
   // Attention (per direction: 0 forward, 1 backward; relative error of the time)
   std::string attention_backend;  // "cudnn" or "all backends"
   int attention_points[2] = {0, 0};

@@ -149,6 +149,19 @@ GemmCurve fit_gemm_curve(const std::vector<GemmSample>& samples, const GemmCurve
 
 namespace fit_detail {
 
+double peak_of(const HwProfile& base, DType d) {
+  auto it = base.gpu.peak_flop_per_s.find(d);
+  return it == base.gpu.peak_flop_per_s.end() ? 0 : std::max(it->second, 0.0);
+}
+
+InputIssue above_peak(const Measurements& m, const std::string& pointer, double flop_per_s,
+                      double peak, const std::string& what) {
+  return InputIssue{m.file, 0, 0, pointer + "/time_us",
+                    fmt::format("{:.4g} TFLOP/s for a {}, above the base profile's peak of "
+                                "{:.4g} TFLOP/s",
+                                flop_per_s / 1e12, what, peak / 1e12)};
+}
+
 namespace {
 
 // Residuals of the fitted curve (rep.compute) at each measured shape, bf16/fp16 (`main_p`) then
@@ -219,27 +232,22 @@ void fit_gemm(const Measurements& m, const HwProfile& base, FitReport& rep) {
   std::set<DType> no_peak;
   std::vector<InputIssue> impossible;
   for (const MeasuredGemm& g : m.gemm) {
-    auto it = base.gpu.peak_flop_per_s.find(g.dtype);
-    if (it == base.gpu.peak_flop_per_s.end() || it->second <= 0) {
+    const double peak = peak_of(base, g.dtype);
+    if (peak <= 0) {
       no_peak.insert(g.dtype);
       continue;
     }
-    // A GEMM faster than the tensor cores' peak was not measured (a time too small for its
-    // FLOPs, or the wrong GPU's base profile): it would fit a profile faster than the GPU.
-    if (!(g.flop_per_s <= it->second)) {
-      impossible.push_back(InputIssue{
-          m.file, 0, 0, g.pointer + "/time_us",
-          fmt::format("{:.4g} TFLOP/s for a {}x{}x{} {} GEMM, above the base profile's peak "
-                      "of {:.4g} TFLOP/s",
-                      g.flop_per_s / 1e12, g.batch * g.m, g.n, g.k, dtype_name(g.dtype),
-                      it->second / 1e12)});
+    if (!(g.flop_per_s <= peak)) {
+      impossible.push_back(above_peak(
+          m, g.pointer, g.flop_per_s, peak,
+          fmt::format("{}x{}x{} {} GEMM", g.batch * g.m, g.n, g.k, dtype_name(g.dtype))));
       continue;
     }
     const GemmSample s{static_cast<double>(g.batch) * static_cast<double>(g.m),
                        static_cast<double>(g.n),
                        static_cast<double>(g.k),
                        g.flop_per_s * g.time_s,
-                       it->second,
+                       peak,
                        g.time_s};
     (g.dtype == DType::kFp8 ? fp8_s : main_s).push_back(s);
     (g.dtype == DType::kFp8 ? fp8_p : main_p).push_back(&g);

@@ -23,6 +23,18 @@ void throw_measurement_issues(std::vector<InputIssue> issues, const Measurements
 
 // fit_gemm.cc: the GEMM efficiency curve (and the gemm_table of shapes it misses).
 void fit_gemm(const Measurements& m, const HwProfile& base, FitReport& rep);
+// The base profile's tensor-core peak of `d` (FLOP/s); 0 when it has none (such points are
+// not fitted).
+double peak_of(const HwProfile& base, DType d);
+// A GEMM measured faster than that peak was not measured (a time too small for its FLOPs,
+// or the wrong GPU's base profile: it would fit a profile faster than the GPU): the issue at
+// `pointer`/time_us, `what` naming the GEMM ("4096x4096x4096 bf16 GEMM").
+InputIssue above_peak(const Measurements& m, const std::string& pointer, double flop_per_s,
+                      double peak, const std::string& what);
+
+// fit_grouped.cc: compute.gemm.grouped_efficiency, against the simulator's grouped-GEMM time
+// under the profile fit_gemm left in rep.compute (run after it).
+void fit_grouped_gemm(const Measurements& m, const HwProfile& base, FitReport& rep);
 
 // fit_attention.cc: the fused-attention efficiency curve (after fit_memory_bandwidth: it
 // uses the fitted launch overhead).

@@ -82,7 +82,8 @@ void write_compute(YAML::Node& doc, const HwProfile& base, const FitReport& rep,
               {"fp8_max_efficiency", c.fp8_max_eff},
               {"fp8_half_m", c.fp8_half_m},
               {"fp8_half_n", c.fp8_half_n},
-              {"fp8_half_k", c.fp8_half_k}});
+              {"fp8_half_k", c.fp8_half_k},
+              {"grouped_efficiency", c.gemm_grouped_eff}});
   if (is_fitted(rep, "compute.gemm.fixed_time"))
     compute["gemm"]["fixed_time"] = num(c.gemm_fixed_time_s * 1e6, 5) + " us";
   write_keys("attention", 4,
@@ -245,6 +246,13 @@ std::string FitReport::text() const {
         pct(kTableTolerance));
     o << "\n";
   }
+  if (grouped_gemm_points > 0)
+    o << fmt::format(
+        "  grouped gemm: grouped_efficiency {:.4f}: the geometric mean of t_model/t over {} "
+        "points\n        (t_model: one GEMM per expert at the curve, 4 streams; from {:.4f} "
+        "to {:.4f}); rms error {}, max {}\n",
+        compute.gemm_grouped_eff, grouped_gemm_points, grouped_gemm_ratio_range[0],
+        grouped_gemm_ratio_range[1], pct(grouped_gemm_rms_rel_err), pct(grouped_gemm_max_rel_err));
   if (attention_points[0] + attention_points[1] > 0) {
     o << fmt::format(
         "  attention ({}): eff = E * s/(s+{:.1f}) * d/(d+{:.1f}), E fwd {:.4f}, bwd {:.4f}\n",

@@ -30,6 +30,11 @@ const std::vector<std::string>& collective_op_names() {
   return names;
 }
 
+const std::vector<std::string>& grouped_gemm_phase_names() {
+  static const std::vector<std::string> names = {"fwd", "recompute", "bwd_input", "bwd_weight"};
+  return names;
+}
+
 namespace {
 
 // Walks the document, collecting issues keyed by JSON pointer.
@@ -269,6 +274,35 @@ void parse_gemm(Reader& r, const json& doc, Measurements& out) {
   }
 }
 
+// Grouped GEMM timings: one grouped GEMM each (MeasuredGroupedGemm).
+void parse_grouped_gemm(Reader& r, const json& doc, Measurements& out) {
+  const json* a = array_at(r, doc, "", "grouped_gemm");
+  if (!a) return;
+  for (std::size_t i = 0; i < a->size(); ++i) {
+    const json& g = (*a)[i];
+    const std::string gp = fmt::format("/grouped_gemm/{}", i);
+    if (!r.expect_object(g, gp,
+                         {"m", "n", "k", "groups", "dtype", "phase", "layout", "streams", "origin",
+                          "time_us", "flop_per_s", "repeats", "source"}))
+      continue;
+    auto m = r.integer(g, gp, "m", 1), n = r.integer(g, gp, "n", 1), k = r.integer(g, gp, "k", 1);
+    auto groups = r.integer(g, gp, "groups", 1);
+    auto dtype = gemm_dtype(r, g, gp);
+    auto phase = r.string(g, gp, "phase", true, grouped_gemm_phase_names());
+    auto t = r.positive(g, gp, "time_us");
+    r.string(g, gp, "layout", false);
+    r.integer(g, gp, "streams", 1, false);
+    r.string(g, gp, "origin", false);
+    r.string(g, gp, "source", false);
+    r.integer(g, gp, "repeats", 1, false);
+    if (!(m && n && k && groups && dtype && phase && t)) continue;
+    MeasuredGroupedGemm mg{*m, *n, *k, *groups, *dtype, *phase, *t * 1e-6, 0, gp};
+    mg.flop_per_s = 2.0 * mg.m * mg.n * mg.k * mg.groups / mg.time_s;
+    r.consistent(g, gp, "flop_per_s", mg.flop_per_s, 0, "2*m*n*k*groups/time_us");
+    out.grouped_gemm.push_back(std::move(mg));
+  }
+}
+
 // Fused attention timings: one shape, backend and direction each (MeasuredAttention).
 void parse_attention(Reader& r, const json& doc, Measurements& out) {
   const json* a = array_at(r, doc, "", "attention");
@@ -445,9 +479,10 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
   Reader r(file, issues);
   Measurements out;
   out.file = file;
-  if (!r.expect_object(doc, "",
-                       {"schema", "source", "subcommands", "provenance", "gemm", "memory",
-                        "attention", "collectives", "communicators", "overlap", "notes"})) {
+  if (!r.expect_object(
+          doc, "",
+          {"schema", "source", "subcommands", "provenance", "gemm", "grouped_gemm", "memory",
+           "attention", "collectives", "communicators", "overlap", "notes"})) {
     issues.throw_if_any();
   }
   if (auto schema = r.string(doc, "", "schema"); schema && *schema != kMeasurementsSchema)
@@ -456,15 +491,18 @@ static Measurements parse_unlocated(const std::string& text, const std::string& 
 
   parse_provenance(r, doc, out);
   parse_gemm(r, doc, out);
+  parse_grouped_gemm(r, doc, out);
   parse_memory(r, doc, out);
   parse_attention(r, doc, out);
   parse_collectives(r, doc, out);
   parse_communicators(r, doc, out);
   parse_overlap(r, doc, out);
-  if (issues.empty() && out.gemm.empty() && out.memory.empty() && out.attention.empty() &&
-      out.collectives.empty() && out.overlap.empty() && out.communicators.empty() &&
-      !out.launch_overhead_s && !out.context_memory_bytes)
-    r.error("", "no measurements: gemm, memory, attention, collectives and overlap are all empty");
+  if (issues.empty() && out.gemm.empty() && out.grouped_gemm.empty() && out.memory.empty() &&
+      out.attention.empty() && out.collectives.empty() && out.overlap.empty() &&
+      out.communicators.empty() && !out.launch_overhead_s && !out.context_memory_bytes)
+    r.error("",
+            "no measurements: gemm, grouped_gemm, memory, attention, collectives and overlap "
+            "are all empty");
   issues.throw_if_any();
   return out;
 }
@@ -498,6 +536,7 @@ Measurements load_measurements(const std::vector<std::string>& paths) {
     if (!out.launch_overhead_s) out.launch_overhead_s = m.launch_overhead_s;
     if (!out.context_memory_bytes) out.context_memory_bytes = m.context_memory_bytes;
     append(out.gemm, m.gemm);
+    append(out.grouped_gemm, m.grouped_gemm);
     append(out.memory, m.memory);
     append(out.attention, m.attention);
     append(out.collectives, m.collectives);

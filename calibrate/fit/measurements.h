@@ -27,6 +27,23 @@ struct MeasuredGemm {
   std::string pointer;    // "/gemm/3"
 };
 
+// A grouped expert GEMM as Transformer Engine's GroupedLinear runs it (stepcast-bench gemm,
+// "grouped_gemm": GroupedGemmRunner): `groups` cuBLAS GEMMs of [m, n, k] (the simulator's
+// C[m,n] = A[m,k] B[k,n]) over 4 streams, each called as TE calls it in `phase`, timed from
+// the fork to the join. Kept apart from `gemm`: these never enter the dense curve or
+// gemm_table; they fit compute.gemm.grouped_efficiency.
+struct MeasuredGroupedGemm {
+  std::int64_t m = 0, n = 0, k = 0, groups = 1;
+  DType dtype = DType::kBf16;
+  std::string phase;      // a Program phase: fwd | recompute | bwd_input | bwd_weight
+  double time_s = 0;      // the whole group
+  double flop_per_s = 0;  // 2*m*n*k*groups / time_s
+  std::string pointer;    // "/grouped_gemm/3"
+};
+
+// The Program phases a grouped GEMM is measured in (MeasuredGroupedGemm::phase).
+const std::vector<std::string>& grouped_gemm_phase_names();
+
 struct MeasuredMemory {
   std::string kernel;  // "copy" | "adam"
   double bytes_read = 0, bytes_written = 0;
@@ -88,6 +105,7 @@ struct Measurements {
   std::string source;
   MeasurementProvenance provenance;
   std::vector<MeasuredGemm> gemm;
+  std::vector<MeasuredGroupedGemm> grouped_gemm;
   std::vector<MeasuredMemory> memory;
   std::vector<MeasuredAttention> attention;
   std::optional<double> launch_overhead_s;

@@ -31,8 +31,10 @@ std::string data(const std::string& name) {
   return std::string(STEPCAST_SOURCE_DIR) + "/tests/data/calibration/" + name;
 }
 
+using fit_test::only_issue;
 using fit_test::out_path;
 using fit_test::profiles_dir;
+using fit_test::replace;
 using fit_test::write_file;
 
 // ---------------------------------------------------------------- closed forms
@@ -427,6 +429,7 @@ TEST(BenchOutput, LoadsAndFits) {
   const Measurements m = load_measurements(path);
   EXPECT_FALSE(m.provenance.gpu_name.empty());
   EXPECT_FALSE(m.gemm.empty());
+  EXPECT_FALSE(m.grouped_gemm.empty());  // the quick grid of grouped expert GEMMs
   ASSERT_TRUE(m.launch_overhead_s.has_value());
   ASSERT_TRUE(m.context_memory_bytes.has_value());  // the CUDA context holds some memory
   FitReport rep;
@@ -438,28 +441,10 @@ TEST(BenchOutput, LoadsAndFits) {
 
 // ---------------------------------------------------------------- bad measurement files
 
-// Parses `text` and returns the single issue it must raise.
-InputIssue only_issue(const std::string& text) {
-  try {
-    parse_measurements(text, "m.json");
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.issues().size(), 1u) << e.what();
-    return e.issues().front();
-  }
-  ADD_FAILURE() << "no InputError for: " << text;
-  return {};
-}
-
 const char* kGood = R"({"schema": "stepcast.measurements/1", "source": "test",
   "provenance": {"gpu_name": "NVIDIA H100 80GB HBM3", "gpu_count": 8},
   "collectives": [{"op": "allreduce", "ranks": 8, "nodes": 1, "size_bytes": 1048576,
                    "time_us": 41.58, "algbw_GBps": 25.22, "busbw_GBps": 44.13}]})";
-
-std::string replace(std::string s, const std::string& from, const std::string& to) {
-  const auto pos = s.find(from);
-  EXPECT_NE(pos, std::string::npos) << from;
-  return s.replace(pos, from.size(), to);
-}
 
 TEST(MeasurementsBad, GoodFileLoads) {
   // 1048576 B in 41.58 us: algbw 25.22 GB/s, busbw x 2*7/8 = 44.13 (nccl-tests row).

@@ -21,6 +21,8 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -84,9 +86,22 @@ Tally fuzz_json(const nlohmann::json& base, const std::string& name, unsigned lo
 
 TEST(JsonFuzz, MutatedMeasurementsLoadOrFailWithAnInputErrorNamingFileLineAndKey) {
   const std::string dir = std::string(STEPCAST_SOURCE_DIR) + "/tests/data/calibration/";
-  // One file with GEMMs, one with collectives over several rank counts.
-  for (const char* f : {"h100_azure_gemm_fp8.json", "a100_stas00_allreduce.json"}) {
-    const Tally t = fuzz_json(nlohmann::json::parse(read_text(dir + f)), f, 1101, fuzz::trials(150),
+  // One file with GEMMs, one with collectives over several rank counts, and grouped GEMMs
+  // as stepcast-bench writes them (calibrate/bench/output.cu).
+  const std::vector<std::pair<std::string, std::string>> docs = {
+      {"h100_azure_gemm_fp8.json", read_text(dir + "h100_azure_gemm_fp8.json")},
+      {"a100_stas00_allreduce.json", read_text(dir + "a100_stas00_allreduce.json")},
+      {"grouped.json", R"({"schema": "stepcast.measurements/1", "source": "stepcast-bench",
+        "provenance": {"gpu_name": "NVIDIA H100 80GB HBM3", "gpu_count": 1},
+        "grouped_gemm": [
+          {"m": 4096, "n": 1536, "k": 2048, "groups": 16, "dtype": "bf16", "phase": "fwd",
+           "layout": "TN", "streams": 4, "origin": "grid", "time_us": 800,
+           "flop_per_s": 515.4e12, "repeats": 20},
+          {"m": 2048, "n": 1536, "k": 512, "groups": 4, "dtype": "fp8", "phase": "bwd_weight",
+           "layout": "TN", "streams": 4, "origin": "program", "time_us": 20,
+           "flop_per_s": 644.2e12, "repeats": 20}]})"}};
+  for (const auto& [f, text] : docs) {
+    const Tally t = fuzz_json(nlohmann::json::parse(text), f, 1101, fuzz::trials(150),
                               [&](const nlohmann::json& m, const std::string& ctx, Tally& tally) {
                                 fuzz::expect_runs_or_refuses(
                                     [&] { (void)parse_measurements(m.dump(1), f); }, ctx, tally,
