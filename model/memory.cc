@@ -11,8 +11,7 @@
 namespace stepcast {
 
 StateBytesPerParam state_bytes_per_param(DType dtype, bool adam, int zero_stage, int dp,
-                                         int grad_bytes, bool fp32_shards,
-                                         bool master_remainders) {
+                                         int grad_bytes, bool fp32_shards, bool master_remainders) {
   STEPCAST_CHECK(zero_stage >= 0 && zero_stage <= 3,
                  "zero stage must be 0..3, got " + std::to_string(zero_stage));
   STEPCAST_CHECK(dp >= 1, "dp must be >= 1, got " + std::to_string(dp));

@@ -30,8 +30,8 @@ namespace stepcast::exec {
 
 bool SdpaShape::operator<(const SdpaShape& o) const {
   return std::tie(batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, backward, fp16) <
-         std::tie(o.batch, o.heads, o.kv_heads, o.seq_q, o.seq_kv, o.head_dim, o.causal,
-                  o.backward, o.fp16);
+         std::tie(o.batch, o.heads, o.kv_heads, o.seq_q, o.seq_kv, o.head_dim, o.causal, o.backward,
+                  o.fp16);
 }
 
 #if !defined(STEPCAST_EXEC_CUDNN)
@@ -78,10 +78,10 @@ std::string status_text(cudnnStatus_t st) {
   return s;
 }
 
-#define STEPCAST_CUDNN_CHECK(call)                                              \
-  do {                                                                          \
-    const cudnnStatus_t st_ = (call);                                           \
-    if (st_ != CUDNN_STATUS_SUCCESS)                                            \
+#define STEPCAST_CUDNN_CHECK(call)                                                  \
+  do {                                                                              \
+    const cudnnStatus_t st_ = (call);                                               \
+    if (st_ != CUDNN_STATUS_SUCCESS)                                                \
       throw CudnnError(std::string(#call).substr(0, 48) + ": " + status_text(st_)); \
   } while (0)
 
@@ -244,7 +244,7 @@ class Graph {
 
   // The data of every non-virtual tensor by id (device pointers; host pointers for the
   // by-value scalars) and the workspace.
-  void bind(const std::vector<std::pair<std::int64_t, void*>>& data, void* workspace) {
+  void bind(const std::vector<std::pair<std::int64_t, void*> >& data, void* workspace) {
     std::vector<std::int64_t> uids;
     std::vector<void*> ptrs;
     for (const auto& [u, p] : data) {
@@ -252,8 +252,9 @@ class Graph {
       ptrs.push_back(p);
     }
     pack_ = std::make_unique<Desc>(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    pack_->set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
-               static_cast<std::int64_t>(uids.size()), uids.data())
+    pack_
+        ->set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
+              static_cast<std::int64_t>(uids.size()), uids.data())
         .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
              static_cast<std::int64_t>(ptrs.size()), ptrs.data())
         .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace)
@@ -270,7 +271,7 @@ class Graph {
     return *keep_.back();
   }
   cudnnHandle_t handle_;
-  std::vector<std::unique_ptr<Desc>> keep_;  // every descriptor the graph refers to
+  std::vector<std::unique_ptr<Desc> > keep_;  // every descriptor the graph refers to
   std::vector<cudnnBackendDescriptor_t> ops_;
   std::unique_ptr<Desc> plan_, pack_;
   std::int64_t next_uid_ = 100, workspace_ = 0;
@@ -303,8 +304,7 @@ struct Buffers {
 class SdpaGraph final : public Sdpa {
  public:
   SdpaGraph(cudnnHandle_t h, const SdpaShape& s, bool grouped)
-      : g_(h), s_(s), grouped_(grouped),
-        scale_(1.0f / std::sqrt(static_cast<float>(s.head_dim))) {
+      : g_(h), s_(s), grouped_(grouped), scale_(1.0f / std::sqrt(static_cast<float>(s.head_dim))) {
     if (s.backward)
       build_backward();
     else
@@ -315,11 +315,11 @@ class SdpaGraph final : public Sdpa {
   bool grouped() const override { return grouped_; }
   std::int64_t workspace() const { return g_.workspace(); }
   void bind(const Buffers& b) {
-    std::vector<std::pair<std::int64_t, void*>> data = {
+    std::vector<std::pair<std::int64_t, void*> > data = {
         {kQ, b.q}, {kK, b.k}, {kV, b.v}, {kO, b.o}, {kStats, b.stats}, {kScale, &scale_}};
     if (s_.causal) data.push_back({kNegInf, &neg_inf_});
     if (s_.backward) {
-      for (const auto& e : std::vector<std::pair<std::int64_t, void*>>{{kDO, b.dout},
+      for (const auto& e : std::vector<std::pair<std::int64_t, void*> >{{kDO, b.dout},
                                                                         {kDQ, b.dq},
                                                                         {kDK, b.dk},
                                                                         {kDV, b.dv},
@@ -349,8 +349,8 @@ class SdpaGraph final : public Sdpa {
   }
 
   void build_forward() {
-    const std::int64_t b = s_.batch, h = s_.heads, hk = kv_heads(), sq = s_.seq_q,
-                       skv = s_.seq_kv, d = s_.head_dim;
+    const std::int64_t b = s_.batch, h = s_.heads, hk = kv_heads(), sq = s_.seq_q, skv = s_.seq_kv,
+                       d = s_.head_dim;
     const Dims sd{b, h, sq, skv}, rd{b, h, sq, 1}, rs{h * sq, sq, 1, 1};
     TensorDesc q = g_.tensor(kQ, {b, h, sq, d}, packed({b, h, sq, d}), io(), false);
     // K is stored [b, hk, skv, d]; the first matmul reads it as K^T [b, hk, d, skv].
@@ -377,8 +377,7 @@ class SdpaGraph final : public Sdpa {
   }
 
   void build_backward() {
-    const std::int64_t b = s_.batch, h = s_.heads, sq = s_.seq_q, skv = s_.seq_kv,
-                       d = s_.head_dim;
+    const std::int64_t b = s_.batch, h = s_.heads, sq = s_.seq_q, skv = s_.seq_kv, d = s_.head_dim;
     const Dims sd{b, h, sq, skv}, rd{b, h, sq, 1}, rs{h * sq, sq, 1, 1};
     const Dims qd{b, h, sq, d}, kd{b, h, skv, d};
     const Dims td{b, h, skv, sq}, ts{h * sq * skv, sq * skv, 1, skv};  // [sq, skv] transposed
@@ -440,8 +439,8 @@ class SdpaGraph final : public Sdpa {
 
 struct SdpaRank::Impl {
   cudnnHandle_t handle = nullptr;
-  std::map<SdpaShape, std::unique_ptr<SdpaGraph>> graphs;
-  std::map<SdpaShape, std::string> failed;  // shapes cuDNN cannot run, and why
+  std::map<SdpaShape, std::unique_ptr<SdpaGraph> > graphs;
+  std::map<SdpaShape, std::string> failed;    // shapes cuDNN cannot run, and why
   std::map<const Sdpa*, std::string> broken;  // planned, but their first run was refused
   Buffers buf;
 };

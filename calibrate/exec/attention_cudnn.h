@@ -20,8 +20,8 @@
 // (K and V with kv_heads heads, as TE passes them; as multi-head attention where cuDNN
 // refuses the grouped graph); the backward always as multi-head attention with K and V
 // repeated per query head (the graph here has no reduction of dK and dV over a head
-// group): the same FLOPs (every product is per query head), K/V read h/kv_heads times over. fp8 tasks
-// run in bf16, as the simulator costs fused attention at the 16-bit rate whatever the GEMM
+// group): the same FLOPs (every product is per query head), K/V read h/kv_heads times over. fp8
+// tasks run in bf16, as the simulator costs fused attention at the 16-bit rate whatever the GEMM
 // dtype (sim/cost/compute.cc); dropout is off, as in the runs the cases model.
 #pragma once
 

@@ -428,8 +428,9 @@ TEST(Framework, MasterWeightRemaindersNeedBf16Weights) {
     EXPECT_FALSE(load(base().insert(2, "framework: " + name)).framework.master_weight_remainders)
         << name;
   auto doc = [](const std::string& dtype) {  // training.dtype at line 16
-    return base().insert(2, "framework: {master_weight_remainders: true}").insert(16,
-                                                                                  "  dtype: " + dtype);
+    return base()
+        .insert(2, "framework: {master_weight_remainders: true}")
+        .insert(16, "  dtype: " + dtype);
   };
   EXPECT_TRUE(load(doc("bf16")).framework.master_weight_remainders);
   EXPECT_TRUE(load(doc("fp8")).framework.master_weight_remainders);
