@@ -120,6 +120,24 @@ void launch_memory(Local& l, cudaStream_t s, double read, double written, MemOp 
   } while (read > 0 || written > 0);
 }
 
+bench::GroupedGemmRunner* grouped_for(Local& l, const Task& t) {
+  const std::string dtype = t.dtype == "mxfp8" || t.dtype == "nvfp4" ? "fp8" : t.dtype;
+  if (dtype == "fp32")
+    throw BenchError("fp32 GEMMs are not supported by the executor (bf16, fp16, fp8)");
+  if (!bench::dtype_supported(dtype, l.device))
+    throw BenchError(dtype + " GEMMs need compute capability 8.9+ (device " +
+                     std::to_string(l.device) + ")");
+  const std::string& phase = kPhases[static_cast<size_t>(t.phase)];
+  const GemmShapeSpec s{t.m, t.n, t.k, 1, dtype, "program", phase};
+  auto key =
+      std::make_tuple(t.m, t.n, t.k, t.batch, dtype + "/" + bench::cublas_gemm(s).layout, t.stream);
+  auto& r = l.grouped[key];
+  // One run at a time per runner: a rank's tasks of one shape on different streams could
+  // overlap, so each stream gets its own.
+  if (!r) r = std::make_unique<bench::GroupedGemmRunner>(t.m, t.n, t.k, t.batch, dtype, phase);
+  return r.get();
+}
+
 GemmRunner* gemm_for(Local& l, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
                      const std::string& dtype_in, int stream, const std::string& phase) {
   // Blackwell's block-scaled formats run as fp8, the nearest the cuBLASLt runner has.
@@ -174,7 +192,8 @@ void set_up(const Plan& plan, Local& l, bool graph, bool fused_attention) {
     usable = l.sdpa->open(unusable);
   }
   for (const Task& t : tasks) {
-    if (t.kind == Kind::kGemm)
+    if (t.kind == Kind::kGemm && t.batch > 1) grouped_for(l, t);
+    if (t.kind == Kind::kGemm && t.batch <= 1)
       gemm_for(l, t.m, t.n, t.k, t.batch, t.dtype, t.stream, kPhases[static_cast<size_t>(t.phase)]);
     if (t.kind == Kind::kAttention) {
       Sdpa*& f = l.fused[static_cast<size_t>(t.id)];
@@ -230,6 +249,7 @@ void tear_down(Local& l) {
   cudaSetDevice(l.device);
   cudaDeviceSynchronize();
   l.gemms.clear();
+  l.grouped.clear();
   l.fused.clear();
   l.sdpa.reset();
   for (void* p : {l.mem_src, l.mem_dst, l.coll_send, l.coll_recv, l.p2p_send, l.p2p_recv})

@@ -54,6 +54,11 @@ struct Local {
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::string, int>,
            std::unique_ptr<bench::GemmRunner>>
       gemms;
+  // A Program GEMM task of batch > 1 (a MoE layer's experts), by m, n, k, experts,
+  // dtype/layout and stream.
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::string, int>,
+           std::unique_ptr<bench::GroupedGemmRunner>>
+      grouped;
   std::vector<std::vector<AttnPart>> attention;  // per task (attention tasks run unfused)
   // Fused attention (attention_cudnn.h): the rank's cuDNN state, and per task its graph
   // (nullptr: unfused); how many attention tasks ran which way, and why the first unfused.
@@ -91,6 +96,12 @@ void launch_memory(Local& l, cudaStream_t s, double read, double written, MemOp 
 bench::GemmRunner* gemm_for(Local& l, std::int64_t m, std::int64_t n, std::int64_t k,
                             std::int64_t batch, const std::string& dtype, int stream,
                             const std::string& phase);
+
+// The grouped runner of a MoE layer's expert GEMM task (batch = local experts): one cuBLASLt
+// GEMM per expert over Transformer Engine's 4 compute streams, forked from and joined back
+// to the task's stream (bench::GroupedGemmRunner, as TE's GroupedLinear runs them through
+// nvte_multi_stream_cublas_gemm), created on first use.
+bench::GroupedGemmRunner* grouped_for(Local& l, const Task& t);
 
 // Streams, events, GEMM runners, attention graphs and scratch buffers of one rank (graph:
 // the --graph events too; fused_attention: attention through cuDNN where it runs the task's

@@ -12,7 +12,9 @@
 //  - gemm: cuBLASLt (bench::GemmRunner: m, n, k, batch, dtype), called as Transformer Engine
 //    calls it in the task's phase (bench::cublas_gemm: forward TN, input gradient NN, weight
 //    gradient NT; fp8 TN always, as cuBLASLt requires); the task's layout key, the
-//    simulator's alignment convention, is not what cuBLAS is given;
+//    simulator's alignment convention, is not what cuBLAS is given. A task of batch > 1 is a
+//    MoE layer's experts: one GEMM per expert over 4 streams forked from and joined back to
+//    the task's stream (bench::GroupedGemmRunner), as TE's GroupedLinear runs them;
 //  - attention: cuDNN's fused scaled-dot-product attention, forward or backward, causal,
 //    grouped-query in the forward (attention_cudnn.h), where the build has cuDNN and cuDNN
 //    runs the shape; otherwise (or with --attention unfused) unfused — per (batch x head):
@@ -79,6 +81,10 @@ void launch_compute(Local& l, const Task& t) {
   cudaStream_t s = l.streams[static_cast<size_t>(t.stream)];
   switch (t.kind) {
     case Kind::kGemm:
+      if (t.batch > 1) {  // a MoE layer's experts, one GEMM each over TE's 4 streams
+        grouped_for(l, t)->run(s);
+        return;
+      }
       gemm_for(l, t.m, t.n, t.k, t.batch, t.dtype, t.stream, kPhases[static_cast<size_t>(t.phase)])
           ->launch();
       return;
