@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -255,15 +256,21 @@ TEST(Cli, ValidateGroupsCasesAndLeavesOneFamilyOut) {
 }
 
 // A case predicted over its GPUs' memory is marked in the table and named below it (the run
-// fit: a memory miss the step's MAPE does not show); the JSON says fits_memory.
+// fit: a memory miss the step's MAPE does not show); the JSON says fits_memory. The peak is
+// whatever the model gives (81.0 GiB of 79.6 since Apex's master-weight remainders): the
+// marking is what is tested, with the table's peak and the line below it agreeing.
 TEST(Cli, ValidateMarksCasesPredictedOverMemory) {
   CliRun r = stepcast("validate --cases " + cases_file({"nemo2407-h100-nemotron4-340b"}));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find(" over 86.3"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("predicted not to fit in GPU memory, though the run did: "
-                       "nemo2407-h100-nemotron4-340b (86.3 of 79.6 GiB)"),
-            std::string::npos)
+  std::smatch over, below;
+  ASSERT_TRUE(std::regex_search(r.out, over, std::regex(" over ([0-9]+\\.[0-9])"))) << r.out;
+  ASSERT_TRUE(std::regex_search(r.out, below,
+                                std::regex("predicted not to fit in GPU memory, though the run "
+                                           "did: nemo2407-h100-nemotron4-340b \\(([0-9]+\\.[0-9]) "
+                                           "of 79\\.6 GiB\\)")))
       << r.out;
+  EXPECT_EQ(over[1].str(), below[1].str());
+  EXPECT_GT(std::stod(over[1].str()), 79.6);
   r = stepcast("validate --json --cases " + cases_file({"nemo2407-h100-nemotron4-340b"}));
   EXPECT_FALSE(nlohmann::json::parse(r.out)["cases"][0]["fits_memory"].get<bool>());
 }
