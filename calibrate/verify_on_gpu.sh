@@ -77,6 +77,13 @@ step() {
   return $rc
 }
 
+# cuDNN for the executor's fused attention: the toolkit's, else a Python wheel's (the GPU
+# images that carry it only beside PyTorch), found by CMake through CUDNN_HOME.
+if [[ -z ${CUDNN_HOME:-} ]]; then
+  CUDNN_HOME=$(python3 -c "import nvidia.cudnn as c; print(list(c.__path__)[0])" 2>/dev/null ||
+    true)
+  [[ -n $CUDNN_HOME ]] && export CUDNN_HOME
+fi
 build_one() {  # SRC DIR
   cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" &&
     cmake --build "$2" -j "$jobs"
