@@ -120,13 +120,20 @@ void launch_memory(Local& l, cudaStream_t s, double read, double written, MemOp 
   } while (read > 0 || written > 0);
 }
 
-bench::GroupedGemmRunner* grouped_for(Local& l, const Task& t) {
-  const std::string dtype = t.dtype == "mxfp8" || t.dtype == "nvfp4" ? "fp8" : t.dtype;
+// The dtype a Program GEMM runs in here: Blackwell's block-scaled formats as fp8, the nearest
+// the cuBLASLt runner has; fp32 refused, fp8 only where the device has it.
+static std::string gemm_dtype(const Local& l, const std::string& dtype_in) {
+  const std::string dtype = dtype_in == "mxfp8" || dtype_in == "nvfp4" ? "fp8" : dtype_in;
   if (dtype == "fp32")
     throw BenchError("fp32 GEMMs are not supported by the executor (bf16, fp16, fp8)");
   if (!bench::dtype_supported(dtype, l.device))
     throw BenchError(dtype + " GEMMs need compute capability 8.9+ (device " +
                      std::to_string(l.device) + ")");
+  return dtype;
+}
+
+bench::GroupedGemmRunner* grouped_for(Local& l, const Task& t) {
+  const std::string dtype = gemm_dtype(l, t.dtype);
   const std::string& phase = kPhases[static_cast<size_t>(t.phase)];
   const GemmShapeSpec s{t.m, t.n, t.k, 1, dtype, "program", phase};
   auto key =
@@ -140,13 +147,7 @@ bench::GroupedGemmRunner* grouped_for(Local& l, const Task& t) {
 
 GemmRunner* gemm_for(Local& l, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
                      const std::string& dtype_in, int stream, const std::string& phase) {
-  // Blackwell's block-scaled formats run as fp8, the nearest the cuBLASLt runner has.
-  const std::string dtype = dtype_in == "mxfp8" || dtype_in == "nvfp4" ? "fp8" : dtype_in;
-  if (dtype == "fp32")
-    throw BenchError("fp32 GEMMs are not supported by the executor (bf16, fp16, fp8)");
-  if (!bench::dtype_supported(dtype, l.device))
-    throw BenchError(dtype + " GEMMs need compute capability 8.9+ (device " +
-                     std::to_string(l.device) + ")");
+  const std::string dtype = gemm_dtype(l, dtype_in);
   // Called as Transformer Engine calls it in the task's phase (bench::cublas_gemm); the
   // unfused attention's batched GEMMs pass "" and run as given (NN).
   const GemmShapeSpec s{m, n, k, batch, dtype, "program", phase};
