@@ -75,33 +75,21 @@ void* scratch(std::size_t bytes, cudaStream_t s, const std::string& dtype) {
   return p;
 }
 
-// The fused attention graph of an attention task, or nullptr (and the reason in l.attn_why
-// for the rank's first such task) when it runs unfused.
-Sdpa* fused_attention_of(Local& l, const Task& t, bool wanted, bool usable,
-                         const std::string& unusable) {
-  std::string why = wanted ? unusable : "--attention unfused";
-  Sdpa* f = nullptr;
-  if (wanted && usable) {
-    SdpaShape sh;
-    sh.batch = t.batch;
-    sh.heads = t.heads;
-    sh.kv_heads = t.kv_heads > 0 ? t.kv_heads : t.heads;
-    sh.seq_q = t.seq_q;
-    sh.seq_kv = t.seq_kv;
-    sh.head_dim = t.head_dim;
-    sh.causal = t.causal;
-    sh.backward = t.backward;
-    sh.fp16 = t.dtype == "fp16";
-    f = l.sdpa->plan(sh, why);
-  }
-  if (f) {
-    ++l.attn_fused;
-    if (f->grouped()) ++l.attn_grouped;
-  } else {
-    ++l.attn_unfused;
-    if (l.attn_why.empty()) l.attn_why = why;
-  }
-  return f;
+// The fused attention graph of an attention task, or nullptr with `why` set when it runs
+// unfused (the build or --attention, or cuDNN refusing to plan the shape).
+Sdpa* fused_attention_of(Local& l, const Task& t, std::string& why) {
+  if (!l.sdpa) return nullptr;
+  SdpaShape sh;
+  sh.batch = t.batch;
+  sh.heads = t.heads;
+  sh.kv_heads = t.kv_heads > 0 ? t.kv_heads : t.heads;
+  sh.seq_q = t.seq_q;
+  sh.seq_kv = t.seq_kv;
+  sh.head_dim = t.head_dim;
+  sh.causal = t.causal;
+  sh.backward = t.backward;
+  sh.fp16 = t.dtype == "fp16";
+  return l.sdpa->plan(sh, why);
 }
 
 }  // namespace
@@ -187,41 +175,44 @@ void set_up(const Plan& plan, Local& l, bool graph, bool fused_attention) {
   l.attention.resize(tasks.size());
   l.fused.assign(tasks.size(), nullptr);
   std::string unusable;
-  bool usable = false;
   if (fused_attention) {
     l.sdpa = std::make_unique<SdpaRank>();
-    usable = l.sdpa->open(unusable);
+    if (!l.sdpa->open(unusable)) l.sdpa.reset();
+  } else {
+    unusable = "--attention unfused";
   }
+  std::vector<std::string> why(tasks.size(), unusable);  // per attention task run unfused
   for (const Task& t : tasks) {
     if (t.kind == Kind::kGemm && t.batch > 1) grouped_for(l, t);
     if (t.kind == Kind::kGemm && t.batch <= 1)
       gemm_for(l, t.m, t.n, t.k, t.batch, t.dtype, t.stream, kPhases[static_cast<size_t>(t.phase)]);
-    if (t.kind == Kind::kAttention) {
-      Sdpa*& f = l.fused[static_cast<size_t>(t.id)];
-      f = fused_attention_of(l, t, fused_attention, usable, unusable);
-      if (!f) l.attention[static_cast<size_t>(t.id)] = attention_parts(l, t, mem);
-    }
+    if (t.kind == Kind::kAttention)
+      l.fused[static_cast<size_t>(t.id)] = fused_attention_of(l, t, why[static_cast<size_t>(t.id)]);
     if (t.kind == Kind::kMemoryBound) mem = std::max({mem, t.bytes_read, t.bytes_written});
     if (t.kind == Kind::kCollective) coll = std::max(coll, t.bytes);
     if (t.kind == Kind::kSend || t.kind == Kind::kRecv) p2p = std::max(p2p, t.bytes);
   }
   cudaStream_t s0 = l.streams[0];
   // The attention buffers (outside the pool, like the scratch) and each graph's first run:
-  // the tasks of a graph cuDNN refused to run go unfused.
-  if (l.sdpa) {
-    l.sdpa->bind(s0);
-    for (const Task& t : tasks) {
-      Sdpa*& f = l.fused[static_cast<size_t>(t.id)];
-      if (t.kind != Kind::kAttention || !f) continue;
-      const std::string why = l.sdpa->failure(f);
-      if (why.empty()) continue;
-      --l.attn_fused;
-      if (f->grouped()) --l.attn_grouped;
-      ++l.attn_unfused;
-      if (l.attn_why.empty()) l.attn_why = why;
+  // the tasks of a graph cuDNN refused to run go unfused. Then every unfused attention task's
+  // parts, before the scratch they use is sized, and the counts the provenance reports.
+  if (l.sdpa) l.sdpa->bind(s0);
+  for (const Task& t : tasks) {
+    if (t.kind != Kind::kAttention) continue;
+    const auto i = static_cast<size_t>(t.id);
+    Sdpa*& f = l.fused[i];
+    if (f && !l.sdpa->failure(f).empty()) {
+      why[i] = l.sdpa->failure(f);
       f = nullptr;
-      l.attention[static_cast<size_t>(t.id)] = attention_parts(l, t, mem);
     }
+    if (f) {
+      ++l.attn_fused;
+      if (f->grouped()) ++l.attn_grouped;
+      continue;
+    }
+    ++l.attn_unfused;
+    if (l.attn_why.empty()) l.attn_why = why[i];
+    l.attention[i] = attention_parts(l, t, mem);
   }
   // launch_memory streams larger tasks in pieces; twice the L2 beyond the largest piece lets
   // consecutive tasks move on to bytes that are not in L2.
