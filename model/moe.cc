@@ -118,13 +118,23 @@ double dispatch_copies(const MoeSpec& m, const Local& l, const MoeLoad& ld) {
 // kernels on every GEMM already (add_quantize_ops, model/workload.cc). Forward: before each GEMM;
 // backward (rev, reversed by the caller): after each input-gradient GEMM in rev, i.e. before it
 // once reversed.
+//
+// Kernels (Task::launches): split_quantize hands the experts' row blocks to
+// multi_tensor_quantize_impl (pytorch/csrc/extensions/cast.cpp), which runs one fused
+// nvte_multi_cast_transpose for all of them only when every quantizer is a delayed-scaling
+// Float8Quantizer; any other quantizer is run tensor by tensor. Delayed scaling: 1 launch.
+// Current scaling: one cast-transpose per expert here, and per expert the amax task's memset,
+// amax reduction and scale computation (Float8CurrentScalingQuantizer::quantize, TE 2.x
+// quantizer.cpp; amax_launches, model/workload.cc).
 void quantize_expert_operands(std::vector<Step>& fwd, std::vector<Step>& rev, std::size_t rev_from,
                               const Local& l) {
   if (l.dt != DType::kFp8) return;
   auto quant = [&](const Step& s) {
     const GemmShape& g = s.op.gemm;
     const double elems = d(g.m) * d(g.k) * d(g.batch);
-    return op_step(memory_op(s.op.name + ".quant", elems * l.e, 2.0 * elems));
+    Op op = memory_op(s.op.name + ".quant", elems * l.e, 2.0 * elems);
+    op.launches = l.current_scaling ? static_cast<int>(g.batch) : 1;
+    return op_step(std::move(op));
   };
   auto is_gemm = [](const Step& s) { return !s.is_comm && s.op.kind == OpKind::kGemm; };
   std::vector<Step> out;

@@ -22,6 +22,7 @@
 //    sequence-parallel gather and reduction.
 #include "model/workload.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 
@@ -286,14 +287,26 @@ void add_quantize_ops(std::vector<Step>& steps, const Local& l) {
       const double elems = d(g.m) * d(g.k) * d(g.batch);
       std::size_t at = out.size();
       while (at > 0 && out[at - 1].is_comm) --at;
+      Op quant =
+          memory_op(s.op.name + ".quant", elems * l.e, 2.0 * elems * dtype_storage_bytes(l.dt));
+      // A grouped GEMM's operand is quantized expert by expert: split_quantize fuses the
+      // experts' casts only for delayed-scaling fp8 (quantize_expert_operands, model/moe.cc).
+      quant.launches = static_cast<int>(g.batch);
       out.insert(out.begin() + static_cast<std::ptrdiff_t>(at),
-                 op_step(memory_op(s.op.name + ".quant", elems * l.e,
-                                   2.0 * elems * dtype_storage_bytes(l.dt)),
-                         s.recompute_selective));
+                 op_step(std::move(quant), s.recompute_selective));
     }
     out.push_back(std::move(s));
   }
   steps = std::move(out);
+}
+
+// The kernels of one current-scaling quantize besides its cast (Transformer Engine 2.x
+// Float8CurrentScalingQuantizer::quantize, pytorch/csrc/quantizer.cpp): a memset of the amax
+// (compute_amax zeroes it with cudaMemsetAsync before its atomic-max kernel), the amax
+// reduction, and nvte_compute_scale_from_amax, a kernel of its own. A grouped GEMM's operand
+// is quantized expert by expert (quantize_expert_operands, model/moe.cc): that many times.
+int amax_launches(std::int64_t batch) {
+  return 3 * static_cast<int>(std::max<std::int64_t>(batch, 1));
 }
 
 // Per-tensor fp8 under current scaling (Transformer Engine Float8CurrentScalingQuantizer,
@@ -306,6 +319,7 @@ void add_quantize_ops(std::vector<Step>& steps, const Local& l) {
 // gathers it in fp8 under a per-tensor recipe), so its amax reads this rank's 1/tp share;
 // the tensor-parallel all-reduce of the amax (a few bytes) is not emitted. Weights are cast
 // once a step (the cache) and their amax with them: not modelled.
+
 void add_amax_ops(std::vector<Step>& steps, const Local& l) {
   if (!l.current_scaling) return;
   std::vector<Step> out;
@@ -323,8 +337,10 @@ void add_amax_ops(std::vector<Step>& steps, const Local& l) {
           elems /= l.tp;
         --at;
       }
+      Op amax = memory_op(s.op.name + ".amax", elems * l.e, 0.0);
+      amax.launches = amax_launches(g.batch);
       out.insert(out.begin() + static_cast<std::ptrdiff_t>(at),
-                 op_step(memory_op(s.op.name + ".amax", elems * l.e, 0.0), s.recompute_selective));
+                 op_step(std::move(amax), s.recompute_selective));
     }
     out.push_back(std::move(s));
   }

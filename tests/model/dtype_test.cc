@@ -162,6 +162,58 @@ TEST(DTypes, CurrentScalingReadsEachFp8OperandOnceMore) {
   EXPECT_EQ(before_quant, 1);
 }
 
+// The kernels a quantize launches (Task::launches), as Transformer Engine 2.x runs them.
+// Current scaling, per tensor: memset of the amax, the amax kernel, the scale kernel (the
+// ".amax" task: 3) and the cast-transpose (".quant"). Grouped expert GEMMs quantize expert by
+// expert (split_quantize fuses the experts' casts for delayed scaling only): with 8 experts
+// over ep 2, 4 local experts, so 12 and 4; under delayed scaling one fused cast-transpose
+// (1) and no amax task. A block-scaled recipe's grouped quantize is also one kernel per
+// expert (4). Dense GEMMs keep one task per operand: amax 3, no separate cast.
+TEST(DTypes, QuantizeKernelsAreCountedPerTensor) {
+  ModelArch m = small();
+  m.moe = MoeSpec{};
+  m.moe->experts = 8;
+  m.moe->top_k = 2;
+  m.moe->ffn_hidden = 512;
+  m.moe->every = 1;
+  auto launches = [](const std::vector<const Op*>& ops) {
+    std::vector<int> v;
+    for (const Op* op : ops) v.push_back(op->launches);
+    return v;
+  };
+  ShardSpec cs = shard(DType::kFp8);
+  cs.fp8_recipe = Fp8Recipe::kCurrent;
+  cs.ep = 2;
+  const LayerOps c = layer_ops(m, 0, cs);
+  for (const auto* list : {&c.fwd, &c.bwd_input}) {
+    const auto amax = ops_named(*list, ".amax");
+    const auto quant = ops_named(*list, ".quant");
+    ASSERT_FALSE(quant.empty());
+    for (const Op* q : quant) EXPECT_EQ(q->launches, 4) << q->name;
+    for (const Op* a : amax) {
+      const bool expert = a->name.rfind("moe.", 0) == 0;
+      EXPECT_EQ(a->launches, expert ? 12 : 3) << a->name;
+    }
+  }
+  // Each expert GEMM itself: one cuBLAS GEMM per local expert.
+  for (const Step& s : c.fwd) {
+    if (!s.is_comm && s.op.name == "moe.fc1") {
+      EXPECT_EQ(s.op.launches, 4);
+    }
+  }
+  ShardSpec dl = cs;
+  dl.fp8_recipe = Fp8Recipe::kDelayed;
+  const LayerOps d = layer_ops(m, 0, dl);
+  EXPECT_TRUE(ops_named(d.fwd, ".amax").empty());
+  EXPECT_EQ(launches(ops_named(d.fwd, ".quant")), std::vector<int>({1, 1}));
+  EXPECT_EQ(launches(ops_named(d.bwd_input, ".quant")), std::vector<int>({1, 1}));
+  ShardSpec mx = shard(DType::kMxfp8);
+  mx.ep = 2;
+  const LayerOps x = layer_ops(m, 0, mx);
+  for (const Op* q : ops_named(x.fwd, ".quant"))
+    EXPECT_EQ(q->launches, q->name.rfind("moe.", 0) == 0 ? 4 : 1) << q->name;
+}
+
 TEST(DTypes, OutputLayerStaysBf16UnderNarrowRecipes) {
   // Megatron's output layer is a ColumnParallelLinear, outside Transformer Engine's fp8
   // autocast: its forward, input-gradient and weight-gradient GEMMs stay bf16 under fp8,
