@@ -146,11 +146,13 @@ std::vector<ValidationCase> load_cases(const std::string& path,
     out.push_back(std::move(vc));
   }
   // An override for a profile no case runs on would change nothing, its key unchecked:
-  // a typo in the profile's name (or the wrong cases file).
+  // a typo in the profile's name (or the wrong cases file). Only once every case has loaded:
+  // a case refused above (by the override's own value, say) runs on a profile not seen here.
   std::set<std::string> profiles;
   for (const ValidationCase& vc : out) profiles.insert(vc.scenario.profile.name);
+  const bool all_loaded = out.size() == list.size();
   for (const ProfileOverride& o : overrides)
-    if (!o.profile.empty() && !out.empty() && !profiles.count(o.profile))
+    if (!o.profile.empty() && all_loaded && !profiles.count(o.profile))
       issues.add(InputIssue{"", 0, 0, "--override",
                             fmt::format("no case runs on profile \"{}\" (the cases' profiles: {})",
                                         o.profile, fmt::join(profiles, ", "))});

@@ -333,6 +333,13 @@ TEST(Cli, ValidateOverridesAProfileKeyForItsCases) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--override: compute.sustained_clock: expected a number"), std::string::npos)
       << r.err;
+  // A bad value for one profile's key is one message: the case it refuses is not then
+  // missed from the profiles the cases run on.
+  r = stepcast(base + " --override h100-sxm:compute.launch_overhead=2e-6");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "stepcast: --override: compute.launch_overhead: expected a time with a unit (e.g. "
+            "\"2 us\", \"1.5 ms\"), got the bare number \"2e-6\"\n");
 }
 
 // The ratchet's limits: --max-mape on the mean, --max-error on every case. Two cases
