@@ -29,6 +29,7 @@ struct ValidateFlags {
   std::vector<std::string> override_texts;
   std::string scan_text;
   std::vector<std::string> family_filter;
+  std::vector<std::string> kind_filter;
   int threads = 1;
   std::string tasks_scenario;  // --tasks SCENARIO: per task label against MEASURED.json
   int top = 25;
@@ -53,16 +54,29 @@ int validate_tasks(const ValidateFlags& f) {
   return kExitOk;
 }
 
-// The cases of the --families given (all when none); InputError when none is left.
-std::vector<ValidationCase> keep_families(std::vector<ValidationCase> all,
-                                          const std::vector<std::string>& families) {
-  if (families.empty()) return all;
+// The cases of the --families and --kinds given (all when none); InputError when a kind is
+// not one case_kind gives, or when no case is left.
+std::vector<ValidationCase> keep_cases(std::vector<ValidationCase> all,
+                                       const std::vector<std::string>& families,
+                                       const std::vector<std::string>& kinds) {
+  static const std::vector<std::string> kKinds = {"dense", "cp", "fsdp", "moe"};
+  for (const std::string& k : kinds)
+    if (std::find(kKinds.begin(), kKinds.end(), k) == kKinds.end())
+      throw InputError(InputIssue{"", 0, 0, "--kinds",
+                                  fmt::format("unknown kind \"{}\" (dense, cp, fsdp, moe)", k)});
+  auto listed = [](const std::vector<std::string>& v, const std::string& x) {
+    return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
+  };
   std::vector<ValidationCase> out;
   for (auto& c : all)
-    if (std::find(families.begin(), families.end(), c.family) != families.end())
+    if (listed(families, c.family) && listed(kinds, case_kind(c.scenario)))
       out.push_back(std::move(c));
-  if (out.empty())
-    throw InputError(InputIssue{"", 0, 0, "--families", "no case of these families"});
+  if (out.empty()) {
+    const std::string what = kinds.empty()      ? "no case of these families"
+                             : families.empty() ? "no case of these kinds"
+                                                : "no case of these kinds in these families";
+    throw InputError(InputIssue{"", 0, 0, kinds.empty() ? "--families" : "--kinds", what});
+  }
   return out;
 }
 
@@ -76,8 +90,9 @@ void print_scan(const ValidateFlags& f, const std::vector<ProfileOverride>& over
     auto with = overrides;
     with.push_back(key);
     with.back().value = fmt::format("{:g}", v);
-    reports.push_back(run_cases(keep_families(load_cases(f.cases_file, with), f.family_filter), {},
-                                terminal_progress("scan"), f.threads));
+    reports.push_back(
+        run_cases(keep_cases(load_cases(f.cases_file, with), f.family_filter, f.kind_filter), {},
+                  terminal_progress("scan"), f.threads));
   }
   std::cout << render_lofo(leave_one_family_out(key, values, reports));
 }
@@ -88,7 +103,7 @@ int validate_cases(const ValidateFlags& f) {
   for (const std::string& t : f.override_texts) overrides.push_back(parse_profile_override(t));
   std::optional<std::pair<ProfileOverride, std::vector<double>>> scan;
   if (!f.scan_text.empty()) scan = parse_scan(f.scan_text);  // bad input before any run
-  auto cases = keep_families(load_cases(f.cases_file, overrides), f.family_filter);
+  auto cases = keep_cases(load_cases(f.cases_file, overrides), f.family_filter, f.kind_filter);
   auto rep = run_cases(cases, {}, terminal_progress("validate"), f.threads);
   if (f.json) {
     std::cout << validation_to_json(rep).dump(2) << "\n";
@@ -127,8 +142,8 @@ int run_validate(const ValidateFlags& f, const CLI::App& validate) {
                                 "give either --cases FILE or PREDICTED.json MEASURED.json"});
   }
   if (f.cases_file.empty()) {
-    for (const char* flag :
-         {"--override", "--max-mape", "--max-error", "--threads", "--scan", "--families"})
+    for (const char* flag : {"--override", "--max-mape", "--max-error", "--threads", "--scan",
+                             "--families", "--kinds"})
       if (validate.count(flag) > 0)
         throw InputError(InputIssue{"", 0, 0, flag, "applies to --cases only"});
   }
@@ -184,6 +199,10 @@ Command add_validate_command(CLI::App& app) {
   validate
       ->add_option("--families", f->family_filter,
                    "only the cases of these source families (comma-separated)")
+      ->delimiter(',');
+  validate
+      ->add_option("--kinds", f->kind_filter,
+                   "only the cases of these kinds of plan: dense, cp, fsdp, moe (comma-separated)")
       ->delimiter(',');
   validate->add_option("--scan", f->scan_text,
                        "[PROFILE:]KEY=V1,V2,...: also predict every case at each value and print "

@@ -245,7 +245,7 @@ std::string render_validation(const ValidationReport& r) {
   for (const std::string& id : r.over_10pct) worse += (worse.empty() ? "" : ", ") + id;
   o += fmt::format("within 5%: {} cases; within 10%: {}; worse than 10%: {}\n", r.within_5pct,
                    r.within_10pct, worse.empty() ? "none" : worse);
-  if (r.non_moe_cases < static_cast<int>(r.cases.size()))
+  if (r.non_moe_cases > 0 && r.non_moe_cases < static_cast<int>(r.cases.size()))
     o += fmt::format("MAPE {:.2f}% over the {} non-MoE cases\n", 100 * r.mape_non_moe,
                      r.non_moe_cases);
   for (auto [title, map] :

@@ -218,8 +218,8 @@ TEST(Cli, ValidateCasesGivesTheSameReportOnAnyNumberOfThreads) {
 }
 
 // validate --cases groups the cases by framework, kind and source family (the family: the
-// id up to its first '-' unless given); --families keeps some; --scan predicts every case at
-// each value of a profile key and prints the fit and the leave-one-family-out error. Both
+// id up to its first '-' unless given); --families and --kinds keep some; --scan predicts every
+// case at each value of a profile key and prints the fit and the leave-one-family-out error. Both
 // cases are "measured" at 1 s and predicted well under it, so the slower H100 clock (0.5)
 // is the better fit, with and without the A100 family (whose errors it does not move).
 TEST(Cli, ValidateGroupsCasesAndLeavesOneFamilyOut) {
@@ -241,6 +241,28 @@ TEST(Cli, ValidateGroupsCasesAndLeavesOneFamilyOut) {
   r = stepcast("validate --cases " + cases + " --families nope");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "stepcast: --families: no case of these families\n");
+  // --kinds keeps the cases of those kinds of plan (case_kind); a name that is not a kind,
+  // or a filter that leaves nothing, is one message naming the flag, exit 2.
+  const std::string mixed = cases_file({"mcore-h100-1.7B", "mb2509-h100-qwen3-30b-a3b-tokendrop"});
+  r = stepcast("validate --json --cases " + mixed + " --kinds moe");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json moe = nlohmann::json::parse(r.out);
+  ASSERT_EQ(moe["cases"].size(), 1u);
+  EXPECT_EQ(moe["cases"][0]["kind"], "moe");
+  r = stepcast("validate --cases " + mixed + " --kinds moe");
+  EXPECT_EQ(r.out.find("non-MoE"), std::string::npos) << r.out;  // none to average
+  r = stepcast("validate --json --cases " + mixed + " --kinds dense,moe");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["cases"].size(), 2u);
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--cases " + mixed + " --kinds mo", "unknown kind \"mo\" (dense, cp, fsdp, moe)"},
+           {"--cases " + cases + " --kinds fsdp", "no case of these kinds"},
+           {"--cases " + mixed + " --kinds moe --families mcore",
+            "no case of these kinds in these families"},
+           {"a.json b.json --kinds moe", "applies to --cases only"}}) {
+    r = stepcast("validate " + args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_EQ(r.err, "stepcast: --kinds: " + message + "\n");
+  }
   r = stepcast("validate --cases " + cases + " --scan h100-sxm:compute.sustained_clock=0.5,0.73");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("Fitted on all cases: 0.5,"), std::string::npos) << r.out;
