@@ -28,6 +28,7 @@ LayerOps mtp_input_ops(const ModelArch& arch, const ShardSpec& shard) {
   out.fwd.push_back(op_step(eh.fwd(l)));
   out.bwd_input.insert(out.bwd_input.begin(), op_step(eh.dgrad(l)));
   out.bwd_weight.push_back(op_step(eh.wgrad(l)));
+  add_grad_accumulation(out.bwd_weight, l);
   // eh_proj and three norms (enorm, hnorm, and the module's final norm before the shared
   // output layer, whose own norm parameters the lowering's shared head unit drops).
   out.param_count = 2.0 * h * h / l.tp + 3.0 * d(arch.norm_params());

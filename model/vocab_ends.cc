@@ -41,10 +41,12 @@ LayerOps embedding_ops(const ModelArch& arch, const ShardSpec& shard) {
   // embedding_dense_backward zero-fills a [V/tp, h] gradient in the parameter dtype (write
   // e per element), scatter-adds the token gradients into it (reads [T, h] and the ids,
   // writes the rows of this shard's T/tp tokens on average), then the hook reads it and
-  // the fp32 main_grad and writes main_grad (read e + 4, write 4 per element).
+  // the main_grad and writes main_grad (read e + g, write g per element; g = 4 for fp32
+  // main grads, ShardSpec::main_grad_bytes).
   const double table = d(vocab_shard_rows(arch, l.tp)) * h;
-  out.bwd_weight.push_back(op_step(memory_op("embed", full + t * 8.0 + table * (e + 4.0),
-                                             table * (e + 4.0) + t * h * e / l.tp)));
+  const double g = l.main_grad_bytes;
+  out.bwd_weight.push_back(op_step(
+      memory_op("embed", full + t * 8.0 + table * (e + g), table * (e + g) + t * h * e / l.tp)));
   out.param_count = table + d(arch.max_positions) * h;
   out.grad_bytes_fp32 = 4.0 * out.param_count;
   return out;
@@ -109,6 +111,7 @@ LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard) {
   out.bwd_input.push_back(op_step(memory_op("final_ln", 3 * tn * h * e, tn * h * e)));
   if (l.sp) insert_wgrad_gather(out.bwd_input, "logits", full);
   out.bwd_weight.push_back(op_step(logits.wgrad(l)));
+  add_grad_accumulation(out.bwd_weight, l);
   // The output weight (tied: Megatron's copy of the word embedding) and the final norm.
   out.param_count = d(vocab_local) * h + d(arch.norm_params());
   out.grad_bytes_fp32 = 4.0 * out.param_count;

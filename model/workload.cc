@@ -135,6 +135,8 @@ Local make_local(const ModelArch& a, const ShardSpec& sh) {
   } else {
     l.qkv_n = l.heads * l.dqk + l.kv_heads * (l.dqk + l.dv);
   }
+  l.grad_acc = sh.grad_accumulation;
+  l.main_grad_bytes = sh.main_grad_bytes;
   l.proj_k = l.heads * l.dv;
   l.dispatcher = sh.dispatcher;
   l.ep_nodes = sh.ep_nodes;
@@ -210,6 +212,41 @@ Op memory_op(std::string name, double bytes_read, double bytes_written) {
   op.bytes_read = bytes_read;
   op.bytes_written = bytes_written;
   return op;
+}
+
+// A weight-gradient GEMM dW[in, out] = x^T dy writes its [m, n] output per expert (m = in,
+// n = out). Fused accumulation (GradAccumulation::kFused: Megatron's
+// wgrad_gemm_accum_fp32, cuBLAS with beta = 1 into param.main_grad; Transformer Engine's
+// fuse_wgrad_accumulation) makes that output the buffer itself: the GEMM reads and writes
+// it in the buffer's dtype. The hook (kHook: Megatron-LM's 2021 DDP hook
+// main_grad.add_(grad), PyTorch's AccumulateGrad) leaves the GEMM writing a fresh gradient
+// in the activation dtype and adds it into the buffer with a kernel of its own right after:
+// reads the gradient and the buffer, writes the buffer; one kernel per parameter tensor
+// (an expert's weight is one). Every microbatch, the first too (the buffer is zeroed at the
+// start of the step, zero_grad_op). The fresh gradient is freed by the hook at once: its
+// transient bytes are not modelled.
+void add_grad_accumulation(std::vector<Step>& bwd_weight, const Local& l) {
+  if (l.grad_acc == GradAccumulation::kNone) return;
+  std::vector<Step> out;
+  out.reserve(bwd_weight.size() * 2);
+  for (Step& s : bwd_weight) {
+    const bool wgrad = !s.is_comm && s.op.kind == OpKind::kGemm;
+    const GemmShape g = s.op.gemm;
+    const double params = d(g.m) * d(g.n) * d(std::max<I>(g.batch, 1));
+    if (wgrad && l.grad_acc == GradAccumulation::kFused) {
+      s.op.bytes_written = params * l.main_grad_bytes;
+      s.op.bytes_read += params * l.main_grad_bytes;
+    }
+    const std::string name = s.op.name;
+    out.push_back(std::move(s));
+    if (wgrad && l.grad_acc == GradAccumulation::kHook) {
+      Op add = memory_op(name + ".gradacc", params * (l.e + l.main_grad_bytes),
+                         params * l.main_grad_bytes);
+      add.launches = static_cast<int>(std::max<I>(g.batch, 1));
+      out.push_back(op_step(std::move(add)));
+    }
+  }
+  bwd_weight = std::move(out);
 }
 
 // A (dense or expert) MLP of width `ffn_local` per rank over `tokens`, `batch` experts.
@@ -510,6 +547,7 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   add_quantize_ops(out.bwd_input, l);
   add_amax_ops(out.fwd, l);
   add_amax_ops(out.bwd_input, l);
+  add_grad_accumulation(out.bwd_weight, l);
 
   // ---- parameters held on this rank
   double p = 2.0 * d(arch.norm_params()) + d(l.proj_k) * h;

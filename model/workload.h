@@ -148,6 +148,15 @@ struct Step {
   bool beside_comm = false;
 };
 
+// How a linear layer's weight gradient reaches the gradient buffer that accumulates over
+// the step's microbatches (FrameworkRules::grad_accumulation_fusion; add_grad_accumulation,
+// model/workload.cc).
+enum class GradAccumulation {
+  kNone,   // a fresh gradient each microbatch, reduced as it is (ZeRO-2/3): the GEMM writes it
+  kFused,  // the GEMM accumulates into the buffer: reads and writes it in its dtype
+  kHook,   // the GEMM writes a fresh gradient, then a kernel adds it into the buffer
+};
+
 // How one layer's microbatch is split on one rank.
 struct ShardSpec {
   std::int64_t microbatch = 1;  // sequences
@@ -171,6 +180,10 @@ struct ShardSpec {
   // layers' inputs for backward (model/memory.cc: the MoE experts' and shared experts'; the
   // dense linears' in the lowering, sim/lower/fp8.cc).
   bool te_fp8_storage = true;
+  GradAccumulation grad_accumulation = GradAccumulation::kNone;
+  // Bytes an element of the accumulated gradient buffer (Megatron's main_grad): 4 for fp32
+  // main grads, 2 where they stay 16-bit (training.grad_reduce_dtype).
+  double main_grad_bytes = 4;
 };
 
 // Whether Transformer Engine's per-tensor fp8 copies replace the 16-bit saved inputs of the

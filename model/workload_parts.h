@@ -30,6 +30,8 @@ struct Local {
   int ep_nodes = 1;              // nodes the ep group spans
   bool shared_overlap = false;   // MoE shared experts beside the dispatcher
   bool current_scaling = false;  // fp8 GEMMs with Fp8Recipe::kCurrent (add_amax_ops)
+  GradAccumulation grad_acc = GradAccumulation::kNone;  // ShardSpec::grad_accumulation
+  double main_grad_bytes = 4;                           // ShardSpec::main_grad_bytes
 };
 
 Local make_local(const ModelArch& a, const ShardSpec& sh);
@@ -40,6 +42,9 @@ Step dispatcher_comm_step(CommPointKind kind, double bytes, std::string name);
 void insert_wgrad_gather(std::vector<Step>& steps, const std::string& gemm, double bytes);
 Op gemm(std::string name, I m, I n, I k, I batch, const Local& l, GemmLayout layout);
 Op memory_op(std::string name, double bytes_read, double bytes_written);
+// The weight gradients' way into the accumulated gradient buffer (Local::grad_acc), applied
+// to a unit's bwd_weight list once it is built.
+void add_grad_accumulation(std::vector<Step>& bwd_weight, const Local& l);
 
 // The three GEMMs of one linear layer y[T, out] = x[T, in] W[in, out] (Megatron stores W
 // transposed; the shapes are the same): forward NN, input gradient dx = dy W^T (NT),

@@ -27,6 +27,9 @@ void set_deepspeed_engine(FrameworkRules& r) {
   r.grad_bucket_elements = 5e8;
   r.deepspeed_pipe_engine = true;  // pipe/schedule.py TrainSchedule, pipe/p2p.py
   r.tp_comm_overlap = false;       // no Transformer Engine userbuffers
+  // Gradients accumulate in param.grad or through the optimizer's hooks (bf16_optimizer.py),
+  // a separate add of each microbatch's gradient: no fused weight-gradient accumulation.
+  r.grad_accumulation_fusion = false;
 }
 
 }  // namespace
@@ -67,6 +70,7 @@ FrameworkRules framework_preset(Framework f) {
       r.loss_nan_check = false;
       r.grad_nan_check = false;
       r.buckets_first_chunk_only = false;  // no bucketing before 2022 (overlap off)
+      r.grad_accumulation_fusion = false;  // the DDP hook's add (fused from Feb 2022)
       break;
     case Framework::kMegatronDeepSpeed:
       // Megatron-DeepSpeed: Megatron-LM's 2021 model code (synchronous input-gradient
@@ -121,6 +125,7 @@ FrameworkRules framework_preset(Framework f) {
       r.loss_nan_check = false;
       r.grad_nan_check = false;
       r.buckets_first_chunk_only = false;  // torch DDP buckets every stage
+      r.grad_accumulation_fusion = false;  // DDP's no_sync: AccumulateGrad adds into .grad
       break;
   }
   return r;

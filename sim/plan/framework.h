@@ -276,6 +276,20 @@ struct FrameworkRules {
   // one pass over the shard per arithmetic step, with sqrt(v) held beside the state
   // (model/workload.h optimizer_op, optimizer_temp_bytes).
   bool fused_optimizer = true;
+  // Each linear's weight-gradient GEMM accumulates into the gradient buffer itself:
+  // Megatron's gradient-accumulation fusion (tensor_parallel/layers.py
+  // LinearWithGradAccumulationAndAsyncCommunication.backward ->
+  // fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32 into param.main_grad; Transformer
+  // Engine's fuse_wgrad_accumulation), on by default in Megatron-LM since February 2022
+  // (--no-gradient-accumulation-fusion) and in Megatron-Core: the GEMM reads and writes the
+  // main gradient (ShardSpec::grad_accumulation). False: the GEMM writes a fresh gradient in
+  // the parameter dtype and a separate kernel adds it into the buffer, every microbatch:
+  // Megatron-LM's DDP hook of 2021 (megatron/model/distributed.py _make_param_hook,
+  // param.main_grad.add_(param.grad.data)), PyTorch's AccumulateGrad, DeepSpeed's
+  // BF16_Optimizer hooks (runtime/bf16_optimizer.py, hp_grad.add_). Only where the whole
+  // gradients accumulate over the microbatches (zero 0 and 1, or zero 3 without
+  // zero3_reduce_every_microbatch); ZeRO-2/3 reduce each microbatch's fresh gradients.
+  bool grad_accumulation_fusion = true;
   // The sharded optimizer keeps only the low 16 bits of each fp32 master weight, the bf16
   // weight being its high half: 2 bytes of master state a parameter instead of 4. Apex's
   // DistributedFusedAdam `store_param_remainders` (apex/contrib/optimizers/

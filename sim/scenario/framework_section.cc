@@ -50,6 +50,7 @@ const std::vector<std::string> kFrameworkKeys = {"name",
                                                  "defer_embedding_wgrad_compute",
                                                  "wgrad_deferral_limit",
                                                  "fused_optimizer",
+                                                 "grad_accumulation_fusion",
                                                  "master_weight_remainders",
                                                  "host_launch_us",
                                                  "host_op_us",
@@ -160,6 +161,7 @@ void Loader::parse_framework(const YAML::Node& f, FrameworkRules& out) {
   if (auto v = r_.get_int(f, p, "wgrad_deferral_limit", 0, 1 << 20))
     out.wgrad_deferral_limit = static_cast<int>(*v);
   if (auto v = r_.get_bool(f, p, "fused_optimizer")) out.fused_optimizer = *v;
+  if (auto v = r_.get_bool(f, p, "grad_accumulation_fusion")) out.grad_accumulation_fusion = *v;
   if (auto v = r_.get_bool(f, p, "master_weight_remainders")) out.master_weight_remainders = *v;
   // Up to 1 ms a launch: far beyond any measured host (5-20 us).
   if (auto v = r_.get_double(f, p, "host_launch_us", 0, 1000)) out.host_launch_us = *v;

@@ -8,6 +8,7 @@
 #include "model/arch.h"
 #include "model/error.h"
 #include "model/workload.h"
+#include "tests/model/workload_test_util.h"
 
 namespace stepcast {
 namespace {
@@ -144,12 +145,7 @@ TEST(DTypes, CurrentScalingReadsEachFp8OperandOnceMore) {
   bf.fp8_recipe = Fp8Recipe::kCurrent;
   EXPECT_TRUE(ops_named(layer_ops(a, 0, bf).fwd, ".amax").empty());
   // MoE experts: the amax before each expert GEMM's own quantize kernel.
-  ModelArch m = a;
-  m.moe = MoeSpec{};
-  m.moe->experts = 8;
-  m.moe->top_k = 2;
-  m.moe->ffn_hidden = 512;
-  m.moe->every = 1;
+  const ModelArch m = test_workload::with_moe(a);
   ShardSpec me = cs;
   me.ep = 2;
   const LayerOps mo = layer_ops(m, 0, me);
@@ -170,12 +166,7 @@ TEST(DTypes, CurrentScalingReadsEachFp8OperandOnceMore) {
 // (1) and no amax task. A block-scaled recipe's grouped quantize is also one kernel per
 // expert (4). Dense GEMMs keep one task per operand: amax 3, no separate cast.
 TEST(DTypes, QuantizeKernelsAreCountedPerTensor) {
-  ModelArch m = small();
-  m.moe = MoeSpec{};
-  m.moe->experts = 8;
-  m.moe->top_k = 2;
-  m.moe->ffn_hidden = 512;
-  m.moe->every = 1;
+  const ModelArch m = test_workload::with_moe(small());
   auto launches = [](const std::vector<const Op*>& ops) {
     std::vector<int> v;
     for (const Op* op : ops) v.push_back(op->launches);

@@ -69,6 +69,16 @@ inline ModelArch small_gpt(std::int64_t h = 1024, int heads = 16) {
   return a;
 }
 
+// `a` with a MoE block in every layer: `experts` experts of `ffn` each, top `top_k`.
+inline ModelArch with_moe(ModelArch a, int experts = 8, int top_k = 2, std::int64_t ffn = 512) {
+  a.moe = MoeSpec{};
+  a.moe->experts = experts;
+  a.moe->top_k = top_k;
+  a.moe->ffn_hidden = ffn;
+  a.moe->every = 1;
+  return a;
+}
+
 inline ShardSpec shard(std::int64_t b, std::int64_t s, int tp = 1, bool sp = false, int cp = 1,
                        int ep = 1) {
   ShardSpec sh;

@@ -376,5 +376,60 @@ TEST(LowerRules, Blocking1F1BP2pWaitsForEverySend) {
                      rp.tasks[static_cast<size_t>(dep)].kind == TaskKind::kSend);
 }
 
+// Weight gradients added into the main grad by a kernel of their own (Megatron-LM's 2021 DDP
+// hook; framework rule grad_accumulation_fusion false) against fused into the GEMM. The tiny
+// GPT (8 layers, pp 1) has 4 linears a layer and the output layer: 33 weight-gradient GEMMs a
+// microbatch, so 4 microbatches at zero 1 give 132 add kernels, each right after its GEMM;
+// fused, none, and each GEMM writes the fp32 main grad (4 bytes an element, 2 before). ZeRO-2
+// and ZeRO-3 reduce each microbatch's fresh gradients: no add, no fused accumulation.
+TEST(LowerRules, UnfusedGradientAccumulationAddsEachWeightGradient) {
+  Plan p;
+  p.dp = 2;
+  p.zero = 1;
+  Scenario fused = make_scenario(tiny_gpt(), p);
+  ASSERT_TRUE(fused.framework.grad_accumulation_fusion);  // Megatron-Core's default
+  Scenario hook = fused;
+  hook.framework.grad_accumulation_fusion = false;
+  auto adds = [](const Program& prog) {
+    std::vector<const Task*> v;
+    for (const Task& t : prog.ranks[0].tasks)
+      if (t.label.find(".gradacc.") != std::string::npos) v.push_back(&t);
+    return v;
+  };
+  const Program f = lower(fused), k = lower(hook);
+  EXPECT_TRUE(adds(f).empty());
+  const auto ka = adds(k);
+  ASSERT_EQ(ka.size(), 132u);
+  for (const Task* t : ka) {
+    const std::string gemm = t->label.substr(0, t->label.find(".gradacc.")) +
+                             t->label.substr(t->label.find(".gradacc.") + 8);
+    const Task* g = find_label(k.ranks[0], gemm);
+    ASSERT_NE(g, nullptr) << t->label;
+    // The next task on the compute stream after its GEMM.
+    const Task* next = nullptr;
+    for (const Task& u : k.ranks[0].tasks)
+      if (u.id > g->id && u.stream == g->stream && (next == nullptr || u.id < next->id)) next = &u;
+    EXPECT_EQ(next, t) << t->label;
+    const double elems = static_cast<double>(g->gemm.m * g->gemm.n);
+    EXPECT_DOUBLE_EQ(g->bytes_written, 2 * elems) << gemm;
+    EXPECT_DOUBLE_EQ(t->bytes_written, 4 * elems) << t->label;
+    const Task* gf = find_label(f.ranks[0], gemm);
+    ASSERT_NE(gf, nullptr);
+    EXPECT_DOUBLE_EQ(gf->bytes_written, 4 * elems) << gemm;
+  }
+  EXPECT_GT(run(k).step_ns, run(f).step_ns);
+  for (int zero : {2, 3}) {
+    Plan z = p;
+    z.zero = zero;
+    Scenario sc = make_scenario(tiny_gpt(), z);
+    sc.framework.grad_accumulation_fusion = false;
+    const Program pz = lower(sc);
+    EXPECT_TRUE(adds(pz).empty()) << zero;
+    const Task* g = find_label(pz.ranks[0], "wgt.L0.fc1.mb0");
+    ASSERT_NE(g, nullptr);
+    EXPECT_DOUBLE_EQ(g->bytes_written, 2.0 * static_cast<double>(g->gemm.m * g->gemm.n)) << zero;
+  }
+}
+
 }  // namespace
 }  // namespace stepcast

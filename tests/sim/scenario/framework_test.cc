@@ -153,6 +153,9 @@ TEST(Framework, PresetsCarryTheirLoweringRules) {
     EXPECT_EQ(r.pipeline_max_zero, ds_engine ? 1 : 3) << name;
     EXPECT_EQ(r.deepspeed_pipe_engine, ds_engine) << name;
     EXPECT_TRUE(r.fused_optimizer) << name;  // every stack's default (frameworks.md)
+    // Megatron-Core fuses the weight-gradient accumulation; the 2021 Megatron-LM, DeepSpeed's
+    // engine and PyTorch add each microbatch's gradient with a kernel of its own.
+    EXPECT_EQ(r.grad_accumulation_fusion, name == "megatron-core") << name;
     EXPECT_EQ(r.zero3_fp32_shards, name == "fsdp2") << name;
   }
   const FrameworkRules w = load(base().insert(2,
@@ -268,6 +271,8 @@ TEST(Framework, BadValuesAreLocated) {
            Bad{"framework: {grad_nan_check: always}", "framework.grad_nan_check", ""},
            Bad{"framework: {pipeline_max_zero: 4}", "framework.pipeline_max_zero", ""},
            Bad{"framework: {fused_optimizer: 2}", "framework.fused_optimizer", ""},
+           Bad{"framework: {grad_accumulation_fusion: fp32}", "framework.grad_accumulation_fusion",
+               ""},
            Bad{"framework: {zero3_fp32_shards: fp32}", "framework.zero3_fp32_shards", ""},
            Bad{"framework: {pipeline_max_zero: one}", "framework.pipeline_max_zero", ""},
            Bad{"framework: {name: megatron-lm, blocking_p2p_interleave: true}",
