@@ -6,9 +6,11 @@
 // 10% of each measured time. It guards the whole per-layer chain at once: GEMM and
 // unfused-attention efficiency, memory-bound ops, TP collectives and their calibration,
 // recomputation and sequence parallelism. Simulated (ms, forward / backward, against
-// Table 4): no recompute 7.98 / 12.66 (7.7 / 11.9), sequence parallel 7.28 / 11.99 (7.2 /
-// 11.8), full recompute 7.98 / 20.64 (7.7 / 19.5), selective 7.98 / 14.12 (7.7 / 13.2),
-// selective + sequence parallel 7.28 / 13.45 (7.2 / 13.1): +1.1% to +7.0% (the sequence
+// Table 4), with the 2022 code's asynchronous input-gradient reductions the case file
+// states: no recompute 7.98 / 11.01 (7.7 / 11.9), sequence parallel 7.28 / 11.25 (7.2 /
+// 11.8), full recompute 7.98 / 19.00 (7.7 / 19.5), selective 7.98 / 12.48 (7.7 / 13.2),
+// selective + sequence parallel 7.28 / 12.71 (7.2 / 13.1): −7.4% to +3.7%. With the
+// reductions synchronous the backwards were 12.66, 11.99, 20.64, 14.12 and 13.45 (the sequence
 // parallel backward includes its weight-gradient re-gathers since they were modelled:
 // 11.86 and 13.32 before; 12.26 and 13.72 while SM interference slowed a GEMM over its whole
 // length when a re-gather ran as it started, not only over their overlap).
