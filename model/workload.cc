@@ -227,24 +227,29 @@ Op memory_op(std::string name, double bytes_read, double bytes_written) {
 // transient bytes are not modelled.
 void add_grad_accumulation(std::vector<Step>& bwd_weight, const Local& l) {
   if (l.grad_acc == GradAccumulation::kNone) return;
+  auto weights = [](const GemmShape& g) { return d(g.m) * d(g.n) * d(std::max<I>(g.batch, 1)); };
+  auto wgrad = [](const Step& s) { return !s.is_comm && s.op.kind == OpKind::kGemm; };
+  if (l.grad_acc == GradAccumulation::kFused) {  // in place: the planner's common case
+    for (Step& s : bwd_weight)
+      if (wgrad(s)) {
+        const double p = weights(s.op.gemm);
+        s.op.bytes_written = p * l.main_grad_bytes;
+        s.op.bytes_read += p * l.main_grad_bytes;
+      }
+    return;
+  }
   std::vector<Step> out;
   out.reserve(bwd_weight.size() * 2);
   for (Step& s : bwd_weight) {
-    const bool wgrad = !s.is_comm && s.op.kind == OpKind::kGemm;
+    const bool w = wgrad(s);
     const GemmShape g = s.op.gemm;
-    const double params = d(g.m) * d(g.n) * d(std::max<I>(g.batch, 1));
-    if (wgrad && l.grad_acc == GradAccumulation::kFused) {
-      s.op.bytes_written = params * l.main_grad_bytes;
-      s.op.bytes_read += params * l.main_grad_bytes;
-    }
     const std::string name = s.op.name;
     out.push_back(std::move(s));
-    if (wgrad && l.grad_acc == GradAccumulation::kHook) {
-      Op add = memory_op(name + ".gradacc", params * (l.e + l.main_grad_bytes),
-                         params * l.main_grad_bytes);
-      add.launches = static_cast<int>(std::max<I>(g.batch, 1));
-      out.push_back(op_step(std::move(add)));
-    }
+    if (!w) continue;
+    const double p = weights(g);
+    Op add = memory_op(name + ".gradacc", p * (l.e + l.main_grad_bytes), p * l.main_grad_bytes);
+    add.launches = static_cast<int>(std::max<I>(g.batch, 1));
+    out.push_back(op_step(std::move(add)));
   }
   bwd_weight = std::move(out);
 }
