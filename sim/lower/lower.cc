@@ -292,13 +292,10 @@ ShardSpec shard_spec(const Scenario& sc, const ParallelSpec& par) {
   shard.loss_nan_check = sc.framework.loss_nan_check;
   shard.fp8_recipe = sc.training.fp8_recipe;
   shard.te_fp8_storage = sc.framework.te_fp8_storage;
-  // The whole gradients accumulate over the microbatches (zero 0 and 1; zero 3 only without
-  // zero3_reduce_every_microbatch): fused into the weight-gradient GEMMs or added by a hook
-  // (model/workload.cc add_grad_accumulation). ZeRO-2 and ZeRO-3 reduce each microbatch's
-  // fresh gradients.
-  const bool accumulates =
-      par.zero <= 1 || (par.zero == 3 && !sc.framework.zero3_reduce_every_microbatch);
-  if (accumulates)
+  // Where the whole gradients accumulate over the microbatches, each weight gradient goes
+  // into them fused into its GEMM or added by a hook (model/workload.cc
+  // add_grad_accumulation).
+  if (accumulates_whole_gradients(par.zero, sc.framework))
     shard.grad_accumulation =
         sc.framework.grad_accumulation_fusion ? GradAccumulation::kFused : GradAccumulation::kHook;
   shard.main_grad_bytes = dtype_bytes(grad_reduce_dtype(sc.training));

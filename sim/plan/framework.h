@@ -352,6 +352,12 @@ std::string moe_ep_overlap_problem(const ModelArch& m, const ParallelSpec& pl,
 // it can (the search asks the first, the scenario rules the second).
 bool zero_allowed(int pp, int zero, const FrameworkRules& fw);
 std::string zero_problem(const ParallelSpec& pl, const FrameworkRules& fw);
+// Whether a rank's whole (unsharded) gradients accumulate over the step's microbatches and
+// are reduced once: zero 0 and 1, and zero 3 without zero3_reduce_every_microbatch; ZeRO-2
+// and ZeRO-3 otherwise reduce each microbatch's fresh gradients.
+inline bool accumulates_whole_gradients(int zero, const FrameworkRules& fw) {
+  return zero <= 1 || (zero == 3 && !fw.zero3_reduce_every_microbatch);
+}
 // "0, 1 and 3": the levels of FrameworkRules::zero_levels.
 std::string zero_levels_text(const std::array<bool, 4>& levels);
 

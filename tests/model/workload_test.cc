@@ -363,6 +363,80 @@ TEST(Workload, BrokenShardsAreInvariantErrors) {
   EXPECT_THROW(layer_ops(mx, 0, shard(1, 1024, 1, false, 1, 3)), InvariantError);  // 8 % 3
 }
 
+// A weight gradient's way into the accumulated main grad (ShardSpec::grad_accumulation,
+// model/workload.cc add_grad_accumulation). GPT h = 1024 at tp 2: the layer's four linears
+// hold qkv h·3h/2 + proj (h/2)·h + fc1 h·4h/2 + fc2 (4h/2)·h = 6h² weights on the rank, the
+// output layer h·V/tp (V = 51200 is a multiple of 128·tp, no padding). Per weight element P:
+//  - fused (Megatron's wgrad_gemm_accum_fp32): the GEMM reads and writes the fp32 main grad,
+//    4P more read and 4P written where the fresh bf16 gradient wrote 2P;
+//  - hook (Megatron-LM 2021 main_grad.add_(grad)): the GEMM as it was, then one add kernel
+//    reading the bf16 gradient and the main grad (2P + gP) and writing the main grad (gP),
+//    g = 4 for fp32 main grads, 2 for fp16 ones;
+//  - none (ZeRO-2/3: fresh gradients each microbatch): nothing.
+TEST(Workload, WeightGradientsReachTheMainGradFusedOrByAHook) {
+  const ModelArch a = small_gpt(1024, 16);
+  const double h = 1024;
+  ShardSpec none = shard(1, 512, 2);
+  ShardSpec fused = none, hook = none, hook16 = none;
+  fused.grad_accumulation = GradAccumulation::kFused;
+  hook.grad_accumulation = GradAccumulation::kHook;
+  hook16.grad_accumulation = GradAccumulation::kHook;
+  hook16.main_grad_bytes = 2;
+  for (int head = 0; head < 2; ++head) {
+    auto ops = [&](const ShardSpec& s) {
+      return head ? logits_loss_ops(a, s) : layer_ops(a, 0, s);
+    };
+    const LayerOps n = ops(none), f = ops(fused), k = ops(hook), k16 = ops(hook16);
+    ASSERT_EQ(f.bwd_weight.size(), n.bwd_weight.size());
+    ASSERT_EQ(k.bwd_weight.size(), 2 * n.bwd_weight.size());
+    double weights = 0;
+    for (size_t i = 0; i < n.bwd_weight.size(); ++i) {
+      const Op& w = n.bwd_weight[i].op;
+      ASSERT_EQ(w.kind, OpKind::kGemm) << w.name;
+      const double p = static_cast<double>(w.gemm.m * w.gemm.n);
+      weights += p;
+      EXPECT_DOUBLE_EQ(w.bytes_written, 2 * p) << w.name;
+      const Op& fw = f.bwd_weight[i].op;
+      EXPECT_DOUBLE_EQ(fw.flops, w.flops);
+      EXPECT_DOUBLE_EQ(fw.bytes_read, w.bytes_read + 4 * p) << w.name;
+      EXPECT_DOUBLE_EQ(fw.bytes_written, 4 * p) << w.name;
+      // The hook: the same GEMM, then its add kernel.
+      const Op& kw = k.bwd_weight[2 * i].op;
+      const Op& add = k.bwd_weight[2 * i + 1].op;
+      EXPECT_DOUBLE_EQ(kw.bytes_written, w.bytes_written);
+      EXPECT_EQ(add.name, w.name + ".gradacc");
+      EXPECT_EQ(add.kind, OpKind::kMemoryBound);
+      EXPECT_EQ(add.launches, 1);
+      EXPECT_DOUBLE_EQ(add.bytes_read, 6 * p);
+      EXPECT_DOUBLE_EQ(add.bytes_written, 4 * p);
+      const Op& add16 = k16.bwd_weight[2 * i + 1].op;
+      EXPECT_DOUBLE_EQ(add16.bytes_read, 4 * p);
+      EXPECT_DOUBLE_EQ(add16.bytes_written, 2 * p);
+    }
+    EXPECT_DOUBLE_EQ(weights, head ? h * 51200 / 2 : 6 * h * h);
+    // Nothing but the weight gradients changes.
+    for (const LayerOps* o : {&f, &k}) {
+      EXPECT_EQ(names(o->fwd), names(n.fwd));
+      EXPECT_EQ(names(o->bwd_input), names(n.bwd_input));
+      EXPECT_DOUBLE_EQ(total_flops(*o), total_flops(n));
+    }
+  }
+  // A grouped expert GEMM's hook adds each local expert's weight: one kernel each.
+  const ModelArch m = with_moe(a);
+  ShardSpec ep = shard(1, 512, 1, false, 1, 2);
+  ep.grad_accumulation = GradAccumulation::kHook;
+  const LayerOps moe = layer_ops(m, 0, ep);
+  const Op& fc1 = find_op(moe.bwd_weight, "moe.fc1");
+  const Op& fc1_add = find_op(moe.bwd_weight, "moe.fc1.gradacc");
+  ASSERT_EQ(fc1.gemm.batch, 4);
+  EXPECT_EQ(fc1_add.launches, 4);
+  EXPECT_DOUBLE_EQ(fc1_add.bytes_written,
+                   4.0 * static_cast<double>(fc1.gemm.m * fc1.gemm.n * fc1.gemm.batch));
+}
+
+}  // namespace
+}  // namespace stepcast
+
 namespace stepcast {
 namespace {
 
@@ -433,80 +507,6 @@ TEST(Workload, UnfusedAttentionFlopsAndScoreTraffic) {
   EXPECT_DOUBLE_EQ(b.bytes_read + b.bytes_written - fb.bytes_read - fb.bytes_written, 15 * scores);
   EXPECT_DOUBLE_EQ(ff.flops, fwd / 2);
   EXPECT_DOUBLE_EQ(fb.flops, 2.5 * fwd / 2);
-}
-
-}  // namespace
-}  // namespace stepcast
-
-// A weight gradient's way into the accumulated main grad (ShardSpec::grad_accumulation,
-// model/workload.cc add_grad_accumulation). GPT h = 1024 at tp 2: the layer's four linears
-// hold qkv h·3h/2 + proj (h/2)·h + fc1 h·4h/2 + fc2 (4h/2)·h = 6h² weights on the rank, the
-// output layer h·V/tp (V = 51200 is a multiple of 128·tp, no padding). Per weight element P:
-//  - fused (Megatron's wgrad_gemm_accum_fp32): the GEMM reads and writes the fp32 main grad,
-//    4P more read and 4P written where the fresh bf16 gradient wrote 2P;
-//  - hook (Megatron-LM 2021 main_grad.add_(grad)): the GEMM as it was, then one add kernel
-//    reading the bf16 gradient and the main grad (2P + gP) and writing the main grad (gP),
-//    g = 4 for fp32 main grads, 2 for fp16 ones;
-//  - none (ZeRO-2/3: fresh gradients each microbatch): nothing.
-TEST(Workload, WeightGradientsReachTheMainGradFusedOrByAHook) {
-  const ModelArch a = small_gpt(1024, 16);
-  const double h = 1024;
-  ShardSpec none = shard(1, 512, 2);
-  ShardSpec fused = none, hook = none, hook16 = none;
-  fused.grad_accumulation = GradAccumulation::kFused;
-  hook.grad_accumulation = GradAccumulation::kHook;
-  hook16.grad_accumulation = GradAccumulation::kHook;
-  hook16.main_grad_bytes = 2;
-  for (int head = 0; head < 2; ++head) {
-    auto ops = [&](const ShardSpec& s) {
-      return head ? logits_loss_ops(a, s) : layer_ops(a, 0, s);
-    };
-    const LayerOps n = ops(none), f = ops(fused), k = ops(hook), k16 = ops(hook16);
-    ASSERT_EQ(f.bwd_weight.size(), n.bwd_weight.size());
-    ASSERT_EQ(k.bwd_weight.size(), 2 * n.bwd_weight.size());
-    double weights = 0;
-    for (size_t i = 0; i < n.bwd_weight.size(); ++i) {
-      const Op& w = n.bwd_weight[i].op;
-      ASSERT_EQ(w.kind, OpKind::kGemm) << w.name;
-      const double p = static_cast<double>(w.gemm.m * w.gemm.n);
-      weights += p;
-      EXPECT_DOUBLE_EQ(w.bytes_written, 2 * p) << w.name;
-      const Op& fw = f.bwd_weight[i].op;
-      EXPECT_DOUBLE_EQ(fw.flops, w.flops);
-      EXPECT_DOUBLE_EQ(fw.bytes_read, w.bytes_read + 4 * p) << w.name;
-      EXPECT_DOUBLE_EQ(fw.bytes_written, 4 * p) << w.name;
-      // The hook: the same GEMM, then its add kernel.
-      const Op& kw = k.bwd_weight[2 * i].op;
-      const Op& add = k.bwd_weight[2 * i + 1].op;
-      EXPECT_DOUBLE_EQ(kw.bytes_written, w.bytes_written);
-      EXPECT_EQ(add.name, w.name + ".gradacc");
-      EXPECT_EQ(add.kind, OpKind::kMemoryBound);
-      EXPECT_EQ(add.launches, 1);
-      EXPECT_DOUBLE_EQ(add.bytes_read, 6 * p);
-      EXPECT_DOUBLE_EQ(add.bytes_written, 4 * p);
-      const Op& add16 = k16.bwd_weight[2 * i + 1].op;
-      EXPECT_DOUBLE_EQ(add16.bytes_read, 4 * p);
-      EXPECT_DOUBLE_EQ(add16.bytes_written, 2 * p);
-    }
-    EXPECT_DOUBLE_EQ(weights, head ? h * 51200 / 2 : 6 * h * h);
-    // Nothing but the weight gradients changes.
-    for (const LayerOps* o : {&f, &k}) {
-      EXPECT_EQ(names(o->fwd), names(n.fwd));
-      EXPECT_EQ(names(o->bwd_input), names(n.bwd_input));
-      EXPECT_DOUBLE_EQ(total_flops(*o), total_flops(n));
-    }
-  }
-  // A grouped expert GEMM's hook adds each local expert's weight: one kernel each.
-  const ModelArch m = with_moe(a);
-  ShardSpec ep = shard(1, 512, 1, false, 1, 2);
-  ep.grad_accumulation = GradAccumulation::kHook;
-  const LayerOps moe = layer_ops(m, 0, ep);
-  const Op& fc1 = find_op(moe.bwd_weight, "moe.fc1");
-  const Op& fc1_add = find_op(moe.bwd_weight, "moe.fc1.gradacc");
-  ASSERT_EQ(fc1.gemm.batch, 4);
-  EXPECT_EQ(fc1_add.launches, 4);
-  EXPECT_DOUBLE_EQ(fc1_add.bytes_written,
-                   4.0 * static_cast<double>(fc1.gemm.m * fc1.gemm.n * fc1.gemm.batch));
 }
 
 }  // namespace
