@@ -275,7 +275,10 @@ void append_mlp(const ModelArch& a, const Local& l, const std::string& prefix, I
   blk.bwd_weight.push_back(op_step(fc2.wgrad(l)));
   blk.bwd_weight.push_back(op_step(fc1.wgrad(l)));
   blk.params += d(batch) * (d(a.hidden) * d(fc1_out) + d(ffn_local) * d(a.hidden));
-  if (a.has_bias()) blk.params += d(batch) * (d(fc1_out) + d(a.hidden));
+  if (a.has_bias()) {
+    blk.params += d(batch) * (d(fc1_out) + d(a.hidden));
+    for (I i = 0; i < batch; ++i) blk.vectors.insert(blk.vectors.end(), {d(fc1_out), d(a.hidden)});
+  }
 }
 
 // A Megatron tensor-parallel MLP of width `ffn` over all T tokens: column-parallel fc1,
@@ -561,6 +564,22 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   if (arch.qk_norm) p += 2.0 * d(l.dqk);      // q and k norm gains (replicated)
   if (arch.attention_sinks) p += d(l.heads);  // one sink logit per local head
   p += ffn.params;
+  // The same parameters' vectors, module by module (ln1, attention, ln2, MLP).
+  auto norm = [&] {
+    out.vectors.push_back(h);
+    if (arch.norm == Norm::kLayerNorm) out.vectors.push_back(h);
+  };
+  norm();
+  if (arch.mla()) {
+    if (arch.q_lora_rank > 0) out.vectors.push_back(d(arch.q_lora_rank));
+    out.vectors.push_back(d(arch.kv_lora_rank));
+  }
+  if (arch.has_bias()) out.vectors.insert(out.vectors.end(), {d(l.qkv_n), h});
+  if (arch.qk_norm) out.vectors.insert(out.vectors.end(), {d(l.dqk), d(l.dqk)});
+  if (arch.attention_sinks) out.vectors.push_back(d(l.heads));
+  norm();
+  if (!arch.is_moe_layer(layer))
+    out.vectors.insert(out.vectors.end(), ffn.vectors.begin(), ffn.vectors.end());
   out.param_count = p;
   out.expert_param_count = ffn.expert_params;
   out.grad_bytes_fp32 = 4.0 * p;

@@ -229,6 +229,12 @@ struct LayerOps {
   // rank's sequence shard and are all-reduced over tp once per step (MLA's down-projections
   // and latent norms under sequence parallel: model/mla.cc).
   double tp_grad_params = 0;
+  // Of param_count, the one-dimensional tensors (norm gains and biases, linear biases,
+  // qk-norm gains, attention sinks, MLA's latent-norm gains), one element count each as this
+  // rank holds it; a MoE layer lists those outside its routed block. The rest of param_count
+  // is weight matrices. DeepSpeed ZeRO-3 keeps the small ones gathered
+  // (sim/lower/zero3_fetch.cc).
+  std::vector<double> vectors;
 };
 
 // Depends on `layer` only through arch.is_moe_layer(layer): the lowering computes it once per

@@ -62,7 +62,8 @@ struct Linear {
 struct Block {
   std::vector<Step> fwd, bwd_input, bwd_weight;
   double params = 0;
-  double expert_params = 0;  // of which routed experts'
+  double expert_params = 0;     // of which routed experts'
+  std::vector<double> vectors;  // of params, the biases (LayerOps::vectors)
 };
 
 void append_mlp(const ModelArch& a, const Local& l, const std::string& prefix, I tokens,

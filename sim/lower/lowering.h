@@ -322,7 +322,14 @@ class Lowerer {
     int last_sync = -1;        // zero3_fetch_sync: the host's last device synchronize
   };
   bool z3_submodule() const;
+  // The persistent parameters of `u` (zero3_persistence_elements): its vectors
+  // (LayerOps::vectors) of at most that many elements, each gathered once and kept, so
+  // fetched by no use; empty for a MoE unit (fetched as one block) or without the rule.
+  std::vector<double> z3_persistent(const Unit& u) const;
   std::vector<Z3Fetch> z3_fetches(const Unit& u) const;
+  // After the optimizer step (`after`), the stage's persistent parameters gathered again, one
+  // synchronous all-gather each; returns what the step's end waits for (nothing without any).
+  std::vector<int> z3_regather_persistent(Emit& e, int after);
   Z3Pass z3_plan(const std::vector<Unit>& units, bool backward) const;
   void z3_reach(Emit& e, Z3Pass& zp, const Unit& u, const std::string& op, int mb, int c,
                 Phase phase);

@@ -416,6 +416,7 @@ void Lowerer::emit_step_end(Emit& e, RankState& rs) {
   emit_mem(e, TaskKind::kFree, temp, "optimizer_temp", Phase::kOptimizer, -1, -1, -1,
            StreamKind::kCompute, {e.last_compute});
   std::vector<int> end_deps{e.last_compute};
+  for (int id : z3_regather_persistent(e, e.last_compute)) end_deps.push_back(id);
   // ZeRO-1/2 without overlap: the updated parameters are gathered after the step, exposed.
   if (rs.sharded_opt && !overlap_z12_param_gather()) {
     emit_param_gathers(e, {e.last_compute});

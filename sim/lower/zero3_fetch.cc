@@ -8,10 +8,10 @@
 // compute stream waits for them; the fetch is released after the module's forward or
 // backward. So a transformer block is several fetches, one per Linear (its weight and bias);
 // its norms' scales and the biases are each below stage3_param_persistence_threshold (1e5
-// elements in the default config) in the models here, so they are persistent: gathered once
-// and never released, not fetched per use. Here a fetch is a forward GEMM's weight
-// (k x n x batch of its shape); the unit's other parameters are one fetch at its start unless
-// the persistence threshold is positive.
+// elements in the default config) in the models here, so they are persistent: kept gathered,
+// not fetched per use, and gathered again after every optimizer step (z3_regather_persistent).
+// Here a fetch is a forward GEMM's weight (k x n x batch of its shape); the unit's other
+// parameters that are not persistent are one fetch at its start.
 //  - Prefetch (stage3_prefetch_bucket_size, 5e7 elements): once a fetch has been waited for,
 //    the next ones in trace order not yet in flight are issued while the elements issued so
 //    far stay below the bucket, so at least one: with weights of 1.5e8-6e8 elements (GPT-3
@@ -58,9 +58,63 @@ std::vector<Lowerer::Z3Fetch> Lowerer::z3_fetches(const Unit& u) const {
     weights += w;
     out.push_back(Z3Fetch{w, st.op.name});
   }
-  const double rest = u.dense_params - weights;
-  if (rest > 0 && (out.empty() || sc_.framework.zero3_persistence_elements <= 0))
-    out.insert(out.begin(), Z3Fetch{rest, ""});
+  double persistent = 0;
+  for (double v : z3_persistent(u)) persistent += v;
+  // Half an element: what the sums of the same tensors in another order may differ by.
+  const double rest = u.dense_params - weights - persistent;
+  if (rest > 0.5) out.insert(out.begin(), Z3Fetch{rest, ""});
+  return out;
+}
+
+std::vector<double> Lowerer::z3_persistent(const Unit& u) const {
+  std::vector<double> out;
+  const double limit = sc_.framework.zero3_persistence_elements;
+  if (!z3_submodule() || limit <= 0 || u.expert_params > 0 || u.ops == nullptr) return out;
+  for (double v : u.ops->vectors)
+    if (v <= limit) out.push_back(v);
+  return out;
+}
+
+// DeepSpeed's optimizer updates only each rank's shard of a persistent parameter, so after
+// the step every one is gathered again (stage3.py DeepSpeedZeroOptimizer_Stage3._post_step:
+// persistent_parameters[0].all_gather(persistent_parameters)). That is the blocking path of
+// partition_parameters.py _all_gather -> _allgather_params_coalesced: one async all-gather
+// per parameter, issued back to back on the current stream, the last handle waited for and
+// the device synchronized ("guarantee the communication to be completed"). Under
+// list_collectives each is the list form, with its narrow views and per-rank copies.
+std::vector<int> Lowerer::z3_regather_persistent(Emit& e, int after) {
+  std::vector<int> out;
+  if (!z3_submodule() || dense_dp_size() <= 1) return out;
+  const bool list = sc_.framework.list_collectives;
+  int last = -1;
+  for (int c = 0; c < v_; ++c)
+    for (const Unit& u : chunks_[static_cast<size_t>(vstage(c, e.coord.pp))]) {
+      const std::vector<double> vs = z3_persistent(u);
+      for (size_t i = 0; i < vs.size(); ++i) {
+        const double bytes = vs[i] * act_elem_bytes_;
+        const std::string op = fmt::format("persist{}", i);
+        std::vector<int> deps{after};
+        if (last >= 0) deps.push_back(last);  // issued in order by the one host thread
+        const int ag =
+            emit_collective(e, CollOp::kAllGather, dense_dp_kind(), StreamKind::kDp,
+                            Category::kDpComm, bytes, act_dtype_, Phase::kOptimizer,
+                            label_of("ag", u.name, op, -1), u.layer, -1, c, std::move(deps));
+        if (list) e.rp.tasks.mut(static_cast<size_t>(ag)).host_ops = dense_dp_size();
+        last = list ? emit_list_copy(e, bytes, dense_dp_size(), Phase::kOptimizer,
+                                     label_of("agcopy", u.name, op, -1), u.layer, -1, c, {ag})
+                    : ag;
+      }
+    }
+  if (last < 0) return out;
+  // The device synchronize the host waits on before the next step (no kernel).
+  Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, Phase::kOptimizer,
+                     Category::kDpComm, -1, -1, -1);
+  t.what = "device_sync";
+  t.label = "sync.persistent";
+  t.launches = 0;
+  t.host_sync = true;
+  t.deps = {last};
+  out.push_back(add(e, std::move(t)));
   return out;
 }
 

@@ -199,6 +199,50 @@ TEST(Workload, ParamsPerRankSumToLayerPlusReplicas) {
   }
 }
 
+// A layer's parameters are its weight matrices (each forward GEMM's k x n x batch) and its
+// vectors (LayerOps::vectors: norm gains and biases, biases, qk-norm gains, sinks, MLA's
+// latent-norm gains), for every built-in dense layer and the output layer at tp 1-8. GPT-3
+// 175B's layer at tp 1 lists its 8 vectors: two LayerNorms (h, h), the qkv and proj biases
+// (3h, h) and the fc1 and fc2 biases (4h, h).
+TEST(Workload, LayerParamsAreMatricesAndVectors) {
+  auto matrices = [](const LayerOps& o) {
+    double m = 0;
+    for (const Step& st : o.fwd)
+      if (!st.is_comm && st.op.kind == OpKind::kGemm)
+        m += static_cast<double>(st.op.gemm.k) * static_cast<double>(st.op.gemm.n) *
+             static_cast<double>(st.op.gemm.batch);
+    return m;
+  };
+  auto sum = [](const std::vector<double>& v) {
+    double t = 0;
+    for (double x : v) t += x;
+    return t;
+  };
+  int checked = 0;
+  for (const std::string& n : builtin_model_names()) {
+    const ModelArch& a = *find_builtin_model(n);
+    for (int t : {1, 2, 4, 8}) {
+      if (a.heads % t != 0) continue;
+      const ShardSpec sh = shard(1, 1024, t, t > 1);
+      for (int l = 0; l < a.layers; ++l) {
+        if (a.is_moe_layer(l)) continue;
+        const LayerOps o = layer_ops(a, l, sh);
+        EXPECT_NEAR(matrices(o) + sum(o.vectors), o.param_count, 1e-6 * o.param_count)
+            << n << " tp" << t;
+        ++checked;
+        break;
+      }
+      const LayerOps head = logits_loss_ops(a, sh);
+      EXPECT_DOUBLE_EQ(matrices(head) + sum(head.vectors), head.param_count) << n << " tp" << t;
+    }
+  }
+  EXPECT_GT(checked, 20);
+  const ModelArch& g = *find_builtin_model("gpt3-175b");
+  const double h = 12288;
+  EXPECT_EQ(layer_ops(g, 0, shard(1, 2048)).vectors,
+            (std::vector<double>{h, h, 3 * h, h, h, h, 4 * h, h}));
+}
+
 TEST(Workload, ContextParallelSplitsTokensAndAttention) {
   const ModelArch a = small_gpt();
   const LayerOps full = layer_ops(a, 0, shard(1, 8192));

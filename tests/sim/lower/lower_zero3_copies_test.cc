@@ -50,7 +50,8 @@ TEST(LowerZero3Copies, DeepSpeedRebuildsEveryFetchBeforeItsModule) {
   int ag = 0, rs = 0, cats = 0, preps = 0, gemms_after = 0;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const Task& t = tasks[i];
-    ag += is_ag(t);
+    // The persistent parameters' gathers after the step are used as gathered, not rebuilt.
+    ag += is_ag(t) && t.label.find("persist") == std::string::npos;
     if (is_rs(t)) {
       ++rs;
       ASSERT_EQ(waits_for(tasks, t, "z3_bucket_cat_div"), 1) << t.label;
@@ -99,7 +100,7 @@ TEST(LowerZero3Copies, DeepSpeedRebuildsEveryFetchBeforeItsModule) {
   int ag_none = 0, rs_none = 0;
   const Program none_prog = lower(none);
   for (const Task& t : none_prog.ranks[0].tasks) {
-    ag_none += is_ag(t);
+    ag_none += is_ag(t) && t.label.find("persist") == std::string::npos;
     rs_none += is_rs(t);
     EXPECT_EQ(t.what.rfind("z3_", 0), std::string::npos) << t.label;
   }

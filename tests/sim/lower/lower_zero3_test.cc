@@ -63,6 +63,63 @@ TEST(LowerZero3Submodule, OneGatherPerLinearForwardAndAgainInBackward) {
   EXPECT_DOUBLE_EQ(block[0].second, kQkv + kProj + 2 * kFc + 3328);  // 789,760
 }
 
+TEST(LowerZero3Submodule, PersistentParametersAreGatheredAgainAfterTheStep) {
+  // DeepSpeed's _post_step gathers each persistent parameter again, one all-gather each,
+  // after the optimizer step: per layer its 8 vectors (2 LayerNorms of 2 x 256, the qkv and
+  // proj biases 768 and 256, fc1's and fc2's 1024 and 256: 3,328 elements), and the final
+  // LayerNorm's 2 x 256; 8 x 8 + 2 = 66 gathers, then the host's device synchronize.
+  const auto persistent = [](const Program& prog) {
+    const TaskList& tasks = prog.ranks[0].tasks;
+    int step = -1;
+    std::vector<size_t> out;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i].label == "opt.step") step = static_cast<int>(i);
+      if (testing::is_coll(tasks[i], CollOp::kAllGather) &&
+          tasks[i].label.find("persist") != std::string::npos) {
+        EXPECT_GE(step, 0) << tasks[i].label << " before the step";
+        out.push_back(i);
+      }
+    }
+    return out;
+  };
+  Scenario sc = deepspeed_scenario(Recompute::kNone);
+  Program prog = lower(sc);
+  const std::vector<size_t> ids = persistent(prog);
+  ASSERT_EQ(ids.size(), 66u);
+  double l3 = 0;
+  for (size_t i : ids)
+    if (prog.ranks[0].tasks[i].layer == 3) l3 += prog.ranks[0].tasks[i].bytes / 2;
+  EXPECT_DOUBLE_EQ(l3, 3328);
+  // Issued one after the other by the host: each depends on the one before.
+  for (size_t k = 1; k < ids.size(); ++k) {
+    const auto& deps = prog.ranks[0].tasks[ids[k]].deps;
+    EXPECT_NE(std::find(deps.begin(), deps.end(), static_cast<int>(ids[k - 1])), deps.end());
+  }
+  const auto sync = std::find_if(prog.ranks[0].tasks.begin(), prog.ranks[0].tasks.end(),
+                                 [](const Task& t) { return t.label == "sync.persistent"; });
+  ASSERT_NE(sync, prog.ranks[0].tasks.end());
+  EXPECT_TRUE(sync->host_sync);
+  // The list form: each gather's copies (one per rank) follow it.
+  sc.framework.list_collectives = true;
+  prog = lower(sc);
+  for (size_t i : persistent(prog)) {
+    EXPECT_EQ(prog.ranks[0].tasks[i].host_ops, 4);
+    const Task& copy = prog.ranks[0].tasks[i + 1];
+    EXPECT_EQ(copy.what, "list_copy");
+    EXPECT_EQ(copy.launches, 4);
+  }
+  // Without persistence the vectors are fetched with each use (a unit-start fetch of 3,328
+  // elements) and nothing is gathered after the step; nor by the block presets.
+  sc.framework.zero3_persistence_elements = 0;
+  EXPECT_TRUE(persistent(lower(sc)).empty());
+  EXPECT_DOUBLE_EQ(layer_gathers(lower(sc)).front().second, 3328);
+  Plan p;
+  p.dp = 4;
+  p.zero = 3;
+  p.microbatches = 1;
+  EXPECT_TRUE(persistent(lower(make_scenario(tiny_gpt(), p))).empty());
+}
+
 TEST(LowerZero3Submodule, RecomputeFetchesKeptWithinTheReuseDistance) {
   // Full recompute: the recomputed forward fetches all four again. A fetch is kept for its
   // backward when the later fetches' elements, used twice in between (recompute, then
