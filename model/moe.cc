@@ -114,8 +114,8 @@ double dispatch_copies(const MoeSpec& m, const Local& l, const MoeLoad& ld) {
 // kernel writes the row-wise copy and the transposed (column-wise) copy the weight gradient
 // reads: reads m x k at e bytes, writes 2 x m x k at 1 byte (cast_transpose). Under current
 // scaling (training.fp8_recipe: current) the amax pass that reads the operand once more
-// goes before this kernel (add_amax_ops, model/workload.cc). mxfp8 / nvfp4 get their quantize
-// kernels on every GEMM already (add_quantize_ops, model/workload.cc). Forward: before each GEMM;
+// goes before this kernel (add_amax_ops, model/dtypes.cc). mxfp8 / nvfp4 get their quantize
+// kernels on every GEMM already (add_quantize_ops, model/dtypes.cc). Forward: before each GEMM;
 // backward (rev, reversed by the caller): after each input-gradient GEMM in rev, i.e. before it
 // once reversed.
 //
@@ -125,7 +125,7 @@ double dispatch_copies(const MoeSpec& m, const Local& l, const MoeLoad& ld) {
 // Float8Quantizer; any other quantizer is run tensor by tensor. Delayed scaling: 1 launch.
 // Current scaling: one cast-transpose per expert here, and per expert the amax task's memset,
 // amax reduction and scale computation (Float8CurrentScalingQuantizer::quantize, TE 2.x
-// quantizer.cpp; amax_launches, model/workload.cc).
+// quantizer.cpp; amax_launches, model/dtypes.cc).
 void quantize_expert_operands(std::vector<Step>& fwd, std::vector<Step>& rev, std::size_t rev_from,
                               const Local& l) {
   if (l.dt != DType::kFp8) return;

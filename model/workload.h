@@ -39,7 +39,7 @@ double dtype_element_bytes(DType t);
 // elements, +3.1%), nvfp4 0.5 + 1/16 (one 1-byte scale per 16 elements, +12.5% of its
 // 8 data bytes; the per-tensor fp32 scale is negligible); the element bytes otherwise.
 double dtype_storage_bytes(DType t);
-// mxfp8 and nvfp4: each GEMM operand is quantized by a kernel of its own (model/workload.cc).
+// mxfp8 and nvfp4: each GEMM operand is quantized by a kernel of its own (model/dtypes.cc).
 bool block_scaled(DType t);
 // fp8, mxfp8, nvfp4: GEMMs below 16 bits, at compute.gemm.fp8_max_efficiency of their peak.
 bool narrow_gemm_dtype(DType t);

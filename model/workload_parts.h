@@ -45,6 +45,11 @@ Op memory_op(std::string name, double bytes_read, double bytes_written);
 // The weight gradients' way into the accumulated gradient buffer (Local::grad_acc), applied
 // to a unit's bwd_weight list once it is built.
 void add_grad_accumulation(std::vector<Step>& bwd_weight, const Local& l);
+// The quantize kernels of block-scaled GEMM operands, and the amax and scale kernels of
+// per-tensor current scaling, inserted before the GEMMs of a forward or input-gradient step
+// list (model/dtypes.cc).
+void add_quantize_ops(std::vector<Step>& steps, const Local& l);
+void add_amax_ops(std::vector<Step>& steps, const Local& l);
 
 // The three GEMMs of one linear layer y[T, out] = x[T, in] W[in, out] (Megatron stores W
 // transposed; the shapes are the same): forward NN, input gradient dx = dy W^T (NT),

@@ -277,7 +277,7 @@ TEST(LowerRules, FusedCrossEntropyKeepsTheBf16Logits) {
 
 // The optimizer as torch.optim's foreach AdamW (fused_optimizer false) against one fused
 // kernel: per parameter of the shard P it reads 48 - 16 = 32 B and writes 32 - 12 = 20 B
-// more (model/workload.cc optimizer_op) and holds sqrt(v), 4 B a parameter, for the
+// more (model/optimizer.cc optimizer_op) and holds sqrt(v), 4 B a parameter, for the
 // step's update only; the step is longer.
 TEST(LowerRules, ForeachOptimizerMakesMorePassesAndHoldsSqrtV) {
   Scenario sc = make_scenario(tiny_gpt(), Plan{});
@@ -302,7 +302,7 @@ TEST(LowerRules, ForeachOptimizerMakesMorePassesAndHoldsSqrtV) {
 // FSDP2's fp32 shards (zero3_fp32_shards) on ZeRO-3 over dp 4: the stage's P parameters
 // hold no 16-bit shard (2P/4 bytes less), their gradient shard is fp32 even with bf16
 // reduction (4P/4 where 2P/4 was), and the step reads 4 B and writes 2 B a local parameter
-// less (no 16-bit copy refreshed, model/workload.cc optimizer_op) and, with the bf16
+// less (no 16-bit copy refreshed, model/optimizer.cc optimizer_op) and, with the bf16
 // gradients, skips their copy to fp32 (2 B read, 4 written): 6 read and 6 written in all.
 TEST(LowerRules, Fsdp2ShardsAreTheFp32Parameters) {
   Plan p;
