@@ -97,6 +97,16 @@ static size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// Length of the longest common prefix of a and b that ends at a word boundary: after a '_',
+// '.' or '-', or at the end of either word.
+static size_t common_words(const std::string& a, const std::string& b) {
+  size_t n = 0;
+  size_t i = 0;
+  for (; i < a.size() && i < b.size() && a[i] == b[i]; ++i)
+    if (a[i] == '_' || a[i] == '.' || a[i] == '-') n = i + 1;
+  return i == a.size() || i == b.size() ? i : n;
+}
+
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
   std::string best;
   size_t best_d = static_cast<size_t>(-1);
@@ -108,7 +118,24 @@ std::string closest_match(const std::string& word, const std::vector<std::string
     }
   }
   size_t limit = std::max<size_t>(2, word.size() / 3);
-  return best_d <= limit ? best : std::string();
+  if (best_d <= limit) return best;
+  // No near spelling: the candidate that shares the most leading words, when they are at
+  // least two thirds of the word (another unit or last word, "zero3_prefetch_mb" for
+  // "zero3_prefetch_elements"); among equal prefixes the nearer spelling.
+  best.clear();
+  size_t best_p = 0;
+  best_d = static_cast<size_t>(-1);
+  for (const auto& c : candidates) {
+    const size_t p = common_words(word, c);
+    if (3 * p < 2 * word.size() || p < best_p) continue;
+    const size_t d = edit_distance(word, c);
+    if (p > best_p || d < best_d) {
+      best_p = p;
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
 }
 
 }  // namespace stepcast

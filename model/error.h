@@ -63,8 +63,9 @@ namespace detail {
                                const std::string& msg);
 }
 
-// Levenshtein distance based suggestion: the candidate closest to `word`, or "" when none is
-// reasonably close (distance > max(2, len/3)).
+// The suggestion for a misspelt key or name: the candidate closest to `word` by Levenshtein
+// distance when within max(2, len/3); else the candidate sharing the most leading words
+// (split at '_', '.', '-') when they cover two thirds of `word`; else "".
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
 
 }  // namespace stepcast

@@ -25,5 +25,29 @@ TEST(InputIssue, ControlBytesAndInvalidUtf8AreEscaped) {
             "caf\xc3\xa9.yaml: k\\xff: \xe2\x82\xac \\xe2\\x82");
 }
 
+// closest_match: a near spelling first (distance within max(2, len/3)); else the key that
+// shares the leading words, when they are two thirds of the word; else nothing.
+TEST(ClosestMatch, NearSpellingThenSharedLeadingWords) {
+  const std::vector<std::string> keys = {"zero3_prefetch_elements", "zero3_persistence_elements",
+                                         "zero3_reshard_after_forward",
+                                         "zero3_reshard_after_backward", "host_launch_us"};
+  EXPECT_EQ(closest_match("zero3_prefetch_element", keys), "zero3_prefetch_elements");
+  EXPECT_EQ(closest_match("host_launch_ms", keys), "host_launch_us");
+  // "zero3_prefetch_" is 15 of 17 characters: another unit for the same rule.
+  EXPECT_EQ(closest_match("zero3_prefetch_mb", keys), "zero3_prefetch_elements");
+  EXPECT_EQ(closest_match("zero3_reshard_after_fwd", keys), "zero3_reshard_after_forward");
+  // Two keys share "rule_size_" (10 of 12 characters): the nearer spelling wins, in either
+  // order (distance 8 against 17).
+  EXPECT_EQ(closest_match("rule_size_mb", {"rule_size_elements_per_rank", "rule_size_elements"}),
+            "rule_size_elements");
+  EXPECT_EQ(closest_match("rule_size_mb", {"rule_size_elements", "rule_size_elements_per_rank"}),
+            "rule_size_elements");
+  // A shared first word ("zero3_", 6 of 13) is not enough, nor a prefix inside a word.
+  EXPECT_EQ(closest_match("zero3_buckets", keys), "");
+  EXPECT_EQ(closest_match("hostname_launcher", keys), "");
+  EXPECT_EQ(closest_match("tp", keys), "");
+  EXPECT_EQ(closest_match("anything", {}), "");
+}
+
 }  // namespace
 }  // namespace stepcast

@@ -207,6 +207,9 @@ TEST(Framework, UnknownNamesAndRulesSuggestTheClosest) {
                "did you mean 'fsdp2'?");
   expect_issue(base().insert(2, "framework: {name: deepspeed, zero3_prefetch_element: 1}"),
                "framework.zero3_prefetch_element", 2, "did you mean 'zero3_prefetch_elements'?");
+  // The issue's own spelling, another unit for the same rule.
+  expect_issue(base().insert(2, "framework: {name: deepspeed, zero3_prefetch_mb: 50}"),
+               "framework.zero3_prefetch_mb", 2, "did you mean 'zero3_prefetch_elements'?");
   expect_issue(base().insert(2, "framework: {zero3_gather: layer}"), "framework.zero3_gather", 2,
                "known: block, submodule");
 }
