@@ -32,10 +32,7 @@ LayerOps mtp_input_ops(const ModelArch& arch, const ShardSpec& shard) {
   // eh_proj and three norms (enorm, hnorm, and the module's final norm before the shared
   // output layer, whose own norm parameters the lowering's shared head unit drops).
   out.param_count = 2.0 * h * h / l.tp + 3.0 * d(arch.norm_params());
-  for (int i = 0; i < 3; ++i) {
-    out.vectors.push_back(h);
-    if (arch.norm == Norm::kLayerNorm) out.vectors.push_back(h);
-  }
+  for (int i = 0; i < 3; ++i) append_norm_vectors(out.vectors, arch);
   out.grad_bytes_fp32 = 4.0 * out.param_count;
   return out;
 }

@@ -114,8 +114,7 @@ LayerOps logits_loss_ops(const ModelArch& arch, const ShardSpec& shard) {
   add_grad_accumulation(out.bwd_weight, l);
   // The output weight (tied: Megatron's copy of the word embedding) and the final norm.
   out.param_count = d(vocab_local) * h + d(arch.norm_params());
-  out.vectors.push_back(h);
-  if (arch.norm == Norm::kLayerNorm) out.vectors.push_back(h);
+  append_norm_vectors(out.vectors, arch);
   out.grad_bytes_fp32 = 4.0 * out.param_count;
   return out;
 }

@@ -240,6 +240,11 @@ Block tp_mlp_block(const ModelArch& a, const Local& l, const std::string& prefix
   return blk;
 }
 
+void append_norm_vectors(std::vector<double>& vectors, const ModelArch& a) {
+  vectors.push_back(d(a.hidden));
+  if (a.norm == Norm::kLayerNorm) vectors.push_back(d(a.hidden));
+}
+
 Block dense_block(const ModelArch& a, const Local& l) {
   return tp_mlp_block(a, l, "", "mlp", a.ffn_hidden);
 }
@@ -417,11 +422,7 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   if (arch.attention_sinks) p += d(l.heads);  // one sink logit per local head
   p += ffn.params;
   // The same parameters' vectors, module by module (ln1, attention, ln2, MLP).
-  auto norm = [&] {
-    out.vectors.push_back(h);
-    if (arch.norm == Norm::kLayerNorm) out.vectors.push_back(h);
-  };
-  norm();
+  append_norm_vectors(out.vectors, arch);
   if (arch.mla()) {
     if (arch.q_lora_rank > 0) out.vectors.push_back(d(arch.q_lora_rank));
     out.vectors.push_back(d(arch.kv_lora_rank));
@@ -429,7 +430,7 @@ LayerOps layer_ops(const ModelArch& arch, int layer, const ShardSpec& shard) {
   if (arch.has_bias()) out.vectors.insert(out.vectors.end(), {d(l.qkv_n), h});
   if (arch.qk_norm) out.vectors.insert(out.vectors.end(), {d(l.dqk), d(l.dqk)});
   if (arch.attention_sinks) out.vectors.push_back(d(l.heads));
-  norm();
+  append_norm_vectors(out.vectors, arch);
   if (!arch.is_moe_layer(layer))
     out.vectors.insert(out.vectors.end(), ffn.vectors.begin(), ffn.vectors.end());
   out.param_count = p;

@@ -50,6 +50,9 @@ void add_grad_accumulation(std::vector<Step>& bwd_weight, const Local& l);
 // list (model/dtypes.cc).
 void add_quantize_ops(std::vector<Step>& steps, const Local& l);
 void add_amax_ops(std::vector<Step>& steps, const Local& l);
+// A norm's vectors (LayerOps::vectors): its gain of `hidden` elements, and its bias under
+// LayerNorm.
+void append_norm_vectors(std::vector<double>& vectors, const ModelArch& a);
 
 // The three GEMMs of one linear layer y[T, out] = x[T, in] W[in, out] (Megatron stores W
 // transposed; the shapes are the same): forward NN, input gradient dx = dy W^T (NT),

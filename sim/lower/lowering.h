@@ -330,6 +330,9 @@ class Lowerer {
   // After the optimizer step (`after`), the stage's persistent parameters gathered again, one
   // synchronous all-gather each; returns what the step's end waits for (nothing without any).
   std::vector<int> z3_regather_persistent(Emit& e, int after);
+  // A device synchronize the host waits on (zero3_fetch_sync, the re-gather's end): a marker
+  // on the compute stream after every kernel queued and after `dep`; no kernel, no launch.
+  int z3_device_sync(Emit& e, Phase phase, int layer, int mb, int c, std::string label, int dep);
   Z3Pass z3_plan(const std::vector<Unit>& units, bool backward) const;
   void z3_reach(Emit& e, Z3Pass& zp, const Unit& u, const std::string& op, int mb, int c,
                 Phase phase);

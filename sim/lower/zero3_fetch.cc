@@ -106,16 +106,21 @@ std::vector<int> Lowerer::z3_regather_persistent(Emit& e, int after) {
       }
     }
   if (last < 0) return out;
-  // The device synchronize the host waits on before the next step (no kernel).
-  Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, Phase::kOptimizer,
-                     Category::kDpComm, -1, -1, -1);
+  // The device synchronize the host waits on before the next step.
+  out.push_back(z3_device_sync(e, Phase::kOptimizer, -1, -1, -1, "sync.persistent", last));
+  return out;
+}
+
+int Lowerer::z3_device_sync(Emit& e, Phase phase, int layer, int mb, int c, std::string label,
+                            int dep) {
+  Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, phase, Category::kDpComm, layer,
+                     mb, c);
   t.what = "device_sync";
-  t.label = "sync.persistent";
+  t.label = std::move(label);
   t.launches = 0;
   t.host_sync = true;
-  t.deps = {last};
-  out.push_back(add(e, std::move(t)));
-  return out;
+  t.deps = {dep};
+  return add(e, std::move(t));
 }
 
 Lowerer::Z3Pass Lowerer::z3_plan(const std::vector<Unit>& units, bool backward) const {
@@ -266,18 +271,12 @@ void Lowerer::z3_reach(Emit& e, Z3Pass& zp, const Unit& u, const std::string& op
   zp.before.push_back(e.last_compute);
   z3_issue(e, zp, i, mb, c, phase);
   if (sc_.framework.zero3_fetch_sync && !zp.uses[i].ids.empty()) {
-    // Waiting for the fetch synchronizes the device (zero3_fetch_sync): a marker on the
-    // compute stream, after every kernel queued and depending on the fetch, that the host
-    // waits for before it goes on (prefetching, launching the module); no kernel, no launch.
-    Task t = base_task(TaskKind::kMemoryBound, StreamKind::kCompute, phase, Category::kDpComm,
-                       u.layer, mb, c);
-    t.what = "device_sync";
-    t.label = zp.uses[i].what;
-    t.label.replace(0, 2, "sync");  // "zp.<unit>..." -> "sync.<unit>..."
-    t.launches = 0;
-    t.host_sync = true;
-    t.deps = {zp.uses[i].ids.back()};
-    zp.last_sync = add(e, std::move(t));
+    // Waiting for the fetch synchronizes the device (zero3_fetch_sync): the host waits for
+    // it before it goes on (prefetching, launching the module).
+    std::string label = zp.uses[i].what;
+    label.replace(0, 2, "sync");  // "zp.<unit>..." -> "sync.<unit>..."
+    zp.last_sync =
+        z3_device_sync(e, phase, u.layer, mb, c, std::move(label), zp.uses[i].ids.back());
   }
   ++zp.reached;
   e.pending.insert(e.pending.end(), zp.uses[i].ids.begin(), zp.uses[i].ids.end());
